@@ -1,0 +1,20 @@
+include_guard(GLOBAL)
+option(EGS_WERROR "Treat warnings as errors" OFF)
+set(EGS_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Woverloaded-virtual
+    -Wold-style-cast -Wimplicit-fallthrough)
+if(EGS_WERROR)
+  list(APPEND EGS_WARNINGS -Werror)
+endif()
+add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${EGS_WARNINGS}>")
+
+option(EGS_SANITIZE "Build with ASan and UBSan" OFF)
+if(EGS_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+option(EGS_TSAN "Build with TSan" OFF)
+if(EGS_TSAN)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()

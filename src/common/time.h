@@ -1,0 +1,47 @@
+// Typed time: Time (UTC, microseconds since the Unix epoch), Duration (microseconds) and the
+// half-open Interval [start, end). No bare integers hold time anywhere in EGS; where an integer
+// must carry one (JSON, SQL, CSV) its name says the unit: `start_unix_us`.
+//
+// Thread-safety: value types.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace egs::common {
+
+using Duration = std::chrono::microseconds;
+using Time = std::chrono::sys_time<Duration>;
+
+// Sentinels for open-ended windows ("unhealthy from t, no end known").
+inline constexpr Time kInfinitePast = Time(Duration(INT64_MIN / 2));
+inline constexpr Time kInfiniteFuture = Time(Duration(INT64_MAX / 2));
+
+constexpr Time FromUnixMicros(std::int64_t us) { return Time(Duration(us)); }
+constexpr std::int64_t ToUnixMicros(Time t) { return t.time_since_epoch().count(); }
+constexpr Duration Seconds(std::int64_t s) { return std::chrono::seconds(s); }
+constexpr Duration Minutes(std::int64_t m) { return std::chrono::minutes(m); }
+constexpr Duration Hours(std::int64_t h) { return std::chrono::hours(h); }
+constexpr double ToSeconds(Duration d) { return static_cast<double>(d.count()) / 1e6; }
+constexpr double ToHours(Duration d) { return static_cast<double>(d.count()) / 3.6e9; }
+
+// Half-open [start, end). Empty when end <= start.
+struct Interval {
+  Time start;
+  Time end;
+
+  constexpr Duration length() const { return end - start; }
+  constexpr bool empty() const { return end <= start; }
+  constexpr bool Contains(Time t) const { return start <= t && t < end; }
+  constexpr bool Overlaps(const Interval& o) const { return start < o.end && o.start < end; }
+  friend constexpr bool operator==(const Interval&, const Interval&) = default;
+};
+
+// RFC 3339 UTC, e.g. "2026-11-22T09:30:00Z" (microseconds shown only when non-zero).
+// Sentinels print as "-inf" / "+inf".
+std::string FormatTime(Time t);
+// "1h30m", "45s", "2d3h", "0s"; negative durations get a leading '-'.
+std::string FormatDuration(Duration d);
+
+}  // namespace egs::common

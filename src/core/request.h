@@ -1,0 +1,60 @@
+// GPU provision request (GPR): "N nodes (x g GPUs each) of shape S for duration D at priority P",
+// the unit of scheduling, with its lifecycle phases.
+//
+// Thread-safety: value types.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "core/ids.h"
+
+namespace egs::core {
+
+enum class RequestPhase {
+  kPendingApproval,
+  kQueued,
+  kProvisioning,
+  kActive,
+  kReleasing,
+  kCompleted,  // ran to its end time
+  kReleased,   // ended early by the user, an admin or idle reclaim
+  kPreempted,
+  kRejected,
+  kCancelled,
+  kFailed,
+};
+
+std::string_view PhaseName(RequestPhase phase);
+bool IsTerminal(RequestPhase phase);
+// Whether the lifecycle allows `from` -> `to` (e.g. Queued -> Provisioning, not Active -> Queued
+// except through requeue paths listed in request.cc).
+bool IsValidTransition(RequestPhase from, RequestPhase to);
+
+struct RequestSpec {
+  std::string name;
+  WorkspaceId workspace;
+  std::vector<ShapeId> shapes;       // acceptable shapes in preference order; non-empty
+  std::vector<ClusterId> clusters;   // acceptable clusters; empty = any the workspace allows
+  int nodes = 1;
+  int gpus_per_node = 0;             // 0 = whole nodes
+  Duration duration = Duration(0);
+  int priority = 0;
+  std::optional<Time> earliest_start;
+  // Set by an admin approval: the request may exceed the workspace quota.
+  bool quota_exempt = false;
+};
+
+// InvalidArgument naming the field, e.g. "spec.nodes: must be >= 1". Only checks the spec's own
+// consistency; workspace policy checks are the scheduler's.
+common::Status ValidateSpec(const RequestSpec& spec);
+
+// GPUs the request books on each node, given the shape's GPUs per node.
+inline int GpusPerNode(const RequestSpec& spec, int shape_gpus) {
+  return spec.gpus_per_node == 0 ? shape_gpus : spec.gpus_per_node;
+}
+
+}  // namespace egs::core

@@ -1,0 +1,43 @@
+#include "core/workspace.h"
+
+#include <algorithm>
+
+namespace egs::core {
+
+bool WorkspacePolicy::AllowsShape(ShapeId s) const {
+  return allowed_shapes.empty() ||
+         std::find(allowed_shapes.begin(), allowed_shapes.end(), s) != allowed_shapes.end();
+}
+
+bool WorkspacePolicy::AllowsCluster(ClusterId c) const {
+  return allowed_clusters.empty() ||
+         std::find(allowed_clusters.begin(), allowed_clusters.end(), c) != allowed_clusters.end();
+}
+
+common::Status ValidatePolicy(const WorkspacePolicy& p) {
+  using common::InvalidArgumentError;
+  if (p.gpu_quota && *p.gpu_quota < 0) {
+    return InvalidArgumentError("policy.gpuQuota: must be >= 0");
+  }
+  if (p.min_priority > p.max_priority) {
+    return InvalidArgumentError("policy.maxPriority: must be >= policy.minPriority");
+  }
+  if (p.max_nodes_per_request && *p.max_nodes_per_request < 1) {
+    return InvalidArgumentError("policy.maxNodesPerRequest: must be >= 1");
+  }
+  if (p.max_duration && *p.max_duration <= Duration(0)) {
+    return InvalidArgumentError("policy.maxDuration: must be > 0");
+  }
+  if (p.max_active_requests < 1) {
+    return InvalidArgumentError("policy.maxActiveRequests: must be >= 1");
+  }
+  if (p.idle_timeout && *p.idle_timeout <= Duration(0)) {
+    return InvalidArgumentError("policy.idleTimeout: must be > 0");
+  }
+  if (p.promise_tolerance < Duration(0)) {
+    return InvalidArgumentError("policy.promiseTolerance: must be >= 0");
+  }
+  return common::OkStatus();
+}
+
+}  // namespace egs::core

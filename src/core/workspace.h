@@ -1,0 +1,48 @@
+// Workspace (a team's slice) and its policy: the rules that decide whether a request is approved
+// automatically and that shape where and when it may be planned.
+//
+// Thread-safety: value types.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "core/ids.h"
+
+namespace egs::core {
+
+struct WorkspacePolicy {
+  // GPUs this workspace may hold at any instant (active + planned). nullopt = unlimited.
+  std::optional<int> gpu_quota;
+  std::vector<ShapeId> allowed_shapes;      // empty = every shape
+  std::vector<ClusterId> allowed_clusters;  // empty = every cluster
+  int min_priority = 0;
+  int max_priority = 1000;
+  std::optional<int> max_nodes_per_request;
+  std::optional<Duration> max_duration;
+  int max_active_requests = 1;  // requests holding nodes at the same instant
+  // Whether a partial-node request of this workspace may share a node with another workspace's.
+  bool share_nodes = false;
+  bool preemptible = false;
+  bool may_burst = false;
+  std::optional<Duration> idle_timeout;
+  Duration promise_tolerance = std::chrono::minutes(10);
+
+  bool AllowsShape(ShapeId s) const;
+  bool AllowsCluster(ClusterId c) const;
+};
+
+struct Workspace {
+  WorkspaceId id;
+  std::string name;
+  ProjectId project;
+  std::vector<std::string> namespaces;
+  WorkspacePolicy policy;
+};
+
+// InvalidArgument naming the field ("policy.max_active_requests: must be >= 1").
+common::Status ValidatePolicy(const WorkspacePolicy& policy);
+
+}  // namespace egs::core

@@ -1,0 +1,145 @@
+// Inventory: every node, grouped in pools (cluster x shape), and each node's timeline of
+// bookings (active reservations and planned slots) and unavailability windows. This is the
+// "inventory schedule": past, current and future use of every GPU.
+//
+// Invariant (checked by CheckInvariants and the property tests): at every instant, the GPUs
+// booked on a node never exceed its GPU count, and a booking of a workspace that does not share
+// nodes never overlaps another workspace's booking on the same node. Unavailability windows are
+// not bookings: they block new fits but may overlap existing bookings (a node can fail under a
+// running reservation; the scheduler decides what to do about it).
+//
+// Not thread-safe. Owned and mutated by the scheduler loop; it is a value type so that the loop
+// can publish an immutable copy inside its snapshot.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "core/fleet.h"
+#include "core/ids.h"
+
+namespace egs::inventory {
+
+enum class BookingKind : std::uint8_t {
+  kReservation,  // an active (or provisioning) request holding the node
+  kPlan,         // the planned slot of a queued request
+};
+
+// Who holds a booking. One owner books the same window and GPU count on each of its nodes.
+struct Owner {
+  BookingKind kind = BookingKind::kPlan;
+  core::RequestId request;
+  friend bool operator==(const Owner&, const Owner&) = default;
+};
+
+struct Booking {
+  core::Interval window;
+  int gpus = 0;  // GPUs booked on this node
+  Owner owner;
+  core::WorkspaceId workspace;
+  bool exclusive = true;  // the owner's workspace does not share nodes with other workspaces
+  // For kPlan: the planning order of the owner (0 = planned first). Quotes count only plans
+  // whose rank is below the quoted position. -1 for reservations.
+  std::int32_t rank = -1;
+};
+
+// "Earliest start >= not_before at which `nodes` nodes of the pool each have `gpus` GPUs free
+// for `length`", for a request of `workspace`.
+struct FitQuery {
+  int nodes = 1;
+  int gpus = 0;  // per node; must be in [1, pool's gpus_per_node]
+  core::Duration length{0};
+  core::Time not_before;
+  core::WorkspaceId workspace;
+  bool exclusive = true;  // the requesting workspace does not share nodes
+  // Plans with rank >= max_plan_rank are ignored (as if not there). Reservations always count.
+  std::int32_t max_plan_rank = INT32_MAX;
+  // Bookings of this request (any kind) are ignored: used to re-fit a request in place.
+  std::optional<core::RequestId> ignore_request;
+  // Only the first `nodes` nodes found are returned; ties are broken deterministically.
+};
+
+struct Fit {
+  core::Time start;
+  std::vector<core::NodeId> nodes;  // exactly FitQuery::nodes entries, sorted by id
+};
+
+struct Pool {
+  core::PoolId id;
+  core::ClusterId cluster;
+  core::ShapeId shape;
+  int gpus_per_node = 0;
+  std::vector<core::NodeId> nodes;  // in insertion order
+};
+
+class Inventory {
+ public:
+  Inventory();
+  ~Inventory();
+  Inventory(const Inventory&);
+  Inventory& operator=(const Inventory&);
+  Inventory(Inventory&&) noexcept;
+  Inventory& operator=(Inventory&&) noexcept;
+
+  // Adds a node; creates the pool (node.cluster, node.shape) on first use. AlreadyExists for a
+  // known node id; InvalidArgument if node.gpus.size() != shape.gpus_per_node or the shape id
+  // differs from node.shape.
+  common::Result<core::PoolId> AddNode(const core::Node& node, const core::GpuShape& shape);
+
+  const std::vector<Pool>& pools() const;
+  const Pool* FindPool(core::PoolId id) const;
+  const Pool* FindPool(core::ClusterId cluster, core::ShapeId shape) const;
+  const core::Node* FindNode(core::NodeId id) const;
+  std::optional<core::PoolId> PoolOf(core::NodeId id) const;
+  std::size_t node_count() const;
+
+  // Earliest fit in one pool, or nullopt when it can never fit (more nodes than the pool has
+  // that are not unavailable forever, or gpus > the shape's GPUs per node).
+  std::optional<Fit> EarliestFit(core::PoolId pool, const FitQuery& query) const;
+
+  // Books `gpus` GPUs on every node in `nodes` over `window` for `owner`. All or nothing:
+  // FailedPrecondition (naming the node) if any node lacks the GPUs or the exclusivity rule
+  // would break; AlreadyExists if `owner` already has bookings; NotFound for an unknown node.
+  // Bookings may overlap unavailability windows (the caller decides whether that is allowed).
+  common::Status Book(const std::vector<core::NodeId>& nodes, const Booking& booking);
+  // Removes every booking of `owner`. No-op when it has none.
+  void Unbook(const Owner& owner);
+  // Ends `owner`'s bookings at `new_end` (early release). InvalidArgument if new_end is after
+  // the current end; a window that becomes empty is removed. NotFound if no bookings.
+  common::Status Truncate(const Owner& owner, core::Time new_end);
+  // Moves the end of `owner`'s bookings to `new_end` >= current end. FailedPrecondition if any
+  // node lacks the GPUs over the added time (then nothing changes). NotFound if no bookings.
+  common::Status Extend(const Owner& owner, core::Time new_end);
+  // Converts a plan into a reservation (same nodes and window, kind changes, rank -1).
+  common::Status Promote(core::RequestId request);
+  // Removes every kPlan booking (before a full re-plan).
+  void ClearPlans();
+
+  // Marks `node` unavailable over `window` (maintenance, unhealthy from t with end
+  // kInfiniteFuture). Overlapping windows merge. NotFound for an unknown node.
+  common::Status MarkUnavailable(core::NodeId node, core::Interval window);
+  // Makes `node` available again over `window` (splits or trims existing windows).
+  common::Status MarkAvailable(core::NodeId node, core::Interval window);
+  bool IsAvailable(core::NodeId node, core::Interval window) const;
+
+  // Bookings of a node, sorted by start. Empty for an unknown node.
+  const std::vector<Booking>& BookingsOf(core::NodeId node) const;
+  const std::vector<core::Interval>& UnavailabilityOf(core::NodeId node) const;
+  // Nodes currently booked by `owner` (sorted by id); empty if none.
+  std::vector<core::NodeId> NodesOf(const Owner& owner) const;
+  // GPUs of `node` not booked at instant `t` (0 if unavailable at t).
+  int FreeGpusAt(core::NodeId node, core::Time t) const;
+
+  // OK, or Internal describing the first violation of the class invariant.
+  common::Status CheckInvariants() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace egs::inventory
