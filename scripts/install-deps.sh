@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages EGS needs to build and test. Idempotent: packages already present
+# are not fetched again, and apt-get update runs only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
+  libfmt-dev libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev
+  libsqlite3-dev libsqlitecpp-dev libcpp-httplib-dev libssl-dev
+  libglpk-dev clang-format
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "install-deps: all build dependencies present"

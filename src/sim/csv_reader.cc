@@ -1,0 +1,187 @@
+#include "sim/csv_reader.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <system_error>
+
+namespace egs::sim {
+namespace {
+
+using common::InvalidArgumentError;
+using common::Result;
+using common::Status;
+
+// Longest duration a trace may carry: about 31,700 years. Keeps the microsecond conversion far
+// from int64 overflow while rejecting obviously corrupt values.
+constexpr double kMaxSeconds = 1e12;
+
+void StripLineEnd(std::string& line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+}
+
+// Parses all of `text` as an unsigned decimal integer; -1 on failure.
+int FixedDigits(std::string_view text) {
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty() || text[0] == '-') {
+    return -1;
+  }
+  return value;
+}
+
+// "YYYY-MM-DD" -> days since the epoch; nullopt if malformed or not a calendar date.
+std::optional<std::chrono::sys_days> ParseDate(std::string_view text) {
+  if (text.size() != 10 || text[4] != '-' || text[7] != '-') return std::nullopt;
+  int y = FixedDigits(text.substr(0, 4));
+  int m = FixedDigits(text.substr(5, 2));
+  int d = FixedDigits(text.substr(8, 2));
+  if (y < 0 || m < 0 || d < 0) return std::nullopt;
+  std::chrono::year_month_day ymd{std::chrono::year(y),
+                                  std::chrono::month(static_cast<unsigned>(m)),
+                                  std::chrono::day(static_cast<unsigned>(d))};
+  if (!ymd.ok()) return std::nullopt;
+  return std::chrono::sys_days(ymd);
+}
+
+}  // namespace
+
+Status CsvReader::Open(const std::string& path) {
+  path_ = path;
+  in_.open(path, std::ios::in | std::ios::binary);
+  if (!in_.is_open()) return common::NotFoundError(fmt::format("{}: cannot open file", path));
+  std::string header_line;
+  if (!std::getline(in_, header_line)) {
+    return InvalidArgumentError(fmt::format("{}:1: file is empty (no header)", path));
+  }
+  line_number_ = 1;
+  StripLineEnd(header_line);
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  if (std::string_view(header_line).starts_with(kBom)) header_line.erase(0, kBom.size());
+  std::vector<std::string_view> names;
+  EGS_RETURN_IF_ERROR(Split(header_line, names));
+  header_.assign(names.begin(), names.end());
+  return common::OkStatus();
+}
+
+Result<std::vector<int>> CsvReader::Columns(std::initializer_list<std::string_view> names) const {
+  std::vector<int> indices;
+  for (std::string_view name : names) {
+    int found = -1;
+    for (std::size_t i = 0; i < header_.size(); ++i) {
+      if (header_[i] == name) {
+        found = static_cast<int>(i);
+        break;
+      }
+    }
+    if (found < 0) {
+      return InvalidArgumentError(fmt::format("{}:1: missing column '{}' (header has: {})", path_,
+                                              name, fmt::join(header_, ",")));
+    }
+    indices.push_back(found);
+  }
+  return indices;
+}
+
+Result<bool> CsvReader::Next() {
+  while (std::getline(in_, line_)) {
+    ++line_number_;
+    StripLineEnd(line_);
+    if (line_.empty()) continue;
+    EGS_RETURN_IF_ERROR(Split(line_, fields_));
+    if (fields_.size() != header_.size()) {
+      return RowError(fmt::format("expected {} columns like the header, got {}", header_.size(),
+                                  fields_.size()));
+    }
+    return true;
+  }
+  if (in_.bad()) return common::InternalError(fmt::format("{}: read error", path_));
+  return false;
+}
+
+Status CsvReader::Split(std::string_view line, std::vector<std::string_view>& out) const {
+  if (line.find('"') != std::string_view::npos) {
+    return RowError("quoted fields are not supported (found '\"')");
+  }
+  out.clear();
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = line.find(',', start);
+    if (comma == std::string_view::npos) {
+      out.push_back(line.substr(start));
+      return common::OkStatus();
+    }
+    out.push_back(line.substr(start, comma - start));
+    start = comma + 1;
+  }
+}
+
+Result<int> CsvReader::Count(int column) const {
+  std::string_view text = Text(column);
+  if (text.empty()) return ColumnError(column, "is empty, expected an integer");
+  long long value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    return ColumnError(column, fmt::format("'{}' is out of range", text));
+  }
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    return ColumnError(column, fmt::format("'{}' is not an integer", text));
+  }
+  if (value < 0) return ColumnError(column, fmt::format("'{}' is negative", text));
+  if (value > std::numeric_limits<int>::max()) {
+    return ColumnError(column, fmt::format("'{}' is out of range", text));
+  }
+  return static_cast<int>(value);
+}
+
+Result<core::Duration> CsvReader::Seconds(int column) const {
+  std::string_view text = Text(column);
+  if (text.empty()) return ColumnError(column, "is empty, expected a number of seconds");
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(value)) {
+    return ColumnError(column, fmt::format("'{}' is not a number", text));
+  }
+  if (value < 0) return ColumnError(column, fmt::format("'{}' is negative", text));
+  if (value > kMaxSeconds) return ColumnError(column, fmt::format("'{}' is out of range", text));
+  return core::Duration(std::llround(value * 1e6));
+}
+
+Result<core::Time> CsvReader::UtcDate(int column) const {
+  std::optional<std::chrono::sys_days> day = ParseDate(Text(column));
+  if (!day) {
+    return ColumnError(column, fmt::format("'{}' is not a date YYYY-MM-DD", Text(column)));
+  }
+  return core::Time(*day);
+}
+
+Result<core::Time> CsvReader::UtcDateTime(int column) const {
+  std::string_view text = Text(column);
+  auto bad = [&] {
+    return ColumnError(column, fmt::format("'{}' is not a timestamp YYYY-MM-DD HH:MM:SS", text));
+  };
+  if (text.size() != 19 || text[10] != ' ' || text[13] != ':' || text[16] != ':') return bad();
+  std::optional<std::chrono::sys_days> day = ParseDate(text.substr(0, 10));
+  int h = FixedDigits(text.substr(11, 2));
+  int m = FixedDigits(text.substr(14, 2));
+  int s = FixedDigits(text.substr(17, 2));
+  if (!day || h < 0 || h > 23 || m < 0 || m > 59 || s < 0 || s > 59) return bad();
+  return core::Time(*day) + std::chrono::hours(h) + std::chrono::minutes(m) +
+         std::chrono::seconds(s);
+}
+
+Status CsvReader::ColumnError(int column, std::string_view reason) const {
+  return InvalidArgumentError(fmt::format("{}:{}: column {}: {}", path_, line_number_,
+                                          header_[static_cast<std::size_t>(column)], reason));
+}
+
+Status CsvReader::RowError(std::string_view reason) const {
+  return InvalidArgumentError(fmt::format("{}:{}: {}", path_, line_number_, reason));
+}
+
+}  // namespace egs::sim

@@ -1,0 +1,77 @@
+// CsvReader: the small line-by-line CSV reader behind the trace loaders (module-internal to sim).
+//
+// The trace files are plain CSV: one record per line, fields split on ',', no quoting or
+// escaping. A '"' anywhere is rejected (InvalidArgument) rather than misread. Lines may end in
+// "\r\n"; a UTF-8 byte-order mark before the header is ignored; blank lines are not records and
+// are skipped. Line numbers are 1-based physical lines of the file (the header is line 1).
+//
+// Every error names the place: "<path>:<line>: column <name>: <reason>".
+//
+// Not thread-safe; one reader per file. Not copyable or movable (fields view its line buffer).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "core/ids.h"
+
+namespace egs::sim {
+
+class CsvReader {
+ public:
+  CsvReader() = default;
+  CsvReader(const CsvReader&) = delete;
+  CsvReader& operator=(const CsvReader&) = delete;
+
+  // Opens `path` and reads its header line. NotFound if the file cannot be opened;
+  // InvalidArgument if it is empty or the header holds a quote.
+  common::Status Open(const std::string& path);
+
+  // Header index of each named column, in the order given. InvalidArgument naming the first
+  // column the header lacks. Columns not asked for are allowed and ignored.
+  common::Result<std::vector<int>> Columns(std::initializer_list<std::string_view> names) const;
+  const std::vector<std::string>& header() const { return header_; }
+
+  // Advances to the next record: true if there is one, false at the end of the file.
+  // InvalidArgument if the record holds a quote or its field count differs from the header's.
+  common::Result<bool> Next();
+
+  int line() const { return line_number_; }
+  const std::string& path() const { return path_; }
+
+  // Field accessors for the current record; `column` is a header index from Columns().
+  std::string_view Text(int column) const { return fields_[static_cast<std::size_t>(column)]; }
+  bool IsEmpty(int column) const { return Text(column).empty(); }
+  // A non-negative integer that fits in int (GPU, node and milli counts).
+  common::Result<int> Count(int column) const;
+  // A finite, non-negative decimal number of seconds ("66", "66.0", "1e3"), as a Duration
+  // rounded to the microsecond. Negative values are errors: no trace column holds one legally.
+  common::Result<core::Duration> Seconds(int column) const;
+  // "YYYY-MM-DD HH:MM:SS", read as UTC.
+  common::Result<core::Time> UtcDateTime(int column) const;
+  // "YYYY-MM-DD", as midnight UTC.
+  common::Result<core::Time> UtcDate(int column) const;
+
+  // InvalidArgument "<path>:<line>: column <name>: <reason>".
+  common::Status ColumnError(int column, std::string_view reason) const;
+  // InvalidArgument "<path>:<line>: <reason>".
+  common::Status RowError(std::string_view reason) const;
+
+ private:
+  // Splits `line` on ',' into `out` (views into `line`); InvalidArgument on a quote.
+  common::Status Split(std::string_view line, std::vector<std::string_view>& out) const;
+
+  std::string path_;
+  std::ifstream in_;
+  std::vector<std::string> header_;
+  std::string line_;  // current record; fields_ view into it
+  std::vector<std::string_view> fields_;
+  int line_number_ = 0;
+};
+
+}  // namespace egs::sim

@@ -1,0 +1,170 @@
+#include "sim/csv_reader.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/temp_dir_test_util.h"
+#include "testing/status_matchers.h"
+
+namespace egs::sim {
+namespace {
+
+using common::StatusCode;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::StatusIs;
+
+TEST(CsvReaderTest, ReadsRecordsSkippingBlankLinesAndCrLf) {
+  TempDir dir;
+  std::string path = dir.Write("a.csv", "\xEF\xBB\xBFx,y,z\r\n1,2,3\r\n\r\n4,,6\n\n");
+  CsvReader csv;
+  ASSERT_OK(csv.Open(path));
+  EXPECT_THAT(csv.header(), ElementsAre("x", "y", "z"));
+  auto cols = csv.Columns({"z", "x"});
+  ASSERT_OK(cols);
+  EXPECT_THAT(*cols, ElementsAre(2, 0));
+
+  auto more = csv.Next();
+  ASSERT_OK(more);
+  ASSERT_TRUE(*more);
+  EXPECT_EQ(csv.line(), 2);
+  EXPECT_EQ(csv.Text(0), "1");
+  EXPECT_EQ(csv.Text(2), "3");
+
+  more = csv.Next();
+  ASSERT_OK(more);
+  ASSERT_TRUE(*more);
+  EXPECT_EQ(csv.line(), 4);  // line 3 is blank
+  EXPECT_TRUE(csv.IsEmpty(1));
+  EXPECT_EQ(csv.Text(2), "6");
+
+  more = csv.Next();
+  ASSERT_OK(more);
+  EXPECT_FALSE(*more);
+}
+
+TEST(CsvReaderTest, MissingFileIsNotFound) {
+  TempDir dir;
+  CsvReader csv;
+  EXPECT_THAT(csv.Open(dir.Path("nope.csv")), StatusIs(StatusCode::kNotFound));
+}
+
+TEST(CsvReaderTest, EmptyFileAndMissingColumnAreInvalid) {
+  TempDir dir;
+  CsvReader empty;
+  EXPECT_THAT(empty.Open(dir.Write("empty.csv", "")), StatusIs(StatusCode::kInvalidArgument));
+
+  CsvReader csv;
+  ASSERT_OK(csv.Open(dir.Write("h.csv", "a,b\n1,2\n")));
+  auto cols = csv.Columns({"a", "c"});
+  EXPECT_THAT(cols, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(cols.error().message(), HasSubstr("h.csv:1: missing column 'c'"));
+}
+
+TEST(CsvReaderTest, QuoteAndWrongFieldCountAreErrorsWithLine) {
+  TempDir dir;
+  CsvReader csv;
+  ASSERT_OK(csv.Open(dir.Write("q.csv", "a,b\n1,2\n1,2,3\n")));
+  ASSERT_OK(csv.Next());
+  auto more = csv.Next();
+  EXPECT_THAT(more, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(more.error().message(), HasSubstr("q.csv:3: expected 2 columns"));
+
+  CsvReader quoted;
+  ASSERT_OK(quoted.Open(dir.Write("q2.csv", "a,b\n\"1\",2\n")));
+  more = quoted.Next();
+  EXPECT_THAT(more, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(more.error().message(), HasSubstr("q2.csv:2: quoted fields are not supported"));
+}
+
+// Reads the single data row of a one-column file "v" holding `value`.
+class FieldTest : public ::testing::Test {
+ protected:
+  void Load(std::string_view value) {
+    ASSERT_OK(csv_.Open(dir_.Write("v.csv", "v\n" + std::string(value) + "\n")));
+    auto more = csv_.Next();
+    ASSERT_OK(more);
+    ASSERT_TRUE(*more);
+  }
+  TempDir dir_;
+  CsvReader csv_;
+};
+
+TEST_F(FieldTest, CountParsesNonNegativeInts) {
+  ASSERT_NO_FATAL_FAILURE(Load("42"));
+  auto n = csv_.Count(0);
+  ASSERT_OK(n);
+  EXPECT_EQ(*n, 42);
+}
+
+struct BadField {
+  std::string text;
+  std::string message;
+};
+
+class BadCountTest : public FieldTest, public ::testing::WithParamInterface<BadField> {};
+
+TEST_P(BadCountTest, NamesFileLineColumnAndReason) {
+  ASSERT_NO_FATAL_FAILURE(Load(GetParam().text));
+  auto n = csv_.Count(0);
+  EXPECT_THAT(n, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(n.error().message(), HasSubstr("v.csv:2: column v: " + GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadCountTest,
+    ::testing::Values(BadField{"abc", "'abc' is not an integer"},
+                      BadField{"1.5", "'1.5' is not an integer"},
+                      BadField{" 1", "' 1' is not an integer"}, BadField{"-3", "'-3' is negative"},
+                      BadField{"99999999999", "'99999999999' is out of range"}));
+
+TEST_F(FieldTest, EmptyFieldIsNotACount) {
+  ASSERT_OK(csv_.Open(dir_.Write("e.csv", "a,b\n,1\n")));
+  ASSERT_OK(csv_.Next());
+  EXPECT_THAT(csv_.Count(0).error().message(), HasSubstr("e.csv:2: column a: is empty"));
+}
+
+TEST_F(FieldTest, SecondsAcceptsDecimals) {
+  ASSERT_NO_FATAL_FAILURE(Load("66.5"));
+  auto d = csv_.Seconds(0);
+  ASSERT_OK(d);
+  EXPECT_EQ(*d, core::Duration(66'500'000));
+}
+
+TEST_F(FieldTest, SecondsRejectsNegativeAndNonFinite) {
+  ASSERT_NO_FATAL_FAILURE(Load("-1.0"));
+  EXPECT_THAT(csv_.Seconds(0).error().message(), HasSubstr("column v: '-1.0' is negative"));
+  CsvReader other;
+  ASSERT_OK(other.Open(dir_.Write("w.csv", "v\nnan\ninf\n1e400\n")));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(other.Next());
+    EXPECT_THAT(other.Seconds(0), StatusIs(StatusCode::kInvalidArgument)) << other.Text(0);
+  }
+}
+
+TEST_F(FieldTest, UtcDateTimeParsesAsUtc) {
+  ASSERT_NO_FATAL_FAILURE(Load("2017-10-09 07:01:55"));
+  auto t = csv_.UtcDateTime(0);
+  ASSERT_OK(t);
+  EXPECT_EQ(*t, common::FromUnixMicros(1'507'532'515'000'000));
+}
+
+TEST_F(FieldTest, UtcDateTimeRejectsMalformed) {
+  ASSERT_OK(csv_.Open(dir_.Write("t.csv",
+                                 "v\n2017-02-30 00:00:00\n2017-10-09T07:01:55\n2017-10-09 "
+                                 "24:00:00\n2017-1-09 07:01:55\n17-10-09 07:01:55x\n")));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(csv_.Next());
+    EXPECT_THAT(csv_.UtcDateTime(0), StatusIs(StatusCode::kInvalidArgument)) << csv_.Text(0);
+  }
+}
+
+TEST_F(FieldTest, UtcDateIsMidnight) {
+  ASSERT_NO_FATAL_FAILURE(Load("2020-04-01"));
+  auto t = csv_.UtcDate(0);
+  ASSERT_OK(t);
+  EXPECT_EQ(common::FormatTime(*t), "2020-04-01T00:00:00Z");
+}
+
+}  // namespace
+}  // namespace egs::sim

@@ -1,0 +1,310 @@
+#include "sim/trace.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "sim/csv_reader.h"
+
+namespace egs::sim {
+namespace {
+
+using common::InvalidArgumentError;
+using common::Result;
+using common::Status;
+
+// Relative trace times ("seconds from trace start") are placed at the Unix epoch.
+constexpr core::Time kRelativeEpoch = common::FromUnixMicros(0);
+
+// Caps the node count a cluster spec may expand to, so a corrupt file cannot exhaust memory.
+constexpr long long kMaxSpecNodes = 1'000'000;
+
+std::string TraceName(const std::string& path) {
+  return std::filesystem::path(path).stem().string();
+}
+
+void CountSkip(Trace& trace, std::string_view reason) {
+  for (SkipCount& s : trace.skipped) {
+    if (s.reason == reason) {
+      ++s.count;
+      return;
+    }
+  }
+  trace.skipped.push_back(SkipCount{std::string(reason), 1});
+}
+
+// Sorts by submit time; equal submit times keep file order.
+Trace Finish(Trace trace) {
+  std::stable_sort(trace.jobs.begin(), trace.jobs.end(),
+                   [](const TraceJob& a, const TraceJob& b) { return a.submit < b.submit; });
+  return trace;
+}
+
+// Skips (and counts) a job that has no GPUs or no run time; true if it was skipped.
+bool SkipUnschedulable(Trace& trace, int gpus, core::Duration hold) {
+  if (gpus == 0) {
+    CountSkip(trace, kSkipZeroGpus);
+    return true;
+  }
+  if (hold == core::Duration(0)) {
+    CountSkip(trace, kSkipZeroDuration);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::size_t SkippedCount(const Trace& trace, std::string_view reason) {
+  for (const SkipCount& s : trace.skipped) {
+    if (s.reason == reason) return s.count;
+  }
+  return 0;
+}
+
+std::size_t SkippedTotal(const Trace& trace) {
+  std::size_t total = 0;
+  for (const SkipCount& s : trace.skipped) total += s.count;
+  return total;
+}
+
+Result<Trace> LoadTiresias(const std::string& path) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
+                       csv.Columns({"job_id", "num_gpu", "submit_time", "duration"}));
+  Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
+    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
+    EGS_ASSIGN_OR_RETURN(core::Duration submit, csv.Seconds(col[2]));
+    EGS_ASSIGN_OR_RETURN(core::Duration hold, csv.Seconds(col[3]));
+    if (SkipUnschedulable(trace, gpus, hold)) continue;
+    trace.jobs.push_back(TraceJob{.id = std::string(csv.Text(col[0])),
+                                  .submit = kRelativeEpoch + submit,
+                                  .gpus = gpus,
+                                  .gpu_fraction = 1.0,
+                                  .hold = hold,
+                                  .team = "default",
+                                  .priority = 0,
+                                  .gpu_model = ""});
+  }
+  return Finish(std::move(trace));
+}
+
+Result<Trace> LoadPhilly(const std::string& path) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
+                       csv.Columns({"timestamp", "duration", "num_gpus", "gpu_time", "cluster"}));
+  Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    EGS_ASSIGN_OR_RETURN(core::Time submit, csv.UtcDateTime(col[0]));
+    EGS_ASSIGN_OR_RETURN(core::Duration hold, csv.Seconds(col[1]));
+    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[2]));
+    EGS_ASSIGN_OR_RETURN(core::Duration gpu_time, csv.Seconds(col[3]));
+    static_cast<void>(gpu_time);  // Parsed so a corrupt row fails; derivable from the others.
+    if (csv.IsEmpty(col[4])) return csv.ColumnError(col[4], "is empty");
+    if (SkipUnschedulable(trace, gpus, hold)) continue;
+    trace.jobs.push_back(TraceJob{.id = fmt::format("philly-{}", csv.line()),
+                                  .submit = submit,
+                                  .gpus = gpus,
+                                  .gpu_fraction = 1.0,
+                                  .hold = hold,
+                                  .team = std::string(csv.Text(col[4])),
+                                  .priority = 0,
+                                  .gpu_model = ""});
+  }
+  return Finish(std::move(trace));
+}
+
+Result<int> OpenbQosPriority(std::string_view qos) {
+  // Guaranteed (Kubernetes) and HP (Alibaba high priority) are reserved capacity; LS
+  // (latency-sensitive) serves online inference; Burstable may be squeezed; BE (best effort) is
+  // batch work that yields to everything else. Steps of 100 leave room for per-team tweaks
+  // inside the default workspace range [0, 1000].
+  if (qos == "Guaranteed" || qos == "HP") return 300;
+  if (qos == "LS") return 200;
+  if (qos == "Burstable") return 100;
+  if (qos == "BE") return 0;
+  return InvalidArgumentError(
+      fmt::format("unknown QoS class '{}' (known: Guaranteed, HP, LS, Burstable, BE)", qos));
+}
+
+Result<Trace> LoadOpenbPods(const std::string& path) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
+                       csv.Columns({"name", "num_gpu", "gpu_milli", "gpu_spec", "qos",
+                                    "creation_time", "deletion_time", "scheduled_time"}));
+  enum { kName, kNumGpu, kGpuMilli, kGpuSpec, kQos, kCreation, kDeletion, kScheduled };
+  Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
+    if (csv.IsEmpty(col[kName])) return csv.ColumnError(col[kName], "is empty");
+    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[kNumGpu]));
+    EGS_ASSIGN_OR_RETURN(int milli, csv.Count(col[kGpuMilli]));
+    if (gpus == 1 && (milli < 1 || milli > 1000)) {
+      return csv.ColumnError(col[kGpuMilli],
+                             fmt::format("{} is not in 1..1000 for a 1-GPU pod", milli));
+    }
+    Result<int> priority = OpenbQosPriority(csv.Text(col[kQos]));
+    if (!priority.ok()) return csv.ColumnError(col[kQos], priority.error().message());
+    EGS_ASSIGN_OR_RETURN(core::Duration created, csv.Seconds(col[kCreation]));
+    core::Duration deleted{0};
+    core::Duration scheduled{0};
+    if (!csv.IsEmpty(col[kDeletion])) {
+      EGS_ASSIGN_OR_RETURN(deleted, csv.Seconds(col[kDeletion]));
+    }
+    if (!csv.IsEmpty(col[kScheduled])) {
+      EGS_ASSIGN_OR_RETURN(scheduled, csv.Seconds(col[kScheduled]));
+      if (csv.IsEmpty(col[kDeletion])) {
+        return csv.ColumnError(col[kDeletion], "is empty for a scheduled pod");
+      }
+    }
+    // 2. Skip what cannot be replayed.
+    if (gpus == 0) {
+      CountSkip(trace, kSkipCpuOnly);
+      continue;
+    }
+    if (csv.IsEmpty(col[kScheduled])) {
+      CountSkip(trace, kSkipNeverScheduled);
+      continue;
+    }
+    if (deleted < scheduled) {
+      CountSkip(trace, kSkipDeletedBeforeScheduled);
+      continue;
+    }
+    if (SkipUnschedulable(trace, gpus, deleted - scheduled)) continue;
+    trace.jobs.push_back(TraceJob{.id = std::string(csv.Text(col[kName])),
+                                  .submit = kRelativeEpoch + created,
+                                  .gpus = gpus,
+                                  .gpu_fraction = gpus == 1 ? milli / 1000.0 : 1.0,
+                                  .hold = deleted - scheduled,
+                                  .team = std::string(csv.Text(col[kQos])),
+                                  .priority = *priority,
+                                  .gpu_model = std::string(csv.Text(col[kGpuSpec]))});
+  }
+  return Finish(std::move(trace));
+}
+
+Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col, csv.Columns({"sn", "gpu", "model"}));
+  std::vector<FleetNodeSpec> nodes;
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
+    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
+    if (gpus == 0) continue;  // CPU-only node; documented in the header.
+    if (csv.IsEmpty(col[2])) {
+      return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
+    }
+    nodes.push_back(FleetNodeSpec{.name = std::string(csv.Text(col[0])),
+                                  .cluster = "openb",
+                                  .gpu_model = std::string(csv.Text(col[2])),
+                                  .gpus = gpus});
+  }
+  return nodes;
+}
+
+Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& path) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
+                       csv.Columns({"num_switch", "num_node_p_switch", "num_gpu_p_node"}));
+  std::vector<FleetNodeSpec> nodes;
+  int next_switch = 0;
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    int counts[3] = {};
+    for (int i = 0; i < 3; ++i) {
+      EGS_ASSIGN_OR_RETURN(counts[i], csv.Count(col[static_cast<std::size_t>(i)]));
+      if (counts[i] < 1) return csv.ColumnError(col[static_cast<std::size_t>(i)], "must be >= 1");
+    }
+    long long total = (static_cast<long long>(next_switch) + counts[0]) * counts[1];
+    if (total > kMaxSpecNodes) {
+      return csv.RowError(
+          fmt::format("{} nodes is more than the {} allowed", total, kMaxSpecNodes));
+    }
+    for (int s = 0; s < counts[0]; ++s, ++next_switch) {
+      for (int n = 0; n < counts[1]; ++n) {
+        nodes.push_back(FleetNodeSpec{.name = fmt::format("s{}-n{}", next_switch, n),
+                                      .cluster = "tiresias",
+                                      .gpu_model = "",
+                                      .gpus = counts[2]});
+      }
+    }
+  }
+  if (nodes.empty()) return InvalidArgumentError(fmt::format("{}: no cluster rows", path));
+  return nodes;
+}
+
+Result<std::vector<TeamQuota>> LoadPhillyVcQuotas(const std::string& path) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col, csv.Columns({"vc", "node num"}));
+  std::vector<TeamQuota> quotas;
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
+    EGS_ASSIGN_OR_RETURN(int nodes, csv.Count(col[1]));
+    if (nodes > std::numeric_limits<int>::max() / kPhillyGpusPerNode) {
+      return csv.ColumnError(col[1], "is out of range");
+    }
+    quotas.push_back(
+        TeamQuota{.team = std::string(csv.Text(col[0])), .gpus = nodes * kPhillyGpusPerNode});
+  }
+  return quotas;
+}
+
+Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(const std::string& path,
+                                                    QuotaStatistic statistic) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col, csv.Columns({"date", "total"}));
+  std::vector<int> vc_columns;
+  std::vector<TeamQuota> quotas;
+  for (std::size_t i = 0; i < csv.header().size(); ++i) {
+    if (static_cast<int>(i) == col[0] || static_cast<int>(i) == col[1]) continue;
+    vc_columns.push_back(static_cast<int>(i));
+    quotas.push_back(TeamQuota{.team = csv.header()[i], .gpus = 0});
+  }
+  std::optional<core::Time> last_date;
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    EGS_ASSIGN_OR_RETURN(core::Time date, csv.UtcDate(col[0]));
+    if (last_date && date <= *last_date) return csv.ColumnError(col[0], "dates must increase");
+    last_date = date;
+    EGS_ASSIGN_OR_RETURN(int total, csv.Count(col[1]));
+    long long sum = 0;
+    for (std::size_t v = 0; v < vc_columns.size(); ++v) {
+      EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(vc_columns[v]));
+      sum += gpus;
+      quotas[v].gpus =
+          statistic == QuotaStatistic::kLastDay ? gpus : std::max(quotas[v].gpus, gpus);
+    }
+    if (sum != total) {
+      return csv.ColumnError(col[1], fmt::format("VC GPUs sum to {} but total is {}", sum, total));
+    }
+  }
+  if (!last_date) return InvalidArgumentError(fmt::format("{}: no data rows", path));
+  return quotas;
+}
+
+}  // namespace egs::sim

@@ -1,0 +1,126 @@
+// Trace input for the simulator: loaders that turn public GPU-cluster trace files (Tiresias,
+// Philly via Pollux, Alibaba openb, Helios; see shared/traces/README.md) into one in-memory form:
+// a Trace of TraceJobs, plus fleet shapes (FleetNodeSpec) and per-team quotas (TeamQuota).
+//
+// Loading rules, the same for every loader:
+//  - Missing or unreadable file: NotFound.
+//  - The header must name every column the loader reads (InvalidArgument naming the missing
+//    one); other columns are ignored, and columns may come in any order.
+//  - A malformed row is an error, never dropped: wrong column count, a field that does not parse,
+//    a negative number, a quote character. InvalidArgument "<path>:<line>: column <name>: ...".
+//  - A well-formed row that cannot be scheduled (0 GPUs, zero run time, never scheduled, deleted
+//    before it was scheduled) is skipped and counted in Trace::skipped under its reason.
+//  - Traces whose times are relative ("seconds from trace start") are placed at the Unix epoch;
+//    Philly's wall-clock timestamps are read as UTC.
+//
+// Thread-safety: free functions over value types; safe to call concurrently.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "core/ids.h"
+
+namespace egs::sim {
+
+// One job of a trace: what a team asked for and how long it really ran.
+struct TraceJob {
+  std::string id;
+  core::Time submit;
+  int gpus = 0;               // >= 1
+  double gpu_fraction = 1.0;  // openb: gpu_milli / 1000 for 1-GPU pods; 1 everywhere else
+  core::Duration hold{0};     // actual run time, > 0
+  std::string team;
+  int priority = 0;       // higher runs first; within the default workspace range [0, 1000]
+  std::string gpu_model;  // allowed GPU models ('|'-separated in openb); empty = any
+};
+
+// Rows skipped for one reason (see the kSkip* constants).
+struct SkipCount {
+  std::string reason;
+  std::size_t count = 0;
+};
+
+struct Trace {
+  std::string name;
+  std::vector<TraceJob> jobs;      // sorted by submit; ties keep file order
+  std::vector<SkipCount> skipped;  // in order of each reason's first occurrence
+};
+
+// Skip reasons.
+inline constexpr std::string_view kSkipZeroGpus = "zero gpus";
+inline constexpr std::string_view kSkipZeroDuration = "zero duration";
+inline constexpr std::string_view kSkipCpuOnly = "cpu-only pod";
+inline constexpr std::string_view kSkipNeverScheduled = "never scheduled";
+inline constexpr std::string_view kSkipDeletedBeforeScheduled = "deleted before scheduled";
+
+// Rows skipped for `reason` (0 if none), and for all reasons.
+std::size_t SkippedCount(const Trace& trace, std::string_view reason);
+std::size_t SkippedTotal(const Trace& trace);
+
+// Tiresias simulator input (tiresias/60_job.csv): reads job_id, num_gpu, submit_time and
+// duration (seconds; other columns ignored). team "default", priority 0.
+common::Result<Trace> LoadTiresias(const std::string& path);
+
+// Philly as preprocessed by Pollux (philly-pollux/philly.csv): timestamp ("2017-10-09
+// 07:01:55", read as UTC), duration (s), num_gpus, gpu_time (checked to parse, unused),
+// cluster. team = cluster (the virtual cluster). The file has no job id, so id is
+// "philly-<line>", the record's line number in the file.
+common::Result<Trace> LoadPhilly(const std::string& path);
+
+// Alibaba openb pod list (alibaba-gpu-v2023/openb_pod_list_*.csv). Times are seconds from trace
+// start. submit = creation_time; hold = deletion_time - scheduled_time (pods still running at
+// the end of the trace were "deleted" at the end of observation, so their hold is cut there).
+// gpu_fraction = gpu_milli / 1000 for 1-GPU pods. gpu_model = gpu_spec unchanged. openb has no
+// teams, so team = qos; priority from qos, see OpenbQosPriority. Skips: CPU-only pods
+// (num_gpu 0), never scheduled (empty scheduled_time), deleted before scheduled, zero duration.
+common::Result<Trace> LoadOpenbPods(const std::string& path);
+
+// Priority for an openb QoS class: Guaranteed and HP 300, LS 200, Burstable 100, BE 0.
+// InvalidArgument for an unknown class.
+common::Result<int> OpenbQosPriority(std::string_view qos);
+
+// One node of a fleet description.
+struct FleetNodeSpec {
+  std::string name;
+  std::string cluster;
+  std::string gpu_model;  // empty = unknown
+  int gpus = 0;           // >= 1
+};
+
+// openb node list (sn, gpu, model; other columns ignored), cluster "openb". CPU-only nodes
+// (gpu 0) are left out: EGS books GPUs only. A GPU node without a model is InvalidArgument.
+common::Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path);
+
+// Tiresias cluster shape (tiresias/cluster_spec.csv, n32g4.csv, ...): num_switch x
+// num_node_p_switch nodes of num_gpu_p_node GPUs each, named "s<switch>-n<node>", cluster
+// "tiresias", model unknown. Every count must be >= 1. Several rows add more switches.
+common::Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& path);
+
+// A team's GPU quota.
+struct TeamQuota {
+  std::string team;
+  int gpus = 0;
+};
+
+// Philly VC sizes (helios/philly_vc.csv: vc, node num). Philly nodes have 2 or 8 GPUs and the
+// file gives nodes only; we count 8 GPUs per node (the large-node case, which the multi-GPU jobs
+// need), so gpus = node num x kPhillyGpusPerNode.
+inline constexpr int kPhillyGpusPerNode = 8;
+common::Result<std::vector<TeamQuota>> LoadPhillyVcQuotas(const std::string& path);
+
+// Helios per-VC GPU quota table (helios/<Cluster>_cluster_gpu_number.csv): a daily time series
+// "date,<vc>...,total" with one row per day, the GPUs assigned to each VC that day.
+enum class QuotaStatistic {
+  kLastDay,     // the allocation on the last day: a consistent snapshot summing to `total`
+  kMaxOverDays  // the largest allocation the VC ever had (sums to more than the cluster)
+};
+// One TeamQuota per VC column in header order, including VCs whose quota is 0. InvalidArgument
+// also if dates do not increase or a row's VC GPUs do not sum to its `total`.
+common::Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(
+    const std::string& path, QuotaStatistic statistic = QuotaStatistic::kLastDay);
+
+}  // namespace egs::sim

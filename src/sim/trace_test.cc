@@ -1,0 +1,346 @@
+#include "sim/trace.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "sim/temp_dir_test_util.h"
+#include "testing/status_matchers.h"
+
+namespace egs::sim {
+namespace {
+
+using common::FromUnixMicros;
+using common::Seconds;
+using common::StatusCode;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::StatusIs;
+
+constexpr std::string_view kTiresiasHeader =
+    "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n";
+constexpr std::string_view kPhillyHeader = "timestamp,duration,num_gpus,gpu_time,cluster\n";
+constexpr std::string_view kOpenbHeader =
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+    "deletion_time,scheduled_time\n";
+
+std::vector<std::string> Ids(const Trace& trace) {
+  std::vector<std::string> ids;
+  for (const TraceJob& job : trace.jobs) ids.push_back(job.id);
+  return ids;
+}
+
+// Expects InvalidArgument whose message contains `text`.
+template <typename T>
+void ExpectInvalid(const common::Result<T>& r, const std::string& text) {
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(r.error().message(), HasSubstr(text));
+}
+
+TEST(LoadTiresiasTest, LoadsSortsStablyAndCountsSkips) {
+  TempDir dir;
+  std::string path = dir.Write("t.csv", std::string(kTiresiasHeader) +
+                                            "0,1,30,606,vgg19,164,30\n"
+                                            "1,8,0,133,vgg11,147,23\n"
+                                            "2,0,10,1,vgg11,100,1\n"
+                                            "3,2,30,157,inception4,127.5,26\n"
+                                            "4,2,5,157,inception4,0,26\n");
+  auto trace = LoadTiresias(path);
+  ASSERT_OK(trace);
+  EXPECT_EQ(trace->name, "t");
+  EXPECT_THAT(Ids(*trace), ElementsAre("1", "0", "3"));  // 0 and 3 tie at 30 s: file order
+  const TraceJob& job = trace->jobs[0];
+  EXPECT_EQ(job.submit, FromUnixMicros(0));
+  EXPECT_EQ(job.gpus, 8);
+  EXPECT_EQ(job.hold, Seconds(147));
+  EXPECT_EQ(job.team, "default");
+  EXPECT_EQ(trace->jobs[2].hold, core::Duration(127'500'000));
+  EXPECT_EQ(SkippedCount(*trace, kSkipZeroGpus), 1u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipZeroDuration), 1u);
+  EXPECT_EQ(SkippedTotal(*trace), 2u);
+}
+
+TEST(LoadTiresiasTest, MalformedRowNamesFileLineAndColumn) {
+  TempDir dir;
+  std::string path =
+      dir.Write("t.csv", std::string(kTiresiasHeader) + "0,1,0,1,m,10,1\n1,abc,0,1,m,10,1\n");
+  ExpectInvalid(LoadTiresias(path), "t.csv:3: column num_gpu: 'abc' is not an integer");
+}
+
+TEST(LoadPhillyTest, LoadsTeamsAndUtcTimes) {
+  TempDir dir;
+  std::string path = dir.Write("philly.csv", std::string(kPhillyHeader) +
+                                                 "2017-10-09 07:01:55,66.0,1,66.0,11cb48\n"
+                                                 "2017-10-09 06:13:03,2951.0,4,11804.0,6214e9\n"
+                                                 "2017-10-09 06:13:04,10.0,0,0.0,6214e9\n"
+                                                 "\n");
+  auto trace = LoadPhilly(path);
+  ASSERT_OK(trace);
+  ASSERT_EQ(trace->jobs.size(), 2u);
+  EXPECT_EQ(trace->jobs[0].id, "philly-3");
+  EXPECT_EQ(trace->jobs[0].team, "6214e9");
+  EXPECT_EQ(trace->jobs[0].gpus, 4);
+  EXPECT_EQ(trace->jobs[1].submit, FromUnixMicros(1'507'532'515'000'000));
+  EXPECT_EQ(trace->jobs[1].hold, Seconds(66));
+  EXPECT_EQ(SkippedCount(*trace, kSkipZeroGpus), 1u);
+}
+
+struct BadRow {
+  std::string row;
+  std::string message;
+};
+
+class LoadPhillyBadRowTest : public ::testing::TestWithParam<BadRow> {};
+
+TEST_P(LoadPhillyBadRowTest, IsAnErrorNotASkip) {
+  TempDir dir;
+  std::string path = dir.Write("philly.csv", std::string(kPhillyHeader) +
+                                                 "2017-10-09 07:01:55,66.0,1,66.0,11cb48\n" +
+                                                 GetParam().row + "\n");
+  ExpectInvalid(LoadPhilly(path), "philly.csv:3: " + GetParam().message);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LoadPhillyBadRowTest,
+    ::testing::Values(
+        BadRow{"2017-10-09 07:01:55,-5.0,1,66.0,11cb48", "column duration: '-5.0' is negative"},
+        BadRow{"2017-10-09 07:01:55,5.0,x,66.0,11cb48", "column num_gpus: 'x' is not an integer"},
+        BadRow{"2017-10-09 07:01:55,5.0,-1,66.0,11cb48", "column num_gpus: '-1' is negative"},
+        BadRow{"2017-13-09 07:01:55,5.0,1,5.0,11cb48", "column timestamp: '2017-13-09 07:01:55'"},
+        BadRow{"2017-10-09 07:01:55,5.0,1,5.0", "expected 5 columns like the header, got 4"},
+        BadRow{"2017-10-09 07:01:55,5.0,1,5.0,", "column cluster: is empty"},
+        BadRow{"2017-10-09 07:01:55,5.0,1,5.0,\"vc\"", "quoted fields are not supported"}));
+
+TEST(LoadPhillyTest, MissingFileAndBadHeader) {
+  TempDir dir;
+  EXPECT_THAT(LoadPhilly(dir.Path("absent.csv")), StatusIs(StatusCode::kNotFound));
+  std::string path = dir.Write("philly.csv", "timestamp,duration,gpus,gpu_time,cluster\n");
+  ExpectInvalid(LoadPhilly(path), "missing column 'num_gpus'");
+}
+
+TEST(LoadOpenbPodsTest, LoadsFractionsPriorityAndConstraints) {
+  TempDir dir;
+  std::string path =
+      dir.Write("pods.csv", std::string(kOpenbHeader) +
+                                "p0,12000,16384,1,460,V100M16|V100M32,LS,Running,100,1100,102\n"
+                                "p1,6000,12288,8,1000,,BE,Failed,50,150,60\n"
+                                "p2,6000,12288,2,1000,,Guaranteed,Running,50,150,60\n");
+  auto trace = LoadOpenbPods(path);
+  ASSERT_OK(trace);
+  ASSERT_THAT(Ids(*trace), ElementsAre("p1", "p2", "p0"));
+  const TraceJob& frac = trace->jobs[2];
+  EXPECT_EQ(frac.submit, FromUnixMicros(100'000'000));
+  EXPECT_EQ(frac.hold, Seconds(998));  // deletion - scheduled
+  EXPECT_DOUBLE_EQ(frac.gpu_fraction, 0.46);
+  EXPECT_EQ(frac.gpu_model, "V100M16|V100M32");
+  EXPECT_EQ(frac.team, "LS");
+  EXPECT_EQ(frac.priority, 200);
+  EXPECT_EQ(trace->jobs[0].priority, 0);
+  EXPECT_EQ(trace->jobs[0].gpu_fraction, 1.0);
+  EXPECT_EQ(trace->jobs[1].priority, 300);
+  EXPECT_TRUE(trace->skipped.empty());
+}
+
+TEST(LoadOpenbPodsTest, CountsEachSkipReason) {
+  TempDir dir;
+  std::string path = dir.Write("pods.csv", std::string(kOpenbHeader) +
+                                               "cpu,1000,1024,0,0,,BE,Running,0,10,1\n"
+                                               "pending,1000,1024,1,500,,LS,Pending,0,10,\n"
+                                               "pending2,1000,1024,1,500,,LS,Pending,0,12,\n"
+                                               "early,1000,1024,1,500,,LS,Failed,0,5,9\n"
+                                               "zero,1000,1024,1,500,,LS,Failed,0,9,9\n"
+                                               "ok,1000,1024,1,500,,LS,Running,0,10,1\n");
+  auto trace = LoadOpenbPods(path);
+  ASSERT_OK(trace);
+  EXPECT_THAT(Ids(*trace), ElementsAre("ok"));
+  EXPECT_EQ(SkippedCount(*trace, kSkipCpuOnly), 1u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipNeverScheduled), 2u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipDeletedBeforeScheduled), 1u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipZeroDuration), 1u);
+  EXPECT_EQ(trace->skipped[0].reason, kSkipCpuOnly);  // order of first occurrence
+}
+
+TEST(LoadOpenbPodsTest, MalformedRowsAreErrors) {
+  TempDir dir;
+  auto load = [&](std::string_view row) {
+    return LoadOpenbPods(dir.Write("pods.csv", std::string(kOpenbHeader) + std::string(row)));
+  };
+  ExpectInvalid(load("p,1,1,1,500,,XX,Running,0,10,1\n"),
+                "pods.csv:2: column qos: unknown QoS class 'XX'");
+  ExpectInvalid(load("p,1,1,1,1500,,LS,Running,0,10,1\n"),
+                "column gpu_milli: 1500 is not in 1..1000");
+  ExpectInvalid(load("p,1,1,1,500,,LS,Running,0,,1\n"),
+                "column deletion_time: is empty for a scheduled pod");
+  // A CPU-only pod is skipped, but only once it parses.
+  ExpectInvalid(load("p,1,1,0,0,,BE,Running,0,ten,1\n"),
+                "column deletion_time: 'ten' is not a number");
+}
+
+TEST(LoadOpenbNodesTest, KeepsGpuNodes) {
+  TempDir dir;
+  std::string path = dir.Write("nodes.csv",
+                               "sn,cpu_milli,memory_mib,gpu,model\n"
+                               "n0,32000,262144,0,\n"
+                               "n1,64000,262144,2,P100\n"
+                               "n2,96000,393216,8,G2\n");
+  auto nodes = LoadOpenbNodes(path);
+  ASSERT_OK(nodes);
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[1].name, "n2");
+  EXPECT_EQ((*nodes)[1].cluster, "openb");
+  EXPECT_EQ((*nodes)[1].gpu_model, "G2");
+  EXPECT_EQ((*nodes)[1].gpus, 8);
+
+  std::string bad = dir.Write("bad.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,2,\n");
+  ExpectInvalid(LoadOpenbNodes(bad), "bad.csv:2: column model: is empty for a node with 2 GPUs");
+}
+
+TEST(LoadTiresiasClusterSpecTest, ExpandsSwitchesAndNodes) {
+  TempDir dir;
+  constexpr std::string_view kHeader =
+      "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n";
+  auto nodes = LoadTiresiasClusterSpec(
+      dir.Write("spec.csv", std::string(kHeader) + "2,3,4,40,256\n1,1,8,64,256"));
+  ASSERT_OK(nodes);
+  ASSERT_EQ(nodes->size(), 7u);
+  EXPECT_EQ((*nodes)[0].name, "s0-n0");
+  EXPECT_EQ((*nodes)[5].name, "s1-n2");
+  EXPECT_EQ((*nodes)[5].gpus, 4);
+  EXPECT_EQ((*nodes)[6].name, "s2-n0");
+  EXPECT_EQ((*nodes)[6].gpus, 8);
+  EXPECT_EQ((*nodes)[6].cluster, "tiresias");
+
+  ExpectInvalid(LoadTiresiasClusterSpec(dir.Write("z.csv", std::string(kHeader) + "1,0,4,1,1\n")),
+                "z.csv:2: column num_node_p_switch: must be >= 1");
+  ExpectInvalid(LoadTiresiasClusterSpec(dir.Write("e.csv", std::string(kHeader))),
+                "no cluster rows");
+}
+
+TEST(LoadPhillyVcQuotasTest, CountsEightGpusPerNode) {
+  TempDir dir;
+  auto quotas = LoadPhillyVcQuotas(dir.Write("vc.csv", "vc,node num\n6214e9,64\n103959,8\n"));
+  ASSERT_OK(quotas);
+  ASSERT_EQ(quotas->size(), 2u);
+  EXPECT_EQ((*quotas)[0].team, "6214e9");
+  EXPECT_EQ((*quotas)[0].gpus, 512);
+  EXPECT_EQ((*quotas)[1].gpus, 64);
+  ExpectInvalid(LoadPhillyVcQuotas(dir.Write("v2.csv", "vc,nodes\na,1\n")),
+                "missing column 'node num'");
+}
+
+TEST(LoadHeliosGpuNumbersTest, LastDayOrMaximum) {
+  TempDir dir;
+  std::string path = dir.Write("gpu.csv",
+                               "date,vcA,vcB,total\n"
+                               "2020-04-01,8,16,24\n"
+                               "2020-04-02,32,0,32\n");
+  auto last = LoadHeliosGpuNumbers(path);
+  ASSERT_OK(last);
+  ASSERT_EQ(last->size(), 2u);
+  EXPECT_EQ((*last)[0].team, "vcA");
+  EXPECT_EQ((*last)[0].gpus, 32);
+  EXPECT_EQ((*last)[1].gpus, 0);
+  auto max = LoadHeliosGpuNumbers(path, QuotaStatistic::kMaxOverDays);
+  ASSERT_OK(max);
+  EXPECT_EQ((*max)[0].gpus, 32);
+  EXPECT_EQ((*max)[1].gpus, 16);
+}
+
+TEST(LoadHeliosGpuNumbersTest, RejectsInconsistentRows) {
+  TempDir dir;
+  ExpectInvalid(LoadHeliosGpuNumbers(dir.Write("a.csv", "date,vcA,total\n2020-04-01,8,9\n")),
+                "a.csv:2: column total: VC GPUs sum to 8 but total is 9");
+  ExpectInvalid(
+      LoadHeliosGpuNumbers(dir.Write("b.csv", "date,vcA,total\n2020-04-02,8,8\n2020-04-01,8,8\n")),
+      "b.csv:3: column date: dates must increase");
+  ExpectInvalid(LoadHeliosGpuNumbers(dir.Write("c.csv", "date,vcA,total\n")), "no data rows");
+}
+
+// Real shared traces (shared/traces, see its README). CTest sets EGS_TRACES_DIR; without it these
+// tests skip.
+class RealTraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* dir = std::getenv("EGS_TRACES_DIR");
+    if (dir == nullptr || !std::filesystem::exists(dir)) GTEST_SKIP() << "EGS_TRACES_DIR unset";
+    dir_ = dir;
+  }
+  std::string File(std::string_view relative) const {
+    return (std::filesystem::path(dir_) / relative).string();
+  }
+  static void Report(const Trace& trace) {
+    std::cout << trace.name << ": " << trace.jobs.size() << " jobs loaded";
+    for (const SkipCount& s : trace.skipped) std::cout << ", " << s.count << " " << s.reason;
+    std::cout << "\n";
+  }
+
+ private:
+  std::string dir_;
+};
+
+TEST_F(RealTraceTest, Philly) {
+  auto trace = LoadPhilly(File("philly-pollux/philly.csv"));
+  ASSERT_OK(trace);
+  Report(*trace);
+  EXPECT_EQ(trace->jobs.size() + SkippedTotal(*trace), 82'247u);
+  EXPECT_EQ(common::FormatTime(trace->jobs.front().submit), "2017-09-04T10:30:41Z");
+  EXPECT_EQ(common::FormatTime(trace->jobs.back().submit), "2017-12-22T08:02:11Z");
+  int max_gpus = 0;
+  for (const TraceJob& job : trace->jobs) max_gpus = std::max(max_gpus, job.gpus);
+  EXPECT_EQ(max_gpus, 128);
+}
+
+TEST_F(RealTraceTest, OpenbPods) {
+  auto trace = LoadOpenbPods(File("alibaba-gpu-v2023/openb_pod_list_default.csv"));
+  ASSERT_OK(trace);
+  Report(*trace);
+  EXPECT_EQ(trace->jobs.size() + SkippedTotal(*trace), 8'152u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipCpuOnly), 1'088u);  // num_gpu 0 in SOURCE.md
+}
+
+TEST_F(RealTraceTest, Tiresias) {
+  auto trace = LoadTiresias(File("tiresias/60_job.csv"));
+  ASSERT_OK(trace);
+  Report(*trace);
+  EXPECT_EQ(trace->jobs.size(), 60u);
+  EXPECT_TRUE(trace->skipped.empty());
+}
+
+TEST_F(RealTraceTest, Fleets) {
+  auto nodes = LoadOpenbNodes(File("alibaba-gpu-v2023/openb_node_list_gpu_node.csv"));
+  ASSERT_OK(nodes);
+  int gpus = 0;
+  for (const FleetNodeSpec& node : *nodes) gpus += node.gpus;
+  EXPECT_EQ(nodes->size(), 1'213u);
+  EXPECT_EQ(gpus, 6'212);
+  auto all = LoadOpenbNodes(File("alibaba-gpu-v2023/openb_node_list_all_node.csv"));
+  ASSERT_OK(all);
+  EXPECT_EQ(all->size(), 1'213u);  // the 310 CPU-only nodes are left out
+
+  auto spec = LoadTiresiasClusterSpec(File("tiresias/n32g4.csv"));
+  ASSERT_OK(spec);
+  EXPECT_EQ(spec->size(), 32u);
+  EXPECT_EQ(spec->front().gpus, 4);
+}
+
+TEST_F(RealTraceTest, Quotas) {
+  auto philly = LoadPhillyVcQuotas(File("helios/philly_vc.csv"));
+  ASSERT_OK(philly);
+  EXPECT_EQ(philly->size(), 11u);
+  for (const char* cluster : {"Venus", "Earth"}) {
+    auto quotas =
+        LoadHeliosGpuNumbers(File(std::string("helios/") + cluster + "_cluster_gpu_number.csv"));
+    ASSERT_OK(quotas);
+    EXPECT_EQ(quotas->size(), 25u) << cluster;
+    int total = 0;
+    for (const TeamQuota& q : *quotas) total += q.gpus;
+    EXPECT_EQ(total, std::string(cluster) == "Venus" ? 1'080 : 1'208) << cluster;
+  }
+}
+
+}  // namespace
+}  // namespace egs::sim

@@ -1,0 +1,27 @@
+#include "store/failing_store.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace egs::store {
+
+FailingStore::FailingStore(Store& inner, FailingStoreOptions options)
+    : inner_(inner), options_(options) {}
+
+common::Result<CommitResult> FailingStore::Commit(std::vector<WriteOp> ops,
+                                                  std::vector<LogRecord> logs) {
+  const std::int64_t n = ++commits_;
+  const std::int64_t first = options_.fail_on_commit;
+  const bool fail = first > 0 && (n == first || (options_.keep_failing && n > first));
+  if (!fail) return inner_.Commit(std::move(ops), std::move(logs));
+  common::Status injected =
+      common::UnavailableError(fmt::format("injected failure of commit {}", n));
+  if (options_.mode == FailingStoreOptions::Mode::kAfterApply) {
+    common::Result<CommitResult> applied = inner_.Commit(std::move(ops), std::move(logs));
+    if (!applied.ok()) return applied;
+  }
+  return injected;
+}
+
+}  // namespace egs::store

@@ -1,0 +1,64 @@
+// FailingStore: a Store decorator for fault-injection tests. It forwards every call to the
+// wrapped store, except that the Nth Commit (counting from 1, across all threads) fails with
+// Unavailable, and optionally every Commit after it too.
+//
+//   FakeStore fake;
+//   FailingStore store(fake, {.fail_on_commit = 3, .keep_failing = true});
+//
+// kBeforeApply failures leave the wrapped store untouched (the write was lost). kAfterApply
+// failures forward the commit first and then report Unavailable anyway (the write happened
+// but its acknowledgement was lost), which is what a caller sees when a connection drops after
+// the backend committed; callers must tolerate both.
+//
+// Thread-safety: safe from any thread if the wrapped store is.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "store/store.h"
+
+namespace egs::store {
+
+struct FailingStoreOptions {
+  enum class Mode { kBeforeApply, kAfterApply };
+  std::int64_t fail_on_commit = 1;  // the 1-based index of the first failing Commit; 0: never
+  bool keep_failing = false;        // also fail every Commit after it
+  Mode mode = Mode::kBeforeApply;
+};
+
+class FailingStore final : public Store {
+ public:
+  // Borrows `inner`, which must outlive this object.
+  FailingStore(Store& inner, FailingStoreOptions options);
+
+  // Commits attempted so far, failed ones included.
+  std::int64_t commit_count() const { return commits_.load(); }
+
+  common::Result<CommitResult> Commit(std::vector<WriteOp> ops,
+                                      std::vector<LogRecord> logs) override;
+  common::Result<std::optional<StoredObject>> Get(std::string_view kind, std::string_view ns,
+                                                  std::string_view name) override {
+    return inner_.Get(kind, ns, name);
+  }
+  common::Result<ListResult> List(std::string_view kind,
+                                  std::optional<std::string_view> ns) override {
+    return inner_.List(kind, ns);
+  }
+  common::Result<std::vector<LogRecord>> ReadLog(std::string_view stream, std::int64_t after_seq,
+                                                 std::size_t limit) override {
+    return inner_.ReadLog(stream, after_seq, limit);
+  }
+  common::Result<std::int64_t> CurrentRevision() override { return inner_.CurrentRevision(); }
+  common::Result<std::vector<Change>> ChangesSince(std::int64_t after_revision,
+                                                   std::size_t limit) override {
+    return inner_.ChangesSince(after_revision, limit);
+  }
+
+ private:
+  Store& inner_;
+  const FailingStoreOptions options_;
+  std::atomic<std::int64_t> commits_{0};
+};
+
+}  // namespace egs::store

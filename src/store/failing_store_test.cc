@@ -1,0 +1,61 @@
+#include "store/failing_store.h"
+
+#include <gtest/gtest.h>
+
+#include "store/fake_store.h"
+#include "store/store_test_util.h"
+#include "testing/status_matchers.h"
+
+namespace egs::store {
+namespace {
+
+using common::StatusCode;
+using egs::testing::StatusIs;
+using testing::Obj;
+using Mode = FailingStoreOptions::Mode;
+
+common::Result<CommitResult> Create(Store& store, const std::string& name) {
+  return store.Commit({WriteOp::Put(Obj("Pod", "a", name), 0)}, {});
+}
+
+TEST(FailingStoreTest, FailsOnlyTheNthCommitBeforeApplying) {
+  FakeStore fake;
+  FailingStore store(fake, {.fail_on_commit = 2});
+  EXPECT_OK(Create(store, "1"));
+  EXPECT_THAT(Create(store, "2"), StatusIs(StatusCode::kUnavailable));
+  EXPECT_OK(Create(store, "3"));
+  EXPECT_TRUE(fake.Get("Pod", "a", "1")->has_value());
+  EXPECT_FALSE(fake.Get("Pod", "a", "2")->has_value());
+  EXPECT_TRUE(fake.Get("Pod", "a", "3")->has_value());
+  EXPECT_EQ(store.commit_count(), 3);
+}
+
+TEST(FailingStoreTest, KeepsFailingAfterTheNthWhenAsked) {
+  FakeStore fake;
+  FailingStore store(fake, {.fail_on_commit = 2, .keep_failing = true});
+  EXPECT_OK(Create(store, "1"));
+  EXPECT_THAT(Create(store, "2"), StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(Create(store, "3"), StatusIs(StatusCode::kUnavailable));
+  EXPECT_EQ(*fake.CurrentRevision(), 1);
+  // Reads still pass through.
+  EXPECT_TRUE(store.Get("Pod", "a", "1")->has_value());
+  EXPECT_EQ(store.List("Pod", std::nullopt)->objects.size(), 1u);
+}
+
+TEST(FailingStoreTest, AfterApplyModeWritesButReportsFailure) {
+  FakeStore fake;
+  FailingStore store(fake, {.fail_on_commit = 1, .mode = Mode::kAfterApply});
+  EXPECT_THAT(Create(store, "1"), StatusIs(StatusCode::kUnavailable));
+  EXPECT_TRUE(fake.Get("Pod", "a", "1")->has_value());
+  // A retry of the create now sees the lost acknowledgement's effect.
+  EXPECT_THAT(Create(store, "1"), StatusIs(StatusCode::kAlreadyExists));
+}
+
+TEST(FailingStoreTest, ZeroNeverFails) {
+  FakeStore fake;
+  FailingStore store(fake, {.fail_on_commit = 0, .keep_failing = true});
+  for (int i = 0; i < 5; ++i) EXPECT_OK(Create(store, std::to_string(i)));
+}
+
+}  // namespace
+}  // namespace egs::store

@@ -1,0 +1,53 @@
+// FakeStore: an in-memory Store with the same semantics as the durable backends (the contract
+// tests run against both). Nothing survives the object; "durable" means "applied".
+//
+// Thread-safety: every method is safe from any thread; one mutex serializes them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "store/store.h"
+
+namespace egs::store {
+
+struct FakeStoreOptions {
+  // The change feed keeps the changes of the last this-many revisions (as SqliteOptions).
+  std::int64_t change_retention_revisions = 100'000;
+};
+
+class FakeStore final : public Store {
+ public:
+  explicit FakeStore(FakeStoreOptions options = {});
+
+  common::Result<CommitResult> Commit(std::vector<WriteOp> ops,
+                                      std::vector<LogRecord> logs) override;
+  common::Result<std::optional<StoredObject>> Get(std::string_view kind, std::string_view ns,
+                                                  std::string_view name) override;
+  common::Result<ListResult> List(std::string_view kind,
+                                  std::optional<std::string_view> ns) override;
+  common::Result<std::vector<LogRecord>> ReadLog(std::string_view stream, std::int64_t after_seq,
+                                                 std::size_t limit) override;
+  common::Result<std::int64_t> CurrentRevision() override;
+  common::Result<std::vector<Change>> ChangesSince(std::int64_t after_revision,
+                                                   std::size_t limit) override;
+
+ private:
+  using Key = std::tuple<std::string, std::string, std::string>;  // (kind, ns, name)
+
+  const FakeStoreOptions options_;
+  std::mutex mu_;
+  std::map<Key, StoredObject, std::less<>> objects_;  // GUARDED_BY(mu_)
+  std::vector<LogRecord> logs_;                       // GUARDED_BY(mu_), ascending seq
+  std::vector<Change> changes_;                       // GUARDED_BY(mu_), ascending revision
+  std::int64_t revision_ = 0;                         // GUARDED_BY(mu_)
+  std::int64_t compacted_revision_ = 0;               // GUARDED_BY(mu_)
+  std::int64_t last_seq_ = 0;                         // GUARDED_BY(mu_)
+};
+
+}  // namespace egs::store

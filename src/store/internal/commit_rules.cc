@@ -1,0 +1,61 @@
+#include "store/internal/commit_rules.h"
+
+#include <fmt/format.h>
+
+namespace egs::store::internal {
+
+std::string DescribeObject(std::string_view kind, std::string_view ns, std::string_view name) {
+  if (ns.empty()) return fmt::format("{} {}", kind, name);
+  return fmt::format("{} {}/{}", kind, ns, name);
+}
+
+common::Status ValidateCommit(const std::vector<WriteOp>& ops, const std::vector<LogRecord>& logs) {
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const StoredObject& o = ops[i].object;
+    if (o.kind.empty() || o.name.empty()) {
+      return common::InvalidArgumentError(fmt::format(
+          "op {}: kind and name must be non-empty (kind \"{}\", name \"{}\")", i, o.kind, o.name));
+    }
+    if (ops[i].expected_version.has_value() && *ops[i].expected_version < 0) {
+      return common::InvalidArgumentError(fmt::format("op {} ({}): negative expected_version {}", i,
+                                                      DescribeObject(o.kind, o.ns, o.name),
+                                                      *ops[i].expected_version));
+    }
+  }
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    if (logs[i].stream.empty()) {
+      return common::InvalidArgumentError(fmt::format("log record {}: empty stream", i));
+    }
+  }
+  return common::OkStatus();
+}
+
+common::Status CheckExpectedVersion(const WriteOp& op, std::optional<std::int64_t> actual) {
+  if (!op.expected_version.has_value()) return common::OkStatus();
+  const std::int64_t expected = *op.expected_version;
+  const StoredObject& o = op.object;
+  if (expected == 0) {
+    if (!actual.has_value()) return common::OkStatus();
+    return common::AlreadyExistsError(fmt::format("{} already exists (resource_version {})",
+                                                  DescribeObject(o.kind, o.ns, o.name), *actual));
+  }
+  if (!actual.has_value()) {
+    return common::NotFoundError(fmt::format("{} not found (expected resource_version {})",
+                                             DescribeObject(o.kind, o.ns, o.name), expected));
+  }
+  if (*actual != expected) {
+    return common::AbortedError(
+        fmt::format("{} was modified: expected resource_version {}, actual {}",
+                    DescribeObject(o.kind, o.ns, o.name), expected, *actual));
+  }
+  return common::OkStatus();
+}
+
+common::Status CompactedError(std::int64_t after_revision, std::int64_t compacted) {
+  return common::AbortedError(fmt::format(
+      "changes after revision {} were compacted (the feed starts after revision {}); list "
+      "again and watch from the list's revision",
+      after_revision, compacted));
+}
+
+}  // namespace egs::store::internal

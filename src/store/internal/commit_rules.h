@@ -1,0 +1,33 @@
+// Commit rules shared by every Store backend, so that they agree on validation, precondition
+// checks and error messages (the contract tests hold them to it).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "store/store.h"
+
+namespace egs::store::internal {
+
+// "Kind ns/name", or "Kind name" for a cluster-scoped object; used in error messages.
+std::string DescribeObject(std::string_view kind, std::string_view ns, std::string_view name);
+
+// InvalidArgument for an op with empty kind or name or a negative expected_version, or a log
+// record with an empty stream. Checked before anything is touched.
+common::Status ValidateCommit(const std::vector<WriteOp>& ops, const std::vector<LogRecord>& logs);
+
+// Checks `op`'s expected_version against the object's current resource_version (`actual`,
+// nullopt when it does not exist). OK, AlreadyExists, NotFound or Aborted as Store::Commit
+// documents.
+common::Status CheckExpectedVersion(const WriteOp& op, std::optional<std::int64_t> actual);
+
+// Aborted: changes after `after_revision` were compacted (the feed starts after `compacted`).
+common::Status CompactedError(std::int64_t after_revision, std::int64_t compacted);
+
+}  // namespace egs::store::internal

@@ -1,0 +1,116 @@
+#include "store/sqlite/schema.h"
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+#include <SQLiteCpp/Transaction.h>
+#include <fmt/format.h>
+
+#include <iterator>
+#include <string>
+
+#include "store/sqlite/sqlite_status.h"
+
+namespace egs::store::sqlite {
+namespace {
+
+struct Migration {
+  std::int64_t version;
+  const char* sql;
+};
+
+// Append only: a released step is never edited, a change is a new step.
+constexpr Migration kMigrations[] = {
+    {1, R"sql(
+      CREATE TABLE objects (
+        kind TEXT NOT NULL,
+        ns TEXT NOT NULL,
+        name TEXT NOT NULL,
+        uid TEXT NOT NULL,
+        resource_version INTEGER NOT NULL,
+        created_unix_us INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (kind, ns, name)
+      ) STRICT, WITHOUT ROWID;
+      CREATE TABLE logs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        stream TEXT NOT NULL,
+        at_unix_us INTEGER NOT NULL,
+        data TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX logs_by_stream ON logs (stream, seq);
+      -- Keys: 'revision' (of the last commit), 'compacted_revision' (of the change feed).
+      CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+      ) STRICT;
+      INSERT INTO meta (key, value) VALUES ('revision', 0);
+    )sql"},
+    {2, R"sql(
+      -- The change feed behind watches: one row per object put/delete, by revision.
+      CREATE TABLE changes (
+        revision INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        type TEXT NOT NULL CHECK (type IN ('put', 'delete')),
+        kind TEXT NOT NULL,
+        ns TEXT NOT NULL,
+        name TEXT NOT NULL,
+        uid TEXT NOT NULL,
+        created_unix_us INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (revision, idx)
+      ) STRICT, WITHOUT ROWID;
+      INSERT INTO meta (key, value) VALUES ('compacted_revision', 0);
+    )sql"},
+};
+
+const char* SynchronousPragma(Synchronous s) {
+  return s == Synchronous::kFull ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL";
+}
+
+}  // namespace
+
+std::int64_t LatestSchemaVersion() { return std::prev(std::end(kMigrations))->version; }
+
+common::Status ConfigureConnection(SQLite::Database& db, Synchronous synchronous) {
+  return RunGuarded("configure connection", [&]() -> common::Status {
+    std::string mode = db.execAndGet("PRAGMA journal_mode = WAL").getString();
+    if (mode != "wal") {
+      return common::InternalError(fmt::format("cannot enable WAL (journal_mode is {})", mode));
+    }
+    db.exec(SynchronousPragma(synchronous));
+    db.exec("PRAGMA foreign_keys = ON");
+    return common::OkStatus();
+  });
+}
+
+common::Status Migrate(SQLite::Database& db, common::Time now) {
+  return RunGuarded("migrate schema", [&]() -> common::Status {
+    SQLite::Transaction txn(db, SQLite::TransactionBehavior::IMMEDIATE);
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        "version INTEGER PRIMARY KEY, applied_at_unix_us INTEGER NOT NULL) STRICT");
+    const std::int64_t current =
+        db.execAndGet("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").getInt64();
+    if (current > LatestSchemaVersion()) {
+      return common::FailedPreconditionError(fmt::format(
+          "database schema version {} is newer than this binary supports (up to {}); run a "
+          "newer egs or restore a matching backup",
+          current, LatestSchemaVersion()));
+    }
+    SQLite::Statement record(db,
+                             "INSERT INTO schema_migrations (version, applied_at_unix_us) "
+                             "VALUES (?, ?)");
+    for (const Migration& m : kMigrations) {
+      if (m.version <= current) continue;
+      db.exec(m.sql);
+      record.bind(1, m.version);
+      record.bind(2, common::ToUnixMicros(now));
+      record.exec();
+      record.reset();
+    }
+    txn.commit();
+    return common::OkStatus();
+  });
+}
+
+}  // namespace egs::store::sqlite

@@ -1,0 +1,355 @@
+// The Store contract: one suite, run against every backend.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "store/fake_store.h"
+#include "store/sqlite/sqlite_store.h"
+#include "store/store.h"
+#include "store/store_test_util.h"
+#include "testing/status_matchers.h"
+
+namespace egs::store {
+namespace {
+
+using common::StatusCode;
+using egs::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::Log;
+using testing::Obj;
+using testing::TempDir;
+using Type = WriteOp::Type;
+
+struct Backend {
+  std::string name;
+  // Opens an empty store whose files (if any) go under `dir`.
+  std::function<common::Result<std::unique_ptr<Store>>(const TempDir& dir,
+                                                       std::int64_t change_retention)>
+      open;
+};
+
+std::vector<Backend> Backends() {
+  return {
+      {"Fake",
+       [](const TempDir&, std::int64_t retention) -> common::Result<std::unique_ptr<Store>> {
+         return std::unique_ptr<Store>(std::make_unique<FakeStore>(FakeStoreOptions{retention}));
+       }},
+      {"Sqlite",
+       [](const TempDir& dir, std::int64_t retention) -> common::Result<std::unique_ptr<Store>> {
+         SqliteOptions options;
+         options.synchronous = Synchronous::kNormal;  // the durable path is the same code
+         options.change_retention_revisions = retention;
+         EGS_ASSIGN_OR_RETURN(auto store, SqliteStore::Open(dir.File("egs.db"), options));
+         return std::unique_ptr<Store>(std::move(store));
+       }},
+  };
+}
+
+class StoreContractTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override { store_ = OpenStore(10'000); }
+
+  std::unique_ptr<Store> OpenStore(std::int64_t retention) {
+    auto store = GetParam().open(dir_, retention);
+    EXPECT_TRUE(store.ok()) << store.error().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  std::int64_t MustCommit(std::vector<WriteOp> ops, std::vector<LogRecord> logs = {}) {
+    auto r = store_->Commit(std::move(ops), std::move(logs));
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() ? r->revision : -1;
+  }
+
+  std::optional<StoredObject> MustGet(const std::string& kind, const std::string& ns,
+                                      const std::string& name) {
+    auto r = store_->Get(kind, ns, name);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() ? *r : std::nullopt;
+  }
+
+  std::vector<std::string> Names(const std::optional<std::string_view>& ns) {
+    std::vector<std::string> names;
+    auto list = store_->List("Pod", ns);
+    EXPECT_TRUE(list.ok());
+    if (!list.ok()) return names;
+    for (const StoredObject& o : list->objects) names.push_back(fmt::format("{}/{}", o.ns, o.name));
+    return names;
+  }
+
+  TempDir dir_;  // declared before store_: outlives it
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreContractTest, CreateThenGetReturnsTheObjectAtTheCommitRevision) {
+  const std::int64_t rev = MustCommit({WriteOp::Put(Obj("Pod", "a", "p1", R"({"x":1})"), 0)});
+  EXPECT_EQ(rev, 1);
+  StoredObject expected = Obj("Pod", "a", "p1", R"({"x":1})");
+  expected.resource_version = rev;
+  EXPECT_EQ(MustGet("Pod", "a", "p1"), expected);
+  EXPECT_EQ(MustGet("Pod", "a", "missing"), std::nullopt);
+  EXPECT_EQ(MustGet("Pod", "b", "p1"), std::nullopt);
+  EXPECT_EQ(MustGet("Node", "a", "p1"), std::nullopt);
+}
+
+TEST_P(StoreContractTest, CreateOfExistingObjectIsAlreadyExistsAndChangesNothing) {
+  const std::int64_t rev = MustCommit({WriteOp::Put(Obj("Pod", "a", "p1", "1"), 0)});
+  auto r = store_->Commit({WriteOp::Put(Obj("Pod", "a", "p1", "2"), 0)}, {Log("events", "e")});
+  EXPECT_THAT(r, StatusIs(StatusCode::kAlreadyExists));
+  EXPECT_EQ(MustGet("Pod", "a", "p1")->data, "1");
+  EXPECT_EQ(*store_->CurrentRevision(), rev);
+  EXPECT_THAT(*store_->ReadLog("events", 0, 10), IsEmpty());
+}
+
+TEST_P(StoreContractTest, UpdateWithCurrentVersionSucceedsAndStaleVersionIsAborted) {
+  const std::int64_t v1 = MustCommit({WriteOp::Put(Obj("Pod", "a", "p1", "1"), 0)});
+  const std::int64_t v2 = MustCommit({WriteOp::Put(Obj("Pod", "a", "p1", "2"), v1)});
+  EXPECT_GT(v2, v1);
+  EXPECT_EQ(MustGet("Pod", "a", "p1")->resource_version, v2);
+
+  auto stale = store_->Commit({WriteOp::Put(Obj("Pod", "a", "p1", "3"), v1)}, {});
+  EXPECT_THAT(stale, StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(stale.error().message(), HasSubstr("Pod a/p1"));
+  EXPECT_THAT(stale.error().message(), HasSubstr(fmt::format("expected resource_version {}", v1)));
+  EXPECT_THAT(stale.error().message(), HasSubstr(fmt::format("actual {}", v2)));
+  EXPECT_EQ(MustGet("Pod", "a", "p1")->data, "2");
+  EXPECT_EQ(*store_->CurrentRevision(), v2);
+}
+
+TEST_P(StoreContractTest, UpdateOfMissingObjectWithVersionIsNotFound) {
+  EXPECT_THAT(store_->Commit({WriteOp::Put(Obj("Pod", "a", "p1"), 7)}, {}),
+              StatusIs(StatusCode::kNotFound));
+  EXPECT_EQ(MustGet("Pod", "a", "p1"), std::nullopt);
+}
+
+TEST_P(StoreContractTest, UnconditionalPutCreatesThenReplaces) {
+  MustCommit({WriteOp::Put(Obj("Pod", "a", "p1", "1"), std::nullopt)});
+  const std::int64_t rev = MustCommit({WriteOp::Put(Obj("Pod", "a", "p1", "2"), std::nullopt)});
+  auto got = MustGet("Pod", "a", "p1");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->data, "2");
+  EXPECT_EQ(got->resource_version, rev);
+}
+
+TEST_P(StoreContractTest, DeleteHonoursExpectedVersion) {
+  const std::int64_t v1 = MustCommit({WriteOp::Put(Obj("Pod", "a", "p1"), 0)});
+  EXPECT_THAT(store_->Commit({WriteOp::Delete("Pod", "a", "p1", v1 + 5)}, {}),
+              StatusIs(StatusCode::kAborted));
+  EXPECT_TRUE(MustGet("Pod", "a", "p1").has_value());
+  MustCommit({WriteOp::Delete("Pod", "a", "p1", v1)});
+  EXPECT_EQ(MustGet("Pod", "a", "p1"), std::nullopt);
+  EXPECT_THAT(store_->Commit({WriteOp::Delete("Pod", "a", "p1", v1)}, {}),
+              StatusIs(StatusCode::kNotFound));
+  // Unconditional delete of a missing object is a successful no-op.
+  EXPECT_OK(store_->Commit({WriteOp::Delete("Pod", "a", "p1", std::nullopt)}, {}));
+}
+
+TEST_P(StoreContractTest, MultiOpCommitIsAllOrNothing) {
+  const std::int64_t v1 = MustCommit({WriteOp::Put(Obj("Pod", "a", "keep", "old"), 0)});
+  auto r = store_->Commit(
+      {WriteOp::Put(Obj("Pod", "a", "new1"), 0), WriteOp::Put(Obj("Pod", "a", "keep", "new"), v1),
+       WriteOp::Delete("Pod", "a", "keep", v1)},  // stale: the update above moved it on
+      {Log("events", "e1"), Log("audit", "a1")});
+  EXPECT_THAT(r, StatusIs(StatusCode::kAborted));
+  EXPECT_EQ(MustGet("Pod", "a", "new1"), std::nullopt);
+  EXPECT_EQ(MustGet("Pod", "a", "keep")->data, "old");
+  EXPECT_THAT(*store_->ReadLog("events", 0, 10), IsEmpty());
+  EXPECT_THAT(*store_->ReadLog("audit", 0, 10), IsEmpty());
+  EXPECT_EQ(*store_->CurrentRevision(), v1);
+}
+
+TEST_P(StoreContractTest, OpsOfOneCommitSeeEarlierOpsOfTheSameCommit) {
+  EXPECT_THAT(
+      store_->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0), WriteOp::Put(Obj("Pod", "a", "p"), 0)},
+                     {}),
+      StatusIs(StatusCode::kAlreadyExists));
+  EXPECT_EQ(MustGet("Pod", "a", "p"), std::nullopt);
+  // Create, then delete at the version the create just assigned (this commit's revision).
+  const std::int64_t next = *store_->CurrentRevision() + 1;
+  MustCommit({WriteOp::Put(Obj("Pod", "a", "p"), 0), WriteOp::Delete("Pod", "a", "p", next)});
+  EXPECT_EQ(MustGet("Pod", "a", "p"), std::nullopt);
+}
+
+TEST_P(StoreContractTest, LogsAreOrderedPerStreamAndPageable) {
+  MustCommit({}, {Log("events", "e1", 10), Log("audit", "a1", 11), Log("events", "e2", 12)});
+  MustCommit({}, {Log("events", "e3", 13)});
+  MustCommit({}, {Log("events", "e4", 14), Log("events", "e5", 15)});
+
+  auto page1 = store_->ReadLog("events", 0, 2);
+  ASSERT_OK(page1);
+  ASSERT_EQ(page1->size(), 2u);
+  EXPECT_EQ((*page1)[0].data, "e1");
+  EXPECT_EQ((*page1)[0].stream, "events");
+  EXPECT_EQ((*page1)[0].at, common::FromUnixMicros(10));
+  EXPECT_EQ((*page1)[1].data, "e2");
+  EXPECT_LT((*page1)[0].seq, (*page1)[1].seq);
+
+  std::vector<std::string> rest;
+  std::int64_t after = page1->back().seq;
+  for (;;) {
+    auto page = store_->ReadLog("events", after, 2);
+    ASSERT_OK(page);
+    if (page->empty()) break;
+    for (const LogRecord& r : *page) {
+      EXPECT_GT(r.seq, after);
+      after = r.seq;
+      rest.push_back(r.data);
+    }
+  }
+  EXPECT_THAT(rest, ElementsAre("e3", "e4", "e5"));
+
+  auto audit = store_->ReadLog("audit", 0, 100);
+  ASSERT_OK(audit);
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_GT((*audit)[0].seq, (*page1)[0].seq);  // seq increases across streams
+  EXPECT_LT((*audit)[0].seq, (*page1)[1].seq);
+  EXPECT_THAT(*store_->ReadLog("unknown", 0, 10), IsEmpty());
+  EXPECT_THAT(*store_->ReadLog("events", 0, 0), IsEmpty());
+}
+
+TEST_P(StoreContractTest, EveryCommitCreatesTheNextRevisionAndFailuresCreateNone) {
+  EXPECT_EQ(*store_->CurrentRevision(), 0);
+  std::int64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    const std::int64_t rev = MustCommit({WriteOp::Put(Obj("Pod", "a", "p"), std::nullopt)});
+    EXPECT_EQ(rev, last + 1);
+    last = rev;
+  }
+  EXPECT_EQ(MustCommit({}, {Log("events", "log-only")}), last + 1);
+  EXPECT_THAT(store_->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}),
+              StatusIs(StatusCode::kAlreadyExists));
+  EXPECT_EQ(*store_->CurrentRevision(), last + 1);
+  EXPECT_EQ(MustCommit({}), last + 2);
+}
+
+TEST_P(StoreContractTest, ListFiltersByKindAndNamespaceAndSorts) {
+  MustCommit({WriteOp::Put(Obj("Pod", "b", "z"), 0), WriteOp::Put(Obj("Pod", "a", "y"), 0),
+              WriteOp::Put(Obj("Pod", "a", "x"), 0), WriteOp::Put(Obj("Pod", "", "c"), 0),
+              WriteOp::Put(Obj("Node", "a", "n"), 0)});
+  EXPECT_THAT(Names("a"), ElementsAre("a/x", "a/y"));
+  EXPECT_THAT(Names(""), ElementsAre("/c"));
+  EXPECT_THAT(Names("none"), IsEmpty());
+  EXPECT_THAT(Names(std::nullopt), ElementsAre("/c", "a/x", "a/y", "b/z"));
+  const std::int64_t rev = MustCommit({WriteOp::Delete("Pod", "a", "x", std::nullopt)});
+  auto list = store_->List("Pod", std::nullopt);
+  ASSERT_OK(list);
+  EXPECT_EQ(list->revision, rev);
+  EXPECT_EQ(list->objects.size(), 3u);
+}
+
+TEST_P(StoreContractTest, BadInputIsInvalidArgumentAndAppliesNothing) {
+  const auto kInvalid = StatusIs(StatusCode::kInvalidArgument);
+  EXPECT_THAT(store_->Commit({WriteOp::Put(Obj("", "a", "p"), 0)}, {}), kInvalid);
+  EXPECT_THAT(
+      store_->Commit({WriteOp::Put(Obj("Pod", "a", "ok"), 0), WriteOp::Put(Obj("Pod", "a", ""), 0)},
+                     {}),
+      kInvalid);
+  EXPECT_THAT(store_->Commit({WriteOp::Delete("Pod", "a", "", std::nullopt)}, {}), kInvalid);
+  EXPECT_THAT(store_->Commit({WriteOp::Put(Obj("Pod", "a", "p"), -1)}, {}), kInvalid);
+  EXPECT_THAT(store_->Commit({}, {Log("", "x")}), kInvalid);
+  EXPECT_THAT(store_->List("", std::nullopt), kInvalid);
+  EXPECT_THAT(store_->ReadLog("", 0, 10), kInvalid);
+  EXPECT_THAT(store_->ChangesSince(-1, 10), kInvalid);
+  EXPECT_EQ(MustGet("Pod", "a", "ok"), std::nullopt);
+  EXPECT_EQ(*store_->CurrentRevision(), 0);
+}
+
+TEST_P(StoreContractTest, ChangeFeedReportsPutsAndDeletesInOrder) {
+  const std::int64_t r1 = MustCommit(
+      {WriteOp::Put(Obj("Pod", "a", "p", "v1"), 0), WriteOp::Put(Obj("Pod", "a", "q", "q1"), 0)});
+  const std::int64_t r2 = MustCommit({WriteOp::Put(Obj("Pod", "a", "p", "v2"), r1)});
+  MustCommit({}, {Log("events", "no object change")});
+  const std::int64_t r4 = MustCommit(
+      {WriteOp::Delete("Pod", "a", "p", r2), WriteOp::Delete("Pod", "a", "gone", std::nullopt)});
+
+  auto all = store_->ChangesSince(0, 100);
+  ASSERT_OK(all);
+  ASSERT_EQ(all->size(), 4u);
+  EXPECT_EQ((*all)[0].revision, r1);
+  EXPECT_EQ((*all)[0].object.name, "p");
+  EXPECT_EQ((*all)[1].revision, r1);
+  EXPECT_EQ((*all)[1].object.name, "q");
+  EXPECT_EQ((*all)[2].revision, r2);
+  EXPECT_EQ((*all)[2].type, Type::kPut);
+  EXPECT_EQ((*all)[2].object.data, "v2");
+  EXPECT_EQ((*all)[2].object.resource_version, r2);
+  const Change& deleted = (*all)[3];
+  EXPECT_EQ(deleted.type, Type::kDelete);
+  EXPECT_EQ(deleted.revision, r4);
+  EXPECT_EQ(deleted.object.data, "v2");  // the last state
+  EXPECT_EQ(deleted.object.uid, "uid-a-p");
+  EXPECT_EQ(deleted.object.resource_version, r4);
+
+  // Whole revisions only: a limit of 1 still returns both changes of r1.
+  auto first = store_->ChangesSince(0, 1);
+  ASSERT_OK(first);
+  EXPECT_EQ(first->size(), 2u);
+  auto next = store_->ChangesSince(first->back().revision, 1);
+  ASSERT_OK(next);
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ((*next)[0].revision, r2);
+  EXPECT_THAT(*store_->ChangesSince(r4, 10), IsEmpty());
+  EXPECT_THAT(*store_->ChangesSince(0, 0), IsEmpty());
+}
+
+TEST_P(StoreContractTest, CompactedChangesAreAborted) {
+  store_.reset();
+  store_ = OpenStore(/*change_retention=*/3);
+  ASSERT_NE(store_, nullptr);
+  for (int i = 0; i < 6; ++i) MustCommit({WriteOp::Put(Obj("Pod", "a", "p"), std::nullopt)});
+  EXPECT_THAT(store_->ChangesSince(0, 100), StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(store_->ChangesSince(2, 100), StatusIs(StatusCode::kAborted));
+  auto kept = store_->ChangesSince(3, 100);
+  ASSERT_OK(kept);
+  ASSERT_EQ(kept->size(), 3u);
+  EXPECT_EQ(kept->front().revision, 4);
+}
+
+TEST_P(StoreContractTest, MetaRoundTrips) {
+  EXPECT_EQ(*GetMeta(*store_, "scheduler.next_request_id"), std::nullopt);
+  MustCommit({MetaPut("scheduler.next_request_id", "42")});
+  EXPECT_EQ(*GetMeta(*store_, "scheduler.next_request_id"), "42");
+  MustCommit({MetaPut("scheduler.next_request_id", "43")});
+  EXPECT_EQ(*GetMeta(*store_, "scheduler.next_request_id"), "43");
+}
+
+TEST_P(StoreContractTest, ConcurrentCommitsAllLandWithUniqueRevisions) {
+  constexpr int kThreads = 4;
+  constexpr int kCommits = 25;
+  std::vector<std::vector<std::int64_t>> revisions(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCommits; ++i) {
+        auto r = store_->Commit(
+            {WriteOp::Put(Obj("Pod", fmt::format("t{}", t), std::to_string(i)), 0)}, {});
+        revisions[t].push_back(r.ok() ? r->revision : -1);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  std::set<std::int64_t> all;
+  for (const auto& per_thread : revisions) {
+    EXPECT_TRUE(std::is_sorted(per_thread.begin(), per_thread.end()));
+    all.insert(per_thread.begin(), per_thread.end());
+  }
+  EXPECT_EQ(all.size(), std::size_t{kThreads * kCommits});
+  EXPECT_EQ(*all.begin(), 1);
+  EXPECT_EQ(*all.rbegin(), kThreads * kCommits);
+  EXPECT_EQ(store_->List("Pod", std::nullopt)->objects.size(), std::size_t{kThreads * kCommits});
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::ValuesIn(Backends()),
+                         [](const ::testing::TestParamInfo<Backend>& param_info) {
+                           return param_info.param.name;
+                         });
+
+}  // namespace
+}  // namespace egs::store
