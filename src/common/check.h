@@ -8,8 +8,8 @@ namespace egs::common::internal {
 [[noreturn]] void CheckFailed(const char* condition, const char* file, int line);
 }  // namespace egs::common::internal
 
-#define EGS_CHECK(cond)                                                        \
-  do {                                                                         \
+#define EGS_CHECK(cond)                                                           \
+  do {                                                                            \
     if (!(cond)) ::egs::common::internal::CheckFailed(#cond, __FILE__, __LINE__); \
   } while (false)
 

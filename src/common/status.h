@@ -82,7 +82,7 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   // Implicit on purpose: `return value;` and `return SomeError(...);` both read naturally.
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     // An OK status carries no value; constructing a Result from one is a bug at the call site.
     EGS_CHECK(!std::get<Status>(v_).ok());
@@ -136,10 +136,10 @@ Status AsStatus(const Result<T>& r) {
 #define EGS_STATUS_CONCAT_(a, b) EGS_STATUS_CONCAT_INNER_(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define EGS_RETURN_IF_ERROR(expr)                                                        \
-  do {                                                                                   \
-    ::egs::common::Status egs_status_ = ::egs::common::internal::AsStatus(expr);         \
-    if (!egs_status_.ok()) return egs_status_;                                           \
+#define EGS_RETURN_IF_ERROR(expr)                                                \
+  do {                                                                           \
+    ::egs::common::Status egs_status_ = ::egs::common::internal::AsStatus(expr); \
+    if (!egs_status_.ok()) return egs_status_;                                   \
   } while (false)
 
 // `EGS_ASSIGN_OR_RETURN(auto x, MakeX());` declares x from the value or returns the error.

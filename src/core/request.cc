@@ -6,17 +6,28 @@ namespace egs::core {
 
 std::string_view PhaseName(RequestPhase phase) {
   switch (phase) {
-    case RequestPhase::kPendingApproval: return "PendingApproval";
-    case RequestPhase::kQueued: return "Queued";
-    case RequestPhase::kProvisioning: return "Provisioning";
-    case RequestPhase::kActive: return "Active";
-    case RequestPhase::kReleasing: return "Releasing";
-    case RequestPhase::kCompleted: return "Completed";
-    case RequestPhase::kReleased: return "Released";
-    case RequestPhase::kPreempted: return "Preempted";
-    case RequestPhase::kRejected: return "Rejected";
-    case RequestPhase::kCancelled: return "Cancelled";
-    case RequestPhase::kFailed: return "Failed";
+    case RequestPhase::kPendingApproval:
+      return "PendingApproval";
+    case RequestPhase::kQueued:
+      return "Queued";
+    case RequestPhase::kProvisioning:
+      return "Provisioning";
+    case RequestPhase::kActive:
+      return "Active";
+    case RequestPhase::kReleasing:
+      return "Releasing";
+    case RequestPhase::kCompleted:
+      return "Completed";
+    case RequestPhase::kReleased:
+      return "Released";
+    case RequestPhase::kPreempted:
+      return "Preempted";
+    case RequestPhase::kRejected:
+      return "Rejected";
+    case RequestPhase::kCancelled:
+      return "Cancelled";
+    case RequestPhase::kFailed:
+      return "Failed";
   }
   return "Unknown";
 }
@@ -50,8 +61,8 @@ bool IsValidTransition(RequestPhase from, RequestPhase to) {
     case P::kActive:
       return to == P::kReleasing || to == P::kQueued || to == P::kFailed;
     case P::kReleasing:
-      return to == P::kCompleted || to == P::kReleased || to == P::kPreempted ||
-             to == P::kFailed || to == P::kQueued;
+      return to == P::kCompleted || to == P::kReleased || to == P::kPreempted || to == P::kFailed ||
+             to == P::kQueued;
     default:
       return false;  // Terminal phases never change.
   }

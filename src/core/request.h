@@ -37,10 +37,10 @@ bool IsValidTransition(RequestPhase from, RequestPhase to);
 struct RequestSpec {
   std::string name;
   WorkspaceId workspace;
-  std::vector<ShapeId> shapes;       // acceptable shapes in preference order; non-empty
-  std::vector<ClusterId> clusters;   // acceptable clusters; empty = any the workspace allows
+  std::vector<ShapeId> shapes;      // acceptable shapes in preference order; non-empty
+  std::vector<ClusterId> clusters;  // acceptable clusters; empty = any the workspace allows
   int nodes = 1;
-  int gpus_per_node = 0;             // 0 = whole nodes
+  int gpus_per_node = 0;  // 0 = whole nodes
   Duration duration = Duration(0);
   int priority = 0;
   std::optional<Time> earliest_start;

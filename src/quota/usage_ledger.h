@@ -3,7 +3,8 @@
 // Usage decays exponentially with a per-workspace half-life (default 7 days): an hour of one GPU
 // held h hours ago counts 2^(-h / half_life). While a workspace holds g GPUs, its usage grows
 // continuously, so the value at any instant is exact (no sampling):
-//   u(t) = u(t0) * d + g * (1 - d) / lambda,  d = exp(-lambda * (t - t0)), lambda = ln 2 / half_life
+//   u(t) = u(t0) * d + g * (1 - d) / lambda,  d = exp(-lambda * (t - t0)), lambda = ln 2 /
+//   half_life
 // GPUs flagged idle can be charged at a higher weight (policy: idle-held GPU-hours count double).
 //
 // Not thread-safe. Owned by the scheduler loop.
@@ -33,9 +34,9 @@ class UsageLedger {
 
  private:
   struct Account {
-    double value = 0.0;         // decayed GPU-hours at `updated`
+    double value = 0.0;  // decayed GPU-hours at `updated`
     core::Time updated;
-    double held = 0.0;          // weighted GPUs held since `updated`
+    double held = 0.0;  // weighted GPUs held since `updated`
     double half_life_h = 168.0;
   };
   // Brings `a` forward to `now`.

@@ -1,0 +1,242 @@
+// The cycle half of Scheduler: commands, starting requests whose planned start has come, ending
+// reservations, connector outcomes, and publishing the snapshot.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "scheduler/scheduler.h"
+
+namespace egs::scheduler {
+
+using core::RequestPhase;
+using core::Time;
+
+void Scheduler::Post(std::function<void(Scheduler&)> command) {
+  std::lock_guard<std::mutex> lock(commands_mu_);
+  commands_.push_back(std::move(command));
+}
+
+void Scheduler::DrainCommands(CycleStats& stats) {
+  std::deque<std::function<void(Scheduler&)>> batch;
+  {
+    std::lock_guard<std::mutex> lock(commands_mu_);
+    batch.swap(commands_);
+  }
+  for (auto& command : batch) {
+    command(*this);
+    ++stats.commands;
+  }
+}
+
+CycleStats Scheduler::RunCycle(Time now) {
+  CycleStats stats;
+  // 1. Drain commands.
+  DrainCommands(stats);
+  // 2. Progress events, then end reservations whose end has come (their nodes were never
+  //    planned for after it).
+  FireMilestones(now);
+  EndDue(now, stats);
+  // 3. Re-plan what changed.
+  Replan(now, &stats);
+  // 4. Start requests whose planned start has come.
+  StartDue(now, stats);
+  // 5. Publish.
+  if (options_.publish_snapshots && changed_since_publish_) Publish(now);
+  return stats;
+}
+
+void Scheduler::EndDue(Time now, CycleStats& stats) {
+  while (!ends_.empty() && ends_.begin()->first <= now) {
+    RequestRecord& r = requests_.at(ends_.begin()->second);
+    Emit(r, core::EventType::kNormal, "Exit", "reservation reached its end time");
+    FinishReservation(r, r.window->end);
+    ++stats.ended;
+    // Plans already assumed this end; requests waiting without a plan (EASY) did not.
+    if (!backfill_->PlansEveryRequest()) MarkDirty(0);
+  }
+}
+
+void Scheduler::StartDue(Time now, CycleStats& stats) {
+  while (!plan_starts_.empty() && plan_starts_.begin()->first <= now) {
+    RequestRecord& r = requests_.at(plan_starts_.begin()->second);
+    StartRequest(r, now);
+    ++stats.started;
+  }
+}
+
+void Scheduler::StartRequest(RequestRecord& r, Time now) {
+  // Only queued requests with a plan are in plan_starts_.
+  EGS_CHECK(r.phase == RequestPhase::kQueued && r.plan);
+  Plan plan = *r.plan;
+  plan_starts_.erase({plan.start, r.id});
+  // The plan's nodes become the reservation's: same window, same GPUs. Promote cannot fail for
+  // a request whose plan is booked.
+  EGS_CHECK(inventory_.Promote(r.id).ok());
+  WorkspaceLoad& load = loads_[r.spec.workspace];
+  load.Remove(r.id);
+  r.window = core::Interval{plan.start, plan.start + r.spec.duration};
+  load.Add({r.id, *r.window, plan.gpus_per_node * r.spec.nodes, -1});
+  queue_.Remove(r.id).IgnoreError();  // queued: checked above
+  r.rank = -1;
+  r.plan.reset();
+  r.placement = plan;
+  r.reservation = core::ReservationId(next_reservation_id_++);
+  r.actual_start = now;
+  ends_.insert({r.window->end, r.id});
+  ScheduleMilestones(r);
+  SetPhase(r, RequestPhase::kProvisioning, "");
+  Emit(r, core::EventType::kNormal, "Provisioning",
+       fmt::format("moving {} node(s) of cluster {} into the workspace", plan.nodes.size(),
+                   plan.cluster.value()));
+  core::ProvisionOrder order;
+  order.request = r.id;
+  order.reservation = *r.reservation;
+  order.workspace = r.spec.workspace;
+  order.cluster = plan.cluster;
+  order.nodes = plan.nodes;
+  order.gpus_per_node = plan.gpus_per_node;
+  order.window = *r.window;
+  connector_.Provision(order);
+}
+
+void Scheduler::FinishReservation(RequestRecord& r, Time end) {
+  ends_.erase({r.window->end, r.id});
+  CancelMilestones(r);
+  r.pending_extension.reset();
+  inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
+  loads_[r.spec.workspace].Remove(r.id);
+  r.window->end = end;
+  r.finish_time = end;
+  SetPhase(r, RequestPhase::kReleasing, r.early_release ? "released early" : "end time reached");
+  core::ReleaseOrder order;
+  order.request = r.id;
+  order.reservation = *r.reservation;
+  order.workspace = r.spec.workspace;
+  order.cluster = r.placement->cluster;
+  order.nodes = r.placement->nodes;
+  connector_.Release(order);
+}
+
+void Scheduler::Requeue(RequestRecord& r, std::string reason) {
+  ends_.erase({r.window->end, r.id});
+  CancelMilestones(r);
+  r.milestones_done = 0;
+  r.pending_extension.reset();
+  inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
+  loads_[r.spec.workspace].Remove(r.id);
+  r.placement.reset();
+  r.reservation.reset();
+  r.window.reset();
+  r.actual_start.reset();
+  ++r.requeue_count;
+  if (r.requeue_count > options_.max_requeues) {
+    r.finish_time = clock_.Now();
+    SetPhase(r, RequestPhase::kFailed, reason);
+    Emit(r, core::EventType::kWarning, "Failed", reason);
+    return;
+  }
+  Emit(r, core::EventType::kWarning, "Requeued", reason);
+  Enqueue(r);  // keeps its submit time, so it returns to its old place in the queue
+}
+
+void Scheduler::OnProvisioned(const core::ProvisionOutcome& outcome) {
+  auto it = requests_.find(outcome.request);
+  if (it == requests_.end() || it->second.phase != RequestPhase::kProvisioning) return;  // stale
+  RequestRecord& r = it->second;
+  if (outcome.ok) {
+    SetPhase(r, RequestPhase::kActive, "");
+    Emit(r, core::EventType::kNormal, "Active", "nodes ready in the workspace");
+    return;
+  }
+  Time now = clock_.Now();
+  for (core::NodeId n : outcome.failed_nodes) {
+    inventory_.MarkUnavailable(n, {now, common::kInfiniteFuture}).IgnoreError();  // known node
+    EmitNode(n, core::EventType::kWarning, "PrecheckFailed", outcome.message);
+  }
+  Requeue(r, fmt::format("provisioning failed: {}", outcome.message));
+  MarkDirty(0);
+}
+
+void Scheduler::OnReleased(core::RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second.phase != RequestPhase::kReleasing) return;  // stale
+  RequestRecord& r = it->second;
+  if (r.early_release) {
+    SetPhase(r, RequestPhase::kReleased, "released early");
+    Emit(r, core::EventType::kNormal, "Released", "nodes returned to the pool");
+  } else {
+    SetPhase(r, RequestPhase::kCompleted, "");
+    Emit(r, core::EventType::kNormal, "Completed", "nodes returned to the pool");
+  }
+}
+
+std::optional<Time> Scheduler::NextWakeup() const {
+  std::optional<Time> next;
+  auto consider = [&](Time t) {
+    if (!next || t < *next) next = t;
+  };
+  if (!plan_starts_.empty()) consider(plan_starts_.begin()->first);
+  if (!ends_.empty()) consider(ends_.begin()->first);
+  if (!milestones_.empty()) consider(std::get<0>(*milestones_.begin()));
+  return next;
+}
+
+namespace {
+constexpr std::uint8_t kExitNoticeBit = 3;
+}  // namespace
+
+void Scheduler::ScheduleMilestones(const RequestRecord& r) {
+  const core::Interval w = *r.window;
+  for (std::uint8_t bit = 0; bit < 3; ++bit) {
+    if (r.milestones_done & (1u << bit)) continue;
+    milestones_.insert({w.start + w.length() * (bit + 1) / 4, r.id, bit});
+  }
+  if (!(r.milestones_done & (1u << kExitNoticeBit)) && w.length() > options_.exit_notice) {
+    milestones_.insert({w.end - options_.exit_notice, r.id, kExitNoticeBit});
+  }
+}
+
+void Scheduler::CancelMilestones(const RequestRecord& r) {
+  std::erase_if(milestones_, [&](const auto& m) { return std::get<1>(m) == r.id; });
+}
+
+void Scheduler::FireMilestones(Time now) {
+  while (!milestones_.empty() && std::get<0>(*milestones_.begin()) <= now) {
+    auto [when, id, bit] = *milestones_.begin();
+    milestones_.erase(milestones_.begin());
+    RequestRecord& r = requests_.at(id);
+    if (r.milestones_done & (1u << bit)) continue;
+    r.milestones_done = static_cast<std::uint8_t>(r.milestones_done | (1u << bit));
+    if (bit == kExitNoticeBit) {
+      Emit(r, core::EventType::kNormal, "ExitNotice",
+           fmt::format("reservation ends at {}", common::FormatTime(r.window->end)));
+    } else {
+      Emit(r, core::EventType::kNormal, fmt::format("Progress{}", (bit + 1) * 25),
+           fmt::format("{}% of the reservation has elapsed", (bit + 1) * 25));
+    }
+    changed_since_publish_ = true;
+  }
+}
+
+void Scheduler::Publish(Time now) {
+  auto snap = std::make_shared<ClusterSnapshot>();
+  snap->version = ++snapshot_version_;
+  snap->taken_at = now;
+  snap->requests.reserve(requests_.size());
+  for (const auto& [id, r] : requests_) snap->requests.push_back(r);
+  std::sort(snap->requests.begin(), snap->requests.end(),
+            [](const RequestRecord& a, const RequestRecord& b) { return a.id < b.id; });
+  snap->queue.reserve(queue_.size());
+  queue_.ForEach([&](core::RequestId id) {
+    snap->queue.push_back(id);
+    return true;
+  });
+  snap->inventory = inventory_;
+  snap->shapes = shapes_;
+  snap->clusters = clusters_;
+  snap->workspaces = workspaces_;
+  snapshot_.store(std::shared_ptr<const ClusterSnapshot>(std::move(snap)));
+  changed_since_publish_ = false;
+}
+
+}  // namespace egs::scheduler

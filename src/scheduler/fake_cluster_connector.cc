@@ -1,0 +1,27 @@
+#include "scheduler/fake_cluster_connector.h"
+
+namespace egs::scheduler {
+
+FakeClusterConnector::FakeClusterConnector(ProvisionCallback on_provisioned,
+                                           ReleaseCallback on_released)
+    : on_provisioned_(std::move(on_provisioned)), on_released_(std::move(on_released)) {}
+
+void FakeClusterConnector::Provision(const core::ProvisionOrder& order) {
+  provisioned_.push_back(order);
+  if (!on_provisioned_) return;
+  core::ProvisionOutcome outcome;
+  outcome.request = order.request;
+  for (core::NodeId n : order.nodes) {
+    if (failing_.contains(n)) outcome.failed_nodes.push_back(n);
+  }
+  outcome.ok = outcome.failed_nodes.empty();
+  if (!outcome.ok) outcome.message = "pre-check failed";
+  on_provisioned_(outcome);
+}
+
+void FakeClusterConnector::Release(const core::ReleaseOrder& order) {
+  released_.push_back(order);
+  if (on_released_) on_released_(order.request);
+}
+
+}  // namespace egs::scheduler

@@ -1,0 +1,300 @@
+// The planning half of Scheduler: conservative backfill over the queue, and quotes. Both place a
+// request with the same function (Place), so a quote equals the plan a request gets when
+// submitted at the same instant.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "scheduler/scheduler.h"
+
+namespace egs::scheduler {
+
+using core::Time;
+
+std::int32_t Scheduler::RankAt(std::size_t position) const {
+  auto id = queue_.At(position);
+  if (!id) return INT32_MAX;
+  return requests_.at(*id).rank;
+}
+
+QuoteOption Scheduler::EvaluatePool(const PlanView& view, const core::RequestSpec& spec,
+                                    const inventory::Pool& pool, const core::GpuShape& shape,
+                                    Time now, Time not_before_in, std::int32_t max_rank,
+                                    std::optional<core::RequestId> ignore) const {
+  QuoteOption opt;
+  opt.shape = shape.id;
+  opt.cluster = pool.cluster;
+  opt.pool = pool.id;
+  const core::Workspace& ws = workspaces_.at(spec.workspace);
+  const int gpus = core::GpusPerNode(spec, shape.gpus_per_node);
+  if (gpus > shape.gpus_per_node) {
+    opt.cause = WaitCause::kUnplaceable;
+    opt.reason = fmt::format("shape {} has {} GPUs per node, request asks for {}", shape.name,
+                             shape.gpus_per_node, gpus);
+    return opt;
+  }
+  WorkspaceLoad::Limits limits{ws.policy.max_active_requests,
+                               spec.quota_exempt ? std::nullopt : ws.policy.gpu_quota};
+  const int total_gpus = gpus * spec.nodes;
+  Time not_before = now + shape.provisioning_lead_time;
+  WaitCause cause =
+      shape.provisioning_lead_time > core::Duration(0) ? WaitCause::kLeadTime : WaitCause::kNone;
+  if (not_before_in > not_before) {
+    not_before = not_before_in;
+    cause = WaitCause::kCapacity;  // the backfill policy holds it behind the request ahead
+  }
+  if (spec.earliest_start && *spec.earliest_start > not_before) {
+    not_before = *spec.earliest_start;
+    cause = WaitCause::kEarliestStart;
+  }
+  inventory::FitQuery q;
+  q.nodes = spec.nodes;
+  q.gpus = gpus;
+  q.length = spec.duration;
+  q.workspace = spec.workspace;
+  q.exclusive = !ws.policy.share_nodes;
+  q.max_plan_rank = max_rank;
+  q.ignore_request = ignore;
+  static const WorkspaceLoad kEmptyLoad;
+  auto load_it = view.loads.find(spec.workspace);
+  const WorkspaceLoad& load = load_it == view.loads.end() ? kEmptyLoad : load_it->second;
+  // Alternate between the two constraints until both agree on a start; each round moves the
+  // candidate strictly later, to a boundary of some booking, so the loop ends.
+  Time t = not_before;
+  for (;;) {
+    q.not_before = t;
+    auto fit = view.inventory.EarliestFit(pool.id, q);
+    if (!fit) {
+      opt.cause = WaitCause::kUnplaceable;
+      opt.reason = fmt::format("pool {} cannot hold {} node(s) x {} GPU(s) (it has {} nodes)",
+                               pool.id.value(), spec.nodes, gpus, pool.nodes.size());
+      return opt;
+    }
+    if (fit->start > t) cause = WaitCause::kCapacity;
+    auto ws_start =
+        load.EarliestStart(fit->start, spec.duration, total_gpus, limits, max_rank, ignore);
+    if (!ws_start) {
+      opt.cause = WaitCause::kUnplaceable;
+      opt.reason = fmt::format("{} GPUs exceed the GPU quota of workspace {} ({})", total_gpus,
+                               ws.name, ws.policy.gpu_quota.value_or(0));
+      return opt;
+    }
+    if (*ws_start == fit->start) {
+      opt.start = fit->start;
+      opt.nodes = std::move(fit->nodes);
+      break;
+    }
+    // The workspace rules moved it: find which one for the explanation.
+    WorkspaceLoad::Limits count_only{limits.max_active, std::nullopt};
+    auto by_count =
+        load.EarliestStart(fit->start, spec.duration, total_gpus, count_only, max_rank, ignore);
+    cause = (by_count && *by_count == *ws_start) ? WaitCause::kMaxActive : WaitCause::kQuota;
+    t = *ws_start;
+  }
+  opt.wait = *opt.start - now;
+  if (*opt.start == now) cause = WaitCause::kNone;
+  opt.cause = cause;
+  if (shape.price_per_gpu_hour) {
+    opt.price = *shape.price_per_gpu_hour * total_gpus * common::ToHours(spec.duration);
+  }
+  return opt;
+}
+
+std::vector<QuoteOption> Scheduler::EvaluateOptions(const PlanView& view,
+                                                    const core::RequestSpec& spec, Time now,
+                                                    Time not_before, std::int32_t max_rank,
+                                                    std::optional<core::RequestId> ignore) const {
+  std::vector<QuoteOption> out;
+  const core::WorkspacePolicy& policy = workspaces_.at(spec.workspace).policy;
+  for (core::ShapeId shape_id : spec.shapes) {
+    auto shape_it = shapes_.find(shape_id);
+    if (shape_it == shapes_.end() || !policy.AllowsShape(shape_id)) continue;
+    for (const inventory::Pool& pool : view.inventory.pools()) {
+      if (pool.shape != shape_id || !policy.AllowsCluster(pool.cluster)) continue;
+      if (!spec.clusters.empty() && std::find(spec.clusters.begin(), spec.clusters.end(),
+                                              pool.cluster) == spec.clusters.end()) {
+        continue;
+      }
+      out.push_back(
+          EvaluatePool(view, spec, pool, shape_it->second, now, not_before, max_rank, ignore));
+    }
+  }
+  return out;
+}
+
+Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestSpec& spec, Time now,
+                                      Time not_before, std::int32_t max_rank,
+                                      std::optional<core::RequestId> ignore) const {
+  Placement result;
+  std::vector<QuoteOption> options = EvaluateOptions(view, spec, now, not_before, max_rank, ignore);
+  const QuoteOption* best = nullptr;
+  for (const QuoteOption& o : options) {
+    if (o.start && (!best || *o.start < *best->start)) best = &o;
+  }
+  if (!best) {
+    result.cause = WaitCause::kUnplaceable;
+    result.reason = options.empty() ? "no pool matches the request's shapes and clusters"
+                                    : options.front().reason;
+    return result;
+  }
+  Plan plan;
+  plan.start = *best->start;
+  plan.pool = best->pool;
+  plan.shape = best->shape;
+  plan.cluster = best->cluster;
+  plan.nodes = best->nodes;
+  plan.gpus_per_node = core::GpusPerNode(spec, shapes_.at(best->shape).gpus_per_node);
+  result.plan = std::move(plan);
+  result.cause = best->cause;
+  return result;
+}
+
+BackfillPolicy::Walk Scheduler::WalkBefore(std::size_t position, Time now) const {
+  BackfillPolicy::Walk walk;
+  if (!backfill_->UsesWalk()) return walk;
+  std::size_t pos = 0;
+  queue_.ForEach([&](core::RequestId id) {
+    if (pos++ >= position) return false;
+    const RequestRecord& r = requests_.at(id);
+    if (r.plan) {
+      walk.previous_start = r.plan->start;
+      if (r.plan->start > now) ++walk.future_slots;
+    }
+    return true;
+  });
+  return walk;
+}
+
+void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now,
+                         BackfillPolicy::Walk& walk) {
+  r.rank = rank;
+  Placement p =
+      Place(live(), r.spec, now, backfill_->NotBefore(walk, now), INT32_MAX, std::nullopt);
+  ++placements_;
+  r.wait_cause = p.cause;
+  if (!p.plan) {
+    r.plan.reset();
+    r.reason = p.reason;
+    return;
+  }
+  if (!backfill_->Keep(walk, p.plan->start, now)) {
+    r.plan.reset();
+    r.wait_cause = WaitCause::kCapacity;
+    r.reason =
+        fmt::format("no reservation under {} backfill; starts when it fits", backfill_->name());
+    return;
+  }
+  walk.previous_start = p.plan->start;
+  if (p.plan->start > now) ++walk.future_slots;
+  inventory::Booking b = PlanBooking(r.spec, r.id, *p.plan, rank);
+  // EarliestFit just found these nodes free over the window against every booking present, so
+  // booking them cannot fail.
+  EGS_CHECK(inventory_.Book(p.plan->nodes, b).ok());
+  loads_[r.spec.workspace].Add({r.id, b.window, p.plan->gpus_per_node * r.spec.nodes, rank});
+  plan_starts_.insert({p.plan->start, r.id});
+  r.reason = std::string(WaitCauseName(p.cause));
+  r.plan = std::move(p.plan);
+}
+
+inventory::Booking Scheduler::PlanBooking(const core::RequestSpec& spec, core::RequestId id,
+                                          const Plan& plan, std::int32_t rank) const {
+  inventory::Booking b;
+  b.window = {plan.start, plan.start + spec.duration};
+  b.gpus = plan.gpus_per_node;
+  b.owner = {inventory::BookingKind::kPlan, id};
+  b.workspace = spec.workspace;
+  b.exclusive = !workspaces_.at(spec.workspace).policy.share_nodes;
+  b.rank = rank;
+  return b;
+}
+
+void Scheduler::UnbookPlan(RequestRecord& r) {
+  if (r.plan) {
+    plan_starts_.erase({r.plan->start, r.id});
+    inventory_.Unbook({inventory::BookingKind::kPlan, r.id});
+    loads_[r.spec.workspace].Remove(r.id);
+    r.plan.reset();
+  }
+  r.rank = -1;
+}
+
+void Scheduler::Replan(Time now, CycleStats* stats) {
+  if (!dirty_from_) return;
+  std::size_t from = *dirty_from_;
+  dirty_from_.reset();
+  // Ranks only grow along the queue; start fresh when a full re-plan allows it.
+  std::int32_t base = 0;
+  if (from > 0) {
+    base = RankAt(from - 1) + 1;
+    if (base > (1 << 30)) {
+      from = 0;
+      base = 0;
+    }
+  }
+  // 1. Drop the plans of every request at or behind `from`.
+  std::vector<core::RequestId> tail;
+  std::size_t pos = 0;
+  queue_.ForEach([&](core::RequestId id) {
+    if (pos++ >= from) tail.push_back(id);
+    return true;
+  });
+  if (from == 0) {
+    DropAllPlans();
+  } else {
+    for (core::RequestId id : tail) UnbookPlan(requests_.at(id));
+  }
+  // 2. Place them again in queue order; each sees only the plans ahead of it.
+  std::int32_t rank = base;
+  BackfillPolicy::Walk walk = WalkBefore(from, now);
+  for (core::RequestId id : tail) BookPlan(requests_.at(id), rank++, now, walk);
+  if (stats) {
+    stats->planned += tail.size();
+    stats->replanned = true;
+  }
+  changed_since_publish_ = true;
+}
+
+void Scheduler::DropAllPlans() {
+  inventory_.ClearPlans();
+  for (auto& [ws, load] : loads_) load.ClearPlans();
+  plan_starts_.clear();
+  queue_.ForEach([&](core::RequestId id) {
+    RequestRecord& r = requests_.at(id);
+    r.plan.reset();
+    r.rank = -1;
+    return true;
+  });
+}
+
+void Scheduler::EnsurePlanned() { Replan(clock_.Now(), nullptr); }
+
+std::size_t Scheduler::ReplanAllForTest() {
+  dirty_from_ = 0;
+  CycleStats stats;
+  Replan(clock_.Now(), &stats);
+  return stats.planned;
+}
+
+common::Result<QuoteResult> Scheduler::Quote(const core::RequestSpec& spec) {
+  std::string approval_reason;
+  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &approval_reason));
+  EnsurePlanned();
+  QuoteResult out;
+  out.at = clock_.Now();
+  queue::QueueKey key = queue_.KeyForNew(spec.workspace, QueuePriority(spec), out.at);
+  out.queue_position = queue_.PositionOf(key);
+  Time not_before = backfill_->NotBefore(WalkBefore(out.queue_position, out.at), out.at);
+  core::RequestSpec effective = spec;
+  // A request that needs approval is quoted as if approved as asked.
+  if (!approval_reason.empty()) effective.quota_exempt = true;
+  out.needs_approval = approval_reason;
+  out.options = EvaluateOptions(live(), effective, out.at, not_before, RankAt(out.queue_position),
+                                std::nullopt);
+  for (std::size_t i = 0; i < out.options.size(); ++i) {
+    const auto& o = out.options[i];
+    if (o.start && (!out.best || *o.start < *out.options[*out.best].start)) out.best = i;
+  }
+  return out;
+}
+
+}  // namespace egs::scheduler

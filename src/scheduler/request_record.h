@@ -1,0 +1,67 @@
+// RequestRecord: everything the scheduler loop knows about one GPU provision request.
+//
+// Not thread-safe; owned by the scheduler loop. Readers get copies inside ClusterSnapshot.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/request.h"
+
+namespace egs::scheduler {
+
+// Which rule decided a queued request's planned start (the short form of "why is it waiting").
+enum class WaitCause : std::uint8_t {
+  kNone,           // starts now
+  kCapacity,       // the pool's nodes are booked until then
+  kMaxActive,      // the workspace already has max_active_requests requests running or planned
+  kQuota,          // the workspace's GPU quota is in use until then
+  kEarliestStart,  // the request asked not to start before then
+  kLeadTime,       // the pool needs time to obtain nodes
+  kUnplaceable,    // no acceptable pool can ever hold it
+};
+
+std::string_view WaitCauseName(WaitCause cause);
+
+struct Plan {
+  core::Time start;
+  core::PoolId pool;
+  core::ShapeId shape;
+  core::ClusterId cluster;
+  std::vector<core::NodeId> nodes;
+  int gpus_per_node = 0;
+};
+
+struct PendingExtension {
+  core::Duration extra{0};
+  core::Time requested_at;
+  std::string reason;  // why it needs approval
+};
+
+struct RequestRecord {
+  core::RequestId id;
+  core::RequestSpec spec;
+  core::RequestPhase phase = core::RequestPhase::kQueued;
+  std::string reason;  // why it is in its phase (approval reason, failure, wait explanation)
+  core::Time submit_time;
+  std::int32_t rank = -1;    // planning rank while queued
+  std::optional<Plan> plan;  // queued: its planned slot; nullopt if unplaceable
+  WaitCause wait_cause = WaitCause::kNone;
+  std::optional<core::Time> promised_start;  // planned start at submit
+  // Once started: where and when it runs.
+  std::optional<Plan> placement;
+  std::optional<core::ReservationId> reservation;
+  std::optional<core::Interval> window;
+  std::optional<core::Time> actual_start;
+  std::optional<core::Time> finish_time;
+  bool early_release = false;
+  // Progress events already emitted: bit 0 = 25 %, 1 = 50 %, 2 = 75 %, 3 = exit notice.
+  std::uint8_t milestones_done = 0;
+  std::optional<PendingExtension> pending_extension;
+  int requeue_count = 0;
+};
+
+}  // namespace egs::scheduler

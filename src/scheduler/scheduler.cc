@@ -1,0 +1,450 @@
+// The lifecycle half of Scheduler: admission, commands, starting and ending reservations, and
+// publishing. Planning lives in planner.cc.
+#include "scheduler/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace egs::scheduler {
+
+using common::Status;
+using core::RequestPhase;
+using core::Time;
+
+std::string_view WaitCauseName(WaitCause cause) {
+  switch (cause) {
+    case WaitCause::kNone:
+      return "StartsNow";
+    case WaitCause::kCapacity:
+      return "WaitingForCapacity";
+    case WaitCause::kMaxActive:
+      return "WaitingForMaxActive";
+    case WaitCause::kQuota:
+      return "WaitingForQuota";
+    case WaitCause::kEarliestStart:
+      return "WaitingForEarliestStart";
+    case WaitCause::kLeadTime:
+      return "WaitingForLeadTime";
+    case WaitCause::kUnplaceable:
+      return "Unplaceable";
+  }
+  return "Unknown";
+}
+
+const RequestRecord* ClusterSnapshot::FindRequest(core::RequestId id) const {
+  auto it = std::lower_bound(requests.begin(), requests.end(), id,
+                             [](const RequestRecord& r, core::RequestId x) { return r.id < x; });
+  return it != requests.end() && it->id == id ? &*it : nullptr;
+}
+
+Scheduler::Scheduler(common::Clock& clock, core::ClusterConnector& connector,
+                     SchedulerOptions options, std::unique_ptr<BackfillPolicy> backfill)
+    : clock_(clock),
+      connector_(connector),
+      options_(options),
+      backfill_(std::move(backfill)),
+      queue_(fair_share_) {
+  snapshot_.store(std::make_shared<const ClusterSnapshot>());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fleet and tenants.
+
+Status Scheduler::AddCluster(core::Cluster cluster) {
+  if (clusters_.contains(cluster.id)) {
+    return common::AlreadyExistsError(fmt::format("cluster {} exists", cluster.id.value()));
+  }
+  if (cluster.name.empty()) return common::InvalidArgumentError("cluster.name: must not be empty");
+  clusters_.emplace(cluster.id, std::move(cluster));
+  changed_since_publish_ = true;
+  return common::OkStatus();
+}
+
+Status Scheduler::AddShape(core::GpuShape shape) {
+  EGS_RETURN_IF_ERROR(core::ValidateShape(shape));
+  if (shapes_.contains(shape.id)) {
+    return common::AlreadyExistsError(fmt::format("shape {} exists", shape.id.value()));
+  }
+  shapes_.emplace(shape.id, std::move(shape));
+  changed_since_publish_ = true;
+  return common::OkStatus();
+}
+
+Status Scheduler::AddNode(core::Node node) {
+  if (!clusters_.contains(node.cluster)) {
+    return common::NotFoundError(
+        fmt::format("node.cluster: unknown cluster {}", node.cluster.value()));
+  }
+  auto shape = shapes_.find(node.shape);
+  if (shape == shapes_.end()) {
+    return common::NotFoundError(fmt::format("node.shape: unknown shape {}", node.shape.value()));
+  }
+  EGS_ASSIGN_OR_RETURN(core::PoolId pool, inventory_.AddNode(node, shape->second));
+  (void)pool;
+  if (node.health != core::NodeHealth::kHealthy) {
+    EGS_RETURN_IF_ERROR(
+        inventory_.MarkUnavailable(node.id, {common::kInfinitePast, common::kInfiniteFuture}));
+  }
+  MarkDirty(0);
+  return common::OkStatus();
+}
+
+Status Scheduler::AddWorkspace(core::Workspace workspace) {
+  EGS_RETURN_IF_ERROR(core::ValidatePolicy(workspace.policy));
+  if (workspaces_.contains(workspace.id)) {
+    return common::AlreadyExistsError(fmt::format("workspace {} exists", workspace.id.value()));
+  }
+  if (workspace.name.empty()) {
+    return common::InvalidArgumentError("workspace.name: must not be empty");
+  }
+  loads_[workspace.id];
+  workspaces_.emplace(workspace.id, std::move(workspace));
+  changed_since_publish_ = true;
+  return common::OkStatus();
+}
+
+Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy policy) {
+  EGS_RETURN_IF_ERROR(core::ValidatePolicy(policy));
+  auto it = workspaces_.find(id);
+  if (it == workspaces_.end()) {
+    return common::NotFoundError(fmt::format("workspace {} not found", id.value()));
+  }
+  it->second.policy = std::move(policy);
+  MarkDirty(0);
+  return common::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admission.
+
+Status Scheduler::CheckPolicy(const core::RequestSpec& spec, std::string* approval_reason) const {
+  EGS_RETURN_IF_ERROR(core::ValidateSpec(spec));
+  auto ws_it = workspaces_.find(spec.workspace);
+  if (ws_it == workspaces_.end()) {
+    return common::NotFoundError(
+        fmt::format("spec.workspace: workspace {} not found", spec.workspace.value()));
+  }
+  const core::WorkspacePolicy& policy = ws_it->second.policy;
+  bool any_allowed = false;
+  int max_gpus_per_node = 0;
+  for (std::size_t i = 0; i < spec.shapes.size(); ++i) {
+    auto shape = shapes_.find(spec.shapes[i]);
+    if (shape == shapes_.end()) {
+      return common::InvalidArgumentError(
+          fmt::format("spec.shapes[{}]: unknown shape {}", i, spec.shapes[i].value()));
+    }
+    if (policy.AllowsShape(spec.shapes[i])) {
+      any_allowed = true;
+      max_gpus_per_node = std::max(max_gpus_per_node, shape->second.gpus_per_node);
+    }
+  }
+  if (!any_allowed) {
+    return common::InvalidArgumentError(fmt::format(
+        "spec.shapes: workspace {} may not use any of the requested shapes", ws_it->second.name));
+  }
+  if (spec.gpus_per_node > max_gpus_per_node) {
+    return common::InvalidArgumentError(fmt::format(
+        "spec.gpusPerNode: {} exceeds the {} GPUs per node of the largest allowed shape",
+        spec.gpus_per_node, max_gpus_per_node));
+  }
+  for (std::size_t i = 0; i < spec.clusters.size(); ++i) {
+    if (!clusters_.contains(spec.clusters[i])) {
+      return common::InvalidArgumentError(
+          fmt::format("spec.clusters[{}]: unknown cluster {}", i, spec.clusters[i].value()));
+    }
+  }
+  // Within policy -> auto-approved; otherwise the reasons an admin must approve.
+  std::vector<std::string> reasons;
+  if (spec.priority > policy.max_priority) {
+    reasons.push_back(fmt::format("priority {} is above the workspace maximum {}", spec.priority,
+                                  policy.max_priority));
+  }
+  if (spec.priority < policy.min_priority) {
+    return common::InvalidArgumentError(fmt::format(
+        "spec.priority: {} is below the workspace minimum {}", spec.priority, policy.min_priority));
+  }
+  if (policy.max_nodes_per_request && spec.nodes > *policy.max_nodes_per_request) {
+    reasons.push_back(fmt::format("{} nodes exceed the maximum of {} per request", spec.nodes,
+                                  *policy.max_nodes_per_request));
+  }
+  if (policy.max_duration && spec.duration > *policy.max_duration) {
+    reasons.push_back(fmt::format("duration {} exceeds the maximum {}",
+                                  common::FormatDuration(spec.duration),
+                                  common::FormatDuration(*policy.max_duration)));
+  }
+  int gpus = spec.nodes * (spec.gpus_per_node == 0 ? max_gpus_per_node : spec.gpus_per_node);
+  if (policy.gpu_quota && !spec.quota_exempt && gpus > *policy.gpu_quota) {
+    reasons.push_back(
+        fmt::format("{} GPUs exceed the workspace GPU quota of {}", gpus, *policy.gpu_quota));
+  }
+  approval_reason->clear();
+  for (const auto& r : reasons) {
+    if (!approval_reason->empty()) *approval_reason += "; ";
+    *approval_reason += r;
+  }
+  return common::OkStatus();
+}
+
+common::Result<core::RequestId> Scheduler::Submit(core::RequestSpec spec) {
+  std::string approval_reason;
+  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &approval_reason).WithContext("submit"));
+  RequestRecord r;
+  r.id = core::RequestId(next_request_id_++);
+  r.spec = std::move(spec);
+  r.submit_time = clock_.Now();
+  r.phase = RequestPhase::kPendingApproval;
+  auto [it, inserted] = requests_.emplace(r.id, std::move(r));
+  EGS_CHECK(inserted);  // ids are fresh
+  RequestRecord& rec = it->second;
+  Emit(rec, core::EventType::kNormal, "Created",
+       fmt::format("{} node(s) for {} at priority {}", rec.spec.nodes,
+                   common::FormatDuration(rec.spec.duration), rec.spec.priority));
+  if (!approval_reason.empty()) {
+    rec.reason = approval_reason;
+    Emit(rec, core::EventType::kNormal, "PendingApproval", approval_reason);
+  } else {
+    Enqueue(rec);
+    // The promise: the plan the request gets now, as a quote would have said.
+    EnsurePlanned();
+    if (rec.plan) rec.promised_start = rec.plan->start;
+  }
+  changed_since_publish_ = true;
+  return rec.id;
+}
+
+common::Result<RequestRecord*> Scheduler::Find(core::RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return common::NotFoundError(fmt::format("request {} not found", id.value()));
+  }
+  return &it->second;
+}
+
+const RequestRecord* Scheduler::FindRequest(core::RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+void Scheduler::Enqueue(RequestRecord& r) {
+  SetPhase(r, RequestPhase::kQueued, "");
+  // Insert can only fail for an id already queued; callers dequeue first.
+  EGS_CHECK(queue_.Insert(r.id, r.spec.workspace, QueuePriority(r.spec), r.submit_time).ok());
+  MarkDirty(*queue_.Position(r.id));
+  Emit(r, core::EventType::kNormal, "Queued",
+       fmt::format("queued at position {}", *queue_.Position(r.id) + 1));
+}
+
+void Scheduler::Dequeue(RequestRecord& r) {
+  auto pos = queue_.Position(r.id);
+  if (!pos) return;
+  UnbookPlan(r);
+  queue_.Remove(r.id).IgnoreError();  // present: Position found it
+  MarkDirty(*pos);
+}
+
+void Scheduler::MarkDirty(std::size_t from_position) {
+  dirty_from_ = dirty_from_ ? std::min(*dirty_from_, from_position) : from_position;
+  changed_since_publish_ = true;
+}
+
+void Scheduler::SetPhase(RequestRecord& r, RequestPhase to, std::string reason) {
+  // Callers check the transition first; reaching here with an illegal one is a bug.
+  EGS_CHECK(r.phase == to || core::IsValidTransition(r.phase, to));
+  r.phase = to;
+  r.reason = std::move(reason);
+  changed_since_publish_ = true;
+}
+
+void Scheduler::Emit(const RequestRecord& r, core::EventType type, std::string reason,
+                     std::string message) {
+  core::Event e;
+  e.id = core::EventId(next_event_id_++);
+  e.object = {core::ObjectKind::kRequest, r.id.value()};
+  e.type = type;
+  e.reason = std::move(reason);
+  e.message = std::move(message);
+  e.first_time = e.last_time = clock_.Now();
+  events_.push_back(std::move(e));
+}
+
+void Scheduler::EmitNode(core::NodeId node, core::EventType type, std::string reason,
+                         std::string message) {
+  core::Event e;
+  e.id = core::EventId(next_event_id_++);
+  e.object = {core::ObjectKind::kNode, node.value()};
+  e.type = type;
+  e.reason = std::move(reason);
+  e.message = std::move(message);
+  e.first_time = e.last_time = clock_.Now();
+  events_.push_back(std::move(e));
+}
+
+std::vector<core::Event> Scheduler::TakeEvents() {
+  std::vector<core::Event> out;
+  out.swap(events_);
+  return out;
+}
+
+Status Scheduler::Approve(core::RequestId id) {
+  EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
+  if (r->phase != RequestPhase::kPendingApproval) {
+    return common::FailedPreconditionError(fmt::format("request {} is {}, not PendingApproval",
+                                                       id.value(), core::PhaseName(r->phase)));
+  }
+  r->spec.quota_exempt = true;
+  Emit(*r, core::EventType::kNormal, "Approved", "approved by an admin");
+  Enqueue(*r);
+  EnsurePlanned();
+  if (r->plan) r->promised_start = r->plan->start;
+  return common::OkStatus();
+}
+
+Status Scheduler::Reject(core::RequestId id, std::string reason) {
+  EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
+  if (r->phase != RequestPhase::kPendingApproval) {
+    return common::FailedPreconditionError(fmt::format("request {} is {}, not PendingApproval",
+                                                       id.value(), core::PhaseName(r->phase)));
+  }
+  r->finish_time = clock_.Now();
+  SetPhase(*r, RequestPhase::kRejected, reason);
+  Emit(*r, core::EventType::kNormal, "Rejected", reason);
+  return common::OkStatus();
+}
+
+Status Scheduler::Cancel(core::RequestId id) {
+  EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
+  if (r->phase != RequestPhase::kQueued && r->phase != RequestPhase::kPendingApproval) {
+    return common::FailedPreconditionError(fmt::format(
+        "request {} is {}; only queued or pending requests can be deleted (use early release)",
+        id.value(), core::PhaseName(r->phase)));
+  }
+  Dequeue(*r);
+  r->finish_time = clock_.Now();
+  SetPhase(*r, RequestPhase::kCancelled, "cancelled");
+  Emit(*r, core::EventType::kNormal, "Cancelled", "deleted while waiting");
+  return common::OkStatus();
+}
+
+Status Scheduler::Edit(core::RequestId id, core::RequestSpec spec) {
+  EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
+  if (r->phase != RequestPhase::kQueued && r->phase != RequestPhase::kPendingApproval) {
+    return common::FailedPreconditionError(
+        fmt::format("request {} is {}; only queued or pending requests can be edited", id.value(),
+                    core::PhaseName(r->phase)));
+  }
+  if (spec.workspace != r->spec.workspace) {
+    return common::InvalidArgumentError(
+        "spec.workspace: cannot move a request to another "
+        "workspace; delete it and submit a new one");
+  }
+  spec.quota_exempt = false;
+  std::string approval_reason;
+  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &approval_reason).WithContext("edit"));
+  Dequeue(*r);
+  r->spec = std::move(spec);
+  Emit(*r, core::EventType::kNormal, "Edited", "spec changed while waiting");
+  if (!approval_reason.empty()) {
+    SetPhase(*r, RequestPhase::kPendingApproval, approval_reason);
+    Emit(*r, core::EventType::kNormal, "PendingApproval", approval_reason);
+  } else {
+    Enqueue(*r);
+  }
+  return common::OkStatus();
+}
+
+Status Scheduler::Reprioritize(core::RequestId id, int priority) {
+  EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
+  if (r->phase != RequestPhase::kQueued) {
+    return common::FailedPreconditionError(
+        fmt::format("request {} is {}; only queued requests can be re-prioritized", id.value(),
+                    core::PhaseName(r->phase)));
+  }
+  std::size_t before = *queue_.Position(id);
+  r->spec.priority = priority;
+  EGS_RETURN_IF_ERROR(queue_.ChangePriority(id, QueuePriority(r->spec)));
+  MarkDirty(std::min(before, *queue_.Position(id)));
+  Emit(*r, core::EventType::kNormal, "Reprioritized", fmt::format("priority {}", priority));
+  return common::OkStatus();
+}
+
+Status Scheduler::Move(core::RequestId id, core::RequestId anchor, bool before) {
+  EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
+  EGS_ASSIGN_OR_RETURN(RequestRecord * a, Find(anchor));
+  if (r->phase != RequestPhase::kQueued || a->phase != RequestPhase::kQueued) {
+    return common::FailedPreconditionError("both requests must be queued to reorder them");
+  }
+  std::size_t old_pos = *queue_.Position(id);
+  EGS_RETURN_IF_ERROR(before ? queue_.MoveBefore(id, anchor) : queue_.MoveAfter(id, anchor));
+  r->spec.priority = queue_.KeyOf(id)->priority;
+  MarkDirty(std::min(old_pos, *queue_.Position(id)));
+  Emit(*r, core::EventType::kNormal, "Moved",
+       fmt::format("moved {} request {} by an admin", before ? "before" : "after", anchor.value()));
+  return common::OkStatus();
+}
+
+Status Scheduler::EarlyRelease(core::RequestId id) {
+  EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
+  if (r->phase != RequestPhase::kActive && r->phase != RequestPhase::kProvisioning) {
+    return common::FailedPreconditionError(
+        fmt::format("request {} is {}; only provisioning or active requests can be released early",
+                    id.value(), core::PhaseName(r->phase)));
+  }
+  r->early_release = true;
+  Emit(*r, core::EventType::kNormal, "EarlyRelease", "released before its end time");
+  FinishReservation(*r, std::max(clock_.Now(), r->window->start));
+  MarkDirty(0);
+  return common::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes.
+
+Status Scheduler::SetNodeHealth(core::NodeId node, core::NodeHealth health) {
+  const core::Node* n = inventory_.FindNode(node);
+  if (!n) return common::NotFoundError(fmt::format("node {} not found", node.value()));
+  Time now = clock_.Now();
+  if (health == core::NodeHealth::kHealthy) {
+    EGS_RETURN_IF_ERROR(inventory_.MarkAvailable(node, {now, common::kInfiniteFuture}));
+    for (const core::Interval& w : maintenance_[node]) {
+      if (w.end > now) {
+        EGS_RETURN_IF_ERROR(inventory_.MarkUnavailable(node, {std::max(w.start, now), w.end}));
+      }
+    }
+    EmitNode(node, core::EventType::kNormal, "NodeHealthy", "node available again");
+  } else {
+    EGS_RETURN_IF_ERROR(inventory_.MarkUnavailable(node, {now, common::kInfiniteFuture}));
+    EmitNode(node, core::EventType::kWarning,
+             health == core::NodeHealth::kCordoned ? "NodeCordoned" : "NodeUnhealthy",
+             "node unavailable; plans moved to other nodes");
+    for (auto& [id, r] : requests_) {
+      if ((r.phase == RequestPhase::kActive || r.phase == RequestPhase::kProvisioning) &&
+          r.placement &&
+          std::find(r.placement->nodes.begin(), r.placement->nodes.end(), node) !=
+              r.placement->nodes.end()) {
+        Emit(r, core::EventType::kWarning, "NodeUnhealthy",
+             fmt::format("node {} of this request became unavailable", n->name));
+      }
+    }
+  }
+  MarkDirty(0);
+  return common::OkStatus();
+}
+
+Status Scheduler::AddMaintenance(core::NodeId node, core::Interval window) {
+  if (window.empty()) {
+    return common::InvalidArgumentError("window: end must be after start");
+  }
+  if (!inventory_.FindNode(node)) {
+    return common::NotFoundError(fmt::format("node {} not found", node.value()));
+  }
+  EGS_RETURN_IF_ERROR(inventory_.MarkUnavailable(node, window));
+  maintenance_[node].push_back(window);
+  EmitNode(node, core::EventType::kNormal, "MaintenanceScheduled",
+           fmt::format("maintenance {} to {}", common::FormatTime(window.start),
+                       common::FormatTime(window.end)));
+  MarkDirty(0);
+  return common::OkStatus();
+}
+
+}  // namespace egs::scheduler

@@ -1,0 +1,333 @@
+// Scheduler: the single-writer loop that owns the queue, the inventory schedule and every
+// request, plans the queue by conservative backfill, answers quotes, starts requests when their
+// planned start comes and ends them at their end.
+//
+// Conservative backfill: the queue is walked in order and each request gets the earliest slot
+// (all its nodes in one pool = one cluster and one acceptable shape) that does not move any slot
+// given to a request ahead of it; the workspace rules that shape a plan (max requests active at
+// once, GPU quota at any instant, allowed shapes and clusters, earliest start) are honoured.
+// Every plan names specific nodes, so it is realisable when its start comes.
+//
+// Threading: every method except Post/Invoke/snapshot must be called on the loop thread (the
+// thread that calls RunCycle). Other threads Post commands, which run at the start of the next
+// cycle, and read the immutable snapshot published at the end of each cycle.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "core/cluster_connector.h"
+#include "core/event.h"
+#include "core/fleet.h"
+#include "core/request.h"
+#include "core/workspace.h"
+#include "inventory/inventory.h"
+#include "queue/request_queue.h"
+#include "scheduler/backfill_policy.h"
+#include "scheduler/request_record.h"
+#include "scheduler/snapshot.h"
+#include "scheduler/workspace_load.h"
+
+namespace egs::scheduler {
+
+struct SchedulerOptions {
+  // Publish a snapshot at the end of every cycle that changed something. The simulator turns
+  // this off: it reads state directly on the loop thread.
+  bool publish_snapshots = true;
+  // A request whose provisioning fails this many times ends Failed instead of requeued.
+  int max_requeues = 3;
+  // Order the queue by priority (then submit time). False orders by submit time only (the FIFO
+  // baseline of the simulator).
+  bool queue_by_priority = true;
+  // An ExitNotice event is emitted this long before a reservation's end.
+  core::Duration exit_notice = std::chrono::minutes(15);
+};
+
+// One row of a quote: when the request would start in this pool.
+struct QuoteOption {
+  core::ShapeId shape;
+  core::ClusterId cluster;
+  core::PoolId pool;
+  std::optional<core::Time> start;  // nullopt: can never fit here (see reason)
+  core::Duration wait{0};           // start - now
+  std::optional<double> price;      // nodes x GPUs x hours x price per GPU-hour, if priced
+  WaitCause cause = WaitCause::kNone;
+  std::string reason;
+  std::vector<core::NodeId> nodes;  // the nodes it would get
+};
+
+struct QuoteResult {
+  core::Time at;
+  std::size_t queue_position = 0;  // where it would be inserted
+  std::vector<QuoteOption> options;
+  std::optional<std::size_t> best;  // index of the earliest option (ties: preference order)
+  // Non-empty when the request would need an admin's approval (it is then quoted as if
+  // approved as asked; its start counts from the approval).
+  std::string needs_approval;
+};
+
+// A queued request whose planned start a change would move.
+struct StartShift {
+  core::RequestId request;
+  std::optional<core::Time> before;  // nullopt: had no plan (unplaceable)
+  std::optional<core::Time> after;   // nullopt: would lose its plan
+};
+
+// Every queued request whose planned start a change would move, in queue order.
+struct Impact {
+  std::vector<StartShift> shifts;
+};
+
+// A hypothetical change for WhatIf.
+struct WhatIfChange {
+  enum class Kind { kPriority, kNodes, kExtend };
+  Kind kind = Kind::kPriority;
+  core::RequestId request;
+  int priority = 0;             // kPriority: the new priority
+  int nodes = 0;                // kNodes: the new node count
+  core::Duration extend_by{0};  // kExtend: added to the end of an active reservation
+};
+
+struct ExtendOutcome {
+  bool granted = false;  // false: waiting for an admin's approval
+  Impact impact;
+  std::vector<StartShift> slips;  // promises that would slip beyond their tolerance
+  std::string reason;             // why it needs approval
+};
+
+// What one RunCycle did.
+struct CycleStats {
+  std::size_t commands = 0;
+  std::size_t planned = 0;  // placement decisions made while re-planning
+  std::size_t started = 0;
+  std::size_t ended = 0;
+  bool replanned = false;
+};
+
+class Scheduler {
+ public:
+  // `clock` and `connector` must outlive the scheduler.
+  // `backfill` decides how requests behind the head are planned (conservative by default).
+  Scheduler(common::Clock& clock, core::ClusterConnector& connector, SchedulerOptions options = {},
+            std::unique_ptr<BackfillPolicy> backfill = MakeConservativeBackfill());
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // --- Fleet and tenants. AlreadyExists for a known id, InvalidArgument for bad values,
+  // NotFound for unknown referenced ids.
+  common::Status AddCluster(core::Cluster cluster);
+  common::Status AddShape(core::GpuShape shape);
+  common::Status AddNode(core::Node node);
+  common::Status AddWorkspace(core::Workspace workspace);
+  common::Status UpdatePolicy(core::WorkspaceId workspace, core::WorkspacePolicy policy);
+
+  // --- Requests.
+  // Validates and admits a request at Now(): Queued when within its workspace policy,
+  // PendingApproval (with the reason) when over quota, nodes, duration or priority range.
+  // InvalidArgument for a bad spec or a shape the workspace may not use; NotFound for an unknown
+  // workspace.
+  common::Result<core::RequestId> Submit(core::RequestSpec spec);
+  // PendingApproval -> Queued. The request becomes quota-exempt. FailedPrecondition otherwise.
+  common::Status Approve(core::RequestId id);
+  // PendingApproval -> Rejected with `reason`.
+  common::Status Reject(core::RequestId id, std::string reason);
+  // Queued or PendingApproval -> Cancelled. FailedPrecondition once provisioning started.
+  common::Status Cancel(core::RequestId id);
+  // Replaces the spec of a queued request (re-validated, re-planned; may go back to
+  // PendingApproval). FailedPrecondition once provisioning started.
+  common::Status Edit(core::RequestId id, core::RequestSpec spec);
+  // Admin: new priority for a queued request (outside the workspace range is allowed).
+  common::Status Reprioritize(core::RequestId id, int priority);
+  // Admin: place `id` immediately before (or after) `anchor` in the queue.
+  common::Status Move(core::RequestId id, core::RequestId anchor, bool before);
+  // Ends an active (or provisioning) request now; its nodes are free for the next plan at once.
+  common::Status EarlyRelease(core::RequestId id);
+  // Extends an active (or provisioning) request by `extra` (> 0). Granted at once when no queued
+  // request's promised start would slip beyond its workspace's tolerance and the new duration is
+  // within the policy's maximum; otherwise it waits for ApproveExtension, carrying the slips.
+  // FailedPrecondition if the nodes are not free for the added time (another reservation or
+  // unavailability) or an extension is already pending; InvalidArgument for extra <= 0.
+  common::Result<ExtendOutcome> Extend(core::RequestId id, core::Duration extra);
+  common::Status ApproveExtension(core::RequestId id);
+  common::Status RejectExtension(core::RequestId id, std::string reason);
+  // Whose planned start `change` would move, and by how much, without changing anything.
+  // NotFound for an unknown request; FailedPrecondition when the change does not apply to the
+  // request's phase (priority and nodes: queued; extend: active or provisioning) or is
+  // impossible (the nodes are not free for an extension); InvalidArgument for bad values.
+  common::Result<Impact> WhatIf(const WhatIfChange& change);
+
+  // --- Nodes.
+  // Unhealthy or cordoned nodes are unavailable from now on; healthy makes them available again
+  // (maintenance windows stay). Plans are re-made around them.
+  common::Status SetNodeHealth(core::NodeId node, core::NodeHealth health);
+  // A future (or current) maintenance window. InvalidArgument for an empty window.
+  common::Status AddMaintenance(core::NodeId node, core::Interval window);
+
+  // --- Connector outcomes (normally posted by connector threads).
+  void OnProvisioned(const core::ProvisionOutcome& outcome);
+  void OnReleased(core::RequestId id);
+
+  // Where and when `spec` would start if submitted now, for every acceptable (shape, cluster),
+  // without changing any state. Equals the planned start the request gets when submitted at the
+  // same instant. Same errors as Submit.
+  common::Result<QuoteResult> Quote(const core::RequestSpec& spec);
+
+  // --- The loop.
+  // Thread-safe: queue `command` to run on the loop thread at the start of the next cycle.
+  void Post(std::function<void(Scheduler&)> command);
+  // Thread-safe: runs `fn(*this)` on the loop thread; the future gets its return value.
+  template <typename F>
+  auto Invoke(F fn) -> std::future<std::invoke_result_t<F, Scheduler&>>;
+  // 1. Drain commands. 2. End reservations whose end has come. 3. Re-plan what changed.
+  // 4. Start requests whose planned start has come. 5. Publish the snapshot.
+  CycleStats RunCycle(core::Time now);
+  // The next instant at which RunCycle has something to do (a planned start or an end).
+  std::optional<core::Time> NextWakeup() const;
+  // Re-plans now if anything changed since the last plan (Quote and readers call it).
+  void EnsurePlanned();
+
+  // Thread-safe: the last published snapshot (never null after construction).
+  std::shared_ptr<const ClusterSnapshot> snapshot() const { return snapshot_.load(); }
+
+  // --- Loop-thread readers.
+  const RequestRecord* FindRequest(core::RequestId id) const;
+  const inventory::Inventory& inventory() const { return inventory_; }
+  const queue::RequestQueue& queue() const { return queue_; }
+  const std::unordered_map<core::RequestId, RequestRecord>& requests() const { return requests_; }
+  std::vector<core::Event> TakeEvents();
+  std::size_t placement_count() const { return placements_; }
+  // Full re-plan from scratch (benchmarks; the loop re-plans incrementally).
+  std::size_t ReplanAllForTest();
+
+ private:
+  struct Placement {
+    std::optional<Plan> plan;
+    WaitCause cause = WaitCause::kUnplaceable;
+    std::string reason;
+  };
+
+  // Lifecycle helpers (scheduler.cc).
+  common::Status CheckPolicy(const core::RequestSpec& spec, std::string* approval_reason) const;
+  void SetPhase(RequestRecord& r, core::RequestPhase to, std::string reason);
+  void Emit(const RequestRecord& r, core::EventType type, std::string reason, std::string message);
+  void EmitNode(core::NodeId node, core::EventType type, std::string reason, std::string message);
+  void Enqueue(RequestRecord& r);
+  void Dequeue(RequestRecord& r);
+  void MarkDirty(std::size_t from_position);
+  void EndDue(core::Time now, CycleStats& stats);
+  void StartDue(core::Time now, CycleStats& stats);
+  void StartRequest(RequestRecord& r, core::Time now);
+  void FinishReservation(RequestRecord& r, core::Time end);
+  void Requeue(RequestRecord& r, std::string reason);
+  void ScheduleMilestones(const RequestRecord& r);
+  void CancelMilestones(const RequestRecord& r);
+  void FireMilestones(core::Time now);
+  void Publish(core::Time now);
+  void DrainCommands(CycleStats& stats);
+  common::Result<RequestRecord*> Find(core::RequestId id);
+
+  // What placement reads: the live state, or copies of it for a what-if.
+  struct PlanView {
+    const inventory::Inventory& inventory;
+    const std::map<core::WorkspaceId, WorkspaceLoad>& loads;
+  };
+  PlanView live() const { return {inventory_, loads_}; }
+
+  // Planning helpers (planner.cc).
+  void Replan(core::Time now, CycleStats* stats);
+  std::vector<QuoteOption> EvaluateOptions(const PlanView& view, const core::RequestSpec& spec,
+                                           core::Time now, core::Time not_before,
+                                           std::int32_t max_rank,
+                                           std::optional<core::RequestId> ignore) const;
+  QuoteOption EvaluatePool(const PlanView& view, const core::RequestSpec& spec,
+                           const inventory::Pool& pool, const core::GpuShape& shape, core::Time now,
+                           core::Time not_before, std::int32_t max_rank,
+                           std::optional<core::RequestId> ignore) const;
+  Placement Place(const PlanView& view, const core::RequestSpec& spec, core::Time now,
+                  core::Time not_before, std::int32_t max_rank,
+                  std::optional<core::RequestId> ignore) const;
+  void BookPlan(RequestRecord& r, std::int32_t rank, core::Time now, BackfillPolicy::Walk& walk);
+  inventory::Booking PlanBooking(const core::RequestSpec& spec, core::RequestId id,
+                                 const Plan& plan, std::int32_t rank) const;
+  // Plans `order` from scratch on copies of the live inventory and loads (plans removed, then
+  // `prepare` applied to the copies): the planned start of each request, nullopt if none.
+  using Prepare = std::function<common::Status(inventory::Inventory&,
+                                               std::map<core::WorkspaceId, WorkspaceLoad>&)>;
+  common::Result<std::vector<std::optional<core::Time>>> PlanOnCopy(
+      const std::vector<std::pair<core::RequestId, core::RequestSpec>>& order, core::Time now,
+      const Prepare& prepare) const;
+  void ApplyExtension(RequestRecord& r, core::Duration extra);
+  void DropAllPlans();
+  BackfillPolicy::Walk WalkBefore(std::size_t position, core::Time now) const;
+  int QueuePriority(const core::RequestSpec& spec) const {
+    return options_.queue_by_priority ? spec.priority : 0;
+  }
+  void UnbookPlan(RequestRecord& r);
+  std::int32_t RankAt(std::size_t position) const;
+
+  common::Clock& clock_;
+  core::ClusterConnector& connector_;
+  SchedulerOptions options_;
+  std::unique_ptr<BackfillPolicy> backfill_;
+
+  std::map<core::ClusterId, core::Cluster> clusters_;
+  std::map<core::ShapeId, core::GpuShape> shapes_;
+  std::map<core::WorkspaceId, core::Workspace> workspaces_;
+  std::map<core::WorkspaceId, WorkspaceLoad> loads_;
+  std::map<core::NodeId, std::vector<core::Interval>> maintenance_;
+  inventory::Inventory inventory_;
+  queue::NoFairShare fair_share_;
+  queue::RequestQueue queue_;
+  std::unordered_map<core::RequestId, RequestRecord> requests_;
+  std::uint64_t next_request_id_ = 1;
+  std::uint64_t next_reservation_id_ = 1;
+  std::uint64_t next_event_id_ = 1;
+
+  // Planning state. `dirty_from_` is the first queue position whose plan may be stale.
+  std::optional<std::size_t> dirty_from_;
+  std::set<std::pair<core::Time, core::RequestId>> plan_starts_;  // queued with a plan
+  std::set<std::pair<core::Time, core::RequestId>> ends_;         // holding nodes
+  // Progress events still to fire: (when, request, milestone bit).
+  std::set<std::tuple<core::Time, core::RequestId, std::uint8_t>> milestones_;
+  std::size_t placements_ = 0;
+
+  std::vector<core::Event> events_;
+
+  std::mutex commands_mu_;
+  std::deque<std::function<void(Scheduler&)>> commands_;  // GUARDED_BY(commands_mu_)
+
+  std::uint64_t snapshot_version_ = 0;
+  bool changed_since_publish_ = true;
+  std::atomic<std::shared_ptr<const ClusterSnapshot>> snapshot_;
+};
+
+template <typename F>
+auto Scheduler::Invoke(F fn) -> std::future<std::invoke_result_t<F, Scheduler&>> {
+  using R = std::invoke_result_t<F, Scheduler&>;
+  auto promise = std::make_shared<std::promise<R>>();
+  auto future = promise->get_future();
+  Post([promise, fn = std::move(fn)](Scheduler& s) mutable {
+    if constexpr (std::is_void_v<R>) {
+      fn(s);
+      promise->set_value();
+    } else {
+      promise->set_value(fn(s));
+    }
+  });
+  return future;
+}
+
+}  // namespace egs::scheduler

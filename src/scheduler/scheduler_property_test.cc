@@ -1,0 +1,222 @@
+// Seeded random operation sequences against the scheduler, checking after every step:
+// no double booking, queue/phase accounting (nothing lost or duplicated), quote == planned start
+// after submit, no plan ahead of a new request moves (conservative backfill), max-active holds,
+// and that when everything has ended every healthy node is free again.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/rng.h"
+#include "scheduler/scheduler_test_util.h"
+
+namespace egs::scheduler {
+namespace {
+
+using core::RequestPhase;
+using testing::RequestBuilder;
+using testing::SchedulerHarness;
+
+class PropertyRun {
+ public:
+  explicit PropertyRun(std::uint64_t seed) : rng_(seed) {
+    h_.AddCluster(1);
+    h_.AddCluster(2);
+    h_.AddShape(1, 8);
+    h_.AddShape(2, 4);
+    h_.AddNodes(1, 1, 4, 8);
+    h_.AddNodes(2, 1, 3, 8);
+    h_.AddNodes(2, 2, 4, 4);
+    for (std::uint32_t w = 1; w <= 3; ++w) {
+      core::WorkspacePolicy p;
+      p.max_active_requests = static_cast<int>(w);
+      if (w == 2) p.gpu_quota = 24;
+      p.share_nodes = (w == 3);
+      h_.AddWorkspace(w, p);
+    }
+  }
+
+  void Step() {
+    switch (rng_.UniformInt(0, 9)) {
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+        SubmitChecked();
+        break;
+      case 4:
+        Cancel();
+        break;
+      case 5:
+        EarlyRelease();
+        break;
+      case 6:
+        Reprioritize();
+        break;
+      case 7:
+        ToggleNode();
+        break;
+      default:
+        Advance();
+        break;
+    }
+    CheckInvariants();
+  }
+
+  void Drain() {
+    for (auto n : unhealthy_)
+      EXPECT_TRUE(h_.sched->SetNodeHealth(n, core::NodeHealth::kHealthy).ok());
+    unhealthy_.clear();
+    h_.AdvanceTo(h_.clock.Now() + common::Hours(24 * 30));
+    for (const auto& [id, r] : h_.sched->requests()) {
+      EXPECT_TRUE(core::IsTerminal(r.phase) || r.phase == RequestPhase::kPendingApproval ||
+                  (r.phase == RequestPhase::kQueued && !r.plan))
+          << "request " << id.value() << " is " << core::PhaseName(r.phase);
+    }
+    for (const auto& pool : h_.sched->inventory().pools()) {
+      for (core::NodeId n : pool.nodes) {
+        EXPECT_EQ(h_.sched->inventory().FreeGpusAt(n, h_.clock.Now()), pool.gpus_per_node);
+      }
+    }
+  }
+
+ private:
+  core::RequestSpec RandomSpec() {
+    RequestBuilder b;
+    b.Workspace(static_cast<std::uint32_t>(rng_.UniformInt(1, 3)));
+    if (rng_.Bernoulli(0.3)) {
+      b.Shapes({2, 1});
+    } else {
+      b.Shapes({static_cast<std::uint32_t>(rng_.UniformInt(1, 2))});
+    }
+    if (rng_.Bernoulli(0.4)) {
+      b.Nodes(1).Gpus(static_cast<int>(rng_.UniformInt(1, 4)));
+    } else {
+      b.Nodes(static_cast<int>(rng_.UniformInt(1, 3)));
+    }
+    b.Duration(common::Minutes(rng_.UniformInt(10, 600)));
+    b.Priority(static_cast<int>(rng_.UniformInt(0, 3)) * 100);
+    return b.Build();
+  }
+
+  void SubmitChecked() {
+    core::RequestSpec spec = RandomSpec();
+    auto quote = h_.sched->Quote(spec);
+    ASSERT_TRUE(quote.ok()) << quote.error().ToString();
+    // Plans ahead of the insertion point, before the submit.
+    std::map<core::RequestId, Plan> ahead;
+    std::size_t pos = 0;
+    h_.sched->queue().ForEach([&](core::RequestId id) {
+      if (pos++ >= quote->queue_position) return false;
+      const auto& r = h_.Get(id);
+      if (r.plan) ahead[id] = *r.plan;
+      return true;
+    });
+    auto id = h_.sched->Submit(spec);
+    ASSERT_TRUE(id.ok());
+    const RequestRecord& r = h_.Get(*id);
+    if (r.phase == RequestPhase::kQueued) {
+      EXPECT_EQ(h_.sched->queue().Position(*id), quote->queue_position);
+      if (quote->best) {
+        ASSERT_TRUE(r.plan);
+        EXPECT_EQ(r.plan->start, *quote->options[*quote->best].start);
+        EXPECT_EQ(r.plan->nodes, quote->options[*quote->best].nodes);
+      } else {
+        EXPECT_FALSE(r.plan);
+      }
+    }
+    for (const auto& [aid, plan] : ahead) {
+      const auto& a = h_.Get(aid);
+      ASSERT_TRUE(a.plan) << "plan of request " << aid.value() << " vanished";
+      EXPECT_EQ(a.plan->start, plan.start) << "request behind moved request " << aid.value();
+      EXPECT_EQ(a.plan->nodes, plan.nodes);
+    }
+    submitted_.push_back(*id);
+  }
+
+  std::optional<core::RequestId> Pick(std::initializer_list<RequestPhase> phases) {
+    std::vector<core::RequestId> ids;
+    for (auto id : submitted_) {
+      for (auto p : phases) {
+        if (h_.Get(id).phase == p) ids.push_back(id);
+      }
+    }
+    if (ids.empty()) return std::nullopt;
+    return ids[static_cast<std::size_t>(
+        rng_.UniformInt(0, static_cast<std::int64_t>(ids.size()) - 1))];
+  }
+
+  void Cancel() {
+    if (auto id = Pick({RequestPhase::kQueued, RequestPhase::kPendingApproval})) {
+      EXPECT_TRUE(h_.sched->Cancel(*id).ok());
+    }
+  }
+  void EarlyRelease() {
+    if (auto id = Pick({RequestPhase::kActive})) {
+      EXPECT_TRUE(h_.sched->EarlyRelease(*id).ok());
+    }
+  }
+  void Reprioritize() {
+    if (auto id = Pick({RequestPhase::kQueued})) {
+      EXPECT_TRUE(h_.sched->Reprioritize(*id, static_cast<int>(rng_.UniformInt(0, 5)) * 100).ok());
+    }
+  }
+  void ToggleNode() {
+    core::NodeId n(static_cast<std::uint32_t>(rng_.UniformInt(1, 11)));
+    if (unhealthy_.erase(n)) {
+      EXPECT_TRUE(h_.sched->SetNodeHealth(n, core::NodeHealth::kHealthy).ok());
+    } else if (unhealthy_.size() < 2) {
+      unhealthy_.insert(n);
+      EXPECT_TRUE(h_.sched->SetNodeHealth(n, core::NodeHealth::kUnhealthy).ok());
+    }
+  }
+  void Advance() { h_.AdvanceTo(h_.clock.Now() + common::Minutes(rng_.UniformInt(1, 240))); }
+
+  void CheckInvariants() {
+    h_.sched->EnsurePlanned();
+    auto inv = h_.sched->inventory().CheckInvariants();
+    ASSERT_TRUE(inv.ok()) << inv.ToString();
+    std::size_t queued = 0;
+    std::map<core::WorkspaceId, int> holding;
+    for (const auto& [id, r] : h_.sched->requests()) {
+      bool in_queue = h_.sched->queue().Contains(id);
+      EXPECT_EQ(in_queue, r.phase == RequestPhase::kQueued) << "request " << id.value();
+      auto held = h_.sched->inventory().NodesOf({inventory::BookingKind::kReservation, id});
+      bool holds = r.phase == RequestPhase::kProvisioning || r.phase == RequestPhase::kActive;
+      EXPECT_EQ(!held.empty(), holds)
+          << "request " << id.value() << " " << core::PhaseName(r.phase);
+      auto planned = h_.sched->inventory().NodesOf({inventory::BookingKind::kPlan, id});
+      EXPECT_EQ(!planned.empty(), r.phase == RequestPhase::kQueued && r.plan.has_value());
+      if (r.plan) {
+        EXPECT_GE(r.plan->start, h_.clock.Now());
+      }
+      if (in_queue) ++queued;
+      if (holds) ++holding[r.spec.workspace];
+    }
+    EXPECT_EQ(queued, h_.sched->queue().size());
+    EXPECT_EQ(h_.sched->requests().size(), submitted_.size());
+    for (const auto& [ws, count] : holding) {
+      EXPECT_LE(count, static_cast<int>(ws.value())) << "max active broken in ws " << ws.value();
+    }
+  }
+
+  common::Rng rng_;
+  SchedulerHarness h_;
+  std::vector<core::RequestId> submitted_;
+  std::set<core::NodeId> unhealthy_;
+};
+
+TEST(SchedulerPropertyTest, RandomOperationSequencesKeepInvariants) {
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    PropertyRun run(seed);
+    for (int i = 0; i < 150; ++i) {
+      run.Step();
+      if (::testing::Test::HasFatalFailure() || ::testing::Test::HasFailure()) return;
+    }
+    run.Drain();
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace egs::scheduler

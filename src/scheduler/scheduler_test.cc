@@ -1,0 +1,412 @@
+#include "scheduler/scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "scheduler/scheduler_test_util.h"
+#include "testing/status_matchers.h"
+
+namespace egs::scheduler {
+namespace {
+
+using common::StatusCode;
+using core::RequestPhase;
+using ::egs::testing::StatusIs;
+using testing::RequestBuilder;
+using testing::SchedulerHarness;
+using testing::T;
+
+core::RequestId MustSubmit(SchedulerHarness& h, const core::RequestSpec& spec) {
+  auto r = h.sched->Submit(spec);
+  EGS_CHECK(r.ok());
+  return *r;
+}
+
+TEST(SchedulerTest, RequestRunsThroughItsLifecycle) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  auto id = MustSubmit(h, RequestBuilder().Nodes(2).Hours(4).Build());
+  EXPECT_EQ(h.Get(id).phase, RequestPhase::kQueued);
+  ASSERT_TRUE(h.Get(id).plan);
+  EXPECT_EQ(h.Get(id).plan->start, T(0));
+  EXPECT_EQ(h.Get(id).promised_start, T(0));
+  h.Cycle();
+  EXPECT_EQ(h.Get(id).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(id).window, (core::Interval{T(0), T(4)}));
+  EXPECT_EQ(h.connector.provisioned().size(), 1u);
+  EXPECT_EQ(h.sched->inventory().FreeGpusAt(core::NodeId(1), T(1)), 0);
+  h.AdvanceTo(T(4));
+  EXPECT_EQ(h.Get(id).phase, RequestPhase::kCompleted);
+  EXPECT_EQ(h.sched->inventory().FreeGpusAt(core::NodeId(1), T(4)), 8);
+  EXPECT_EQ(h.connector.released().size(), 1u);
+  std::vector<std::string> reasons;
+  for (const auto& e : h.sched->TakeEvents()) reasons.push_back(e.reason);
+  EXPECT_THAT(reasons, ::testing::ElementsAre("Created", "Queued", "Provisioning", "Active",
+                                              "Progress25", "Progress50", "Progress75",
+                                              "ExitNotice", "Exit", "Completed"));
+}
+
+TEST(SchedulerTest, ConservativeBackfillNeverDelaysRequestsAhead) {
+  SchedulerHarness h;
+  h.SimpleFleet(3);
+  auto a = MustSubmit(h, RequestBuilder().Nodes(2).Hours(4).Build());
+  h.Cycle();
+  auto b = MustSubmit(h, RequestBuilder().Nodes(3).Hours(1).Build());
+  auto c = MustSubmit(h, RequestBuilder().Nodes(1).Hours(2).Build());  // fits before b
+  auto d = MustSubmit(h, RequestBuilder().Nodes(1).Hours(5).Build());  // would delay b
+  EXPECT_EQ(h.Get(a).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(b).plan->start, T(4));
+  EXPECT_EQ(h.Get(c).plan->start, T(0));
+  EXPECT_EQ(h.Get(c).wait_cause, WaitCause::kNone);
+  EXPECT_EQ(h.Get(d).plan->start, T(5));
+  EXPECT_EQ(h.Get(d).wait_cause, WaitCause::kCapacity);
+  h.Cycle();
+  EXPECT_EQ(h.Get(c).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(b).phase, RequestPhase::kQueued);
+}
+
+TEST(SchedulerTest, HigherPrioritySubmittedLaterGoesFirst) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  auto running = MustSubmit(h, RequestBuilder().Hours(2).Build());
+  h.Cycle();
+  auto low = MustSubmit(h, RequestBuilder().Hours(3).Priority(10).Build());
+  auto high = MustSubmit(h, RequestBuilder().Hours(1).Priority(500).Build());
+  EXPECT_EQ(h.Get(running).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(high).plan->start, T(2));
+  EXPECT_EQ(h.Get(low).plan->start, T(3));
+  EXPECT_EQ(h.sched->queue().Position(high), 0u);
+  // The promise of `low` was T(2); the higher-priority arrival moved it.
+  EXPECT_EQ(h.Get(low).promised_start, T(2));
+}
+
+TEST(SchedulerTest, QuoteEqualsPlannedStartAfterSubmit) {
+  SchedulerHarness h;
+  h.SimpleFleet(4);
+  MustSubmit(h, RequestBuilder().Nodes(3).Hours(5).Build());
+  h.Cycle();
+  MustSubmit(h, RequestBuilder().Nodes(4).Hours(2).Priority(50).Build());
+  auto spec = RequestBuilder().Nodes(2).Hours(1).Priority(200).Build();
+  auto quote = h.sched->Quote(spec);
+  ASSERT_OK(quote);
+  ASSERT_TRUE(quote->best);
+  const QuoteOption& best = quote->options[*quote->best];
+  EXPECT_EQ(quote->queue_position, 0u);
+  auto id = MustSubmit(h, spec);
+  EXPECT_EQ(h.Get(id).plan->start, *best.start);
+  EXPECT_EQ(h.Get(id).plan->nodes, best.nodes);
+  EXPECT_EQ(*best.start, T(5));  // only 1 node free before the 3-node request ends
+}
+
+TEST(SchedulerTest, QuoteDoesNotChangeState) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  MustSubmit(h, RequestBuilder().Nodes(2).Hours(3).Build());
+  auto before = h.sched->inventory().BookingsOf(core::NodeId(1)).size();
+  ASSERT_OK(h.sched->Quote(RequestBuilder().Nodes(1).Build()));
+  EXPECT_EQ(h.sched->inventory().BookingsOf(core::NodeId(1)).size(), before);
+  EXPECT_EQ(h.sched->queue().size(), 1u);
+}
+
+TEST(SchedulerTest, QuoteListsEveryAcceptablePool) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddCluster(2);
+  h.AddShape(1, 8);
+  h.AddShape(2, 4);
+  h.AddNodes(1, 1, 1, 8);
+  h.AddNodes(2, 1, 2, 8);
+  h.AddNodes(2, 2, 2, 4);
+  h.AddWorkspace(1);
+  auto quote = h.sched->Quote(RequestBuilder().Shapes({2, 1}).Nodes(2).Build());
+  ASSERT_OK(quote);
+  ASSERT_EQ(quote->options.size(), 3u);  // shape 2 in cluster 2, shape 1 in clusters 1 and 2
+  EXPECT_EQ(quote->options[0].shape, core::ShapeId(2));
+  EXPECT_FALSE(quote->options[1].start.has_value());  // cluster 1 has one node of shape 1
+  EXPECT_EQ(quote->options[1].cause, WaitCause::kUnplaceable);
+  EXPECT_EQ(*quote->best, 0u);  // preference order breaks the tie at T(0)
+}
+
+TEST(SchedulerTest, MaxActiveRequestsSerialisesAWorkspace) {
+  SchedulerHarness h;
+  h.SimpleFleet(4, /*max_active=*/1);
+  auto a = MustSubmit(h, RequestBuilder().Hours(2).Build());
+  auto b = MustSubmit(h, RequestBuilder().Hours(2).Build());
+  EXPECT_EQ(h.Get(a).plan->start, T(0));
+  EXPECT_EQ(h.Get(b).plan->start, T(2));
+  EXPECT_EQ(h.Get(b).wait_cause, WaitCause::kMaxActive);
+}
+
+TEST(SchedulerTest, GpuQuotaHoldsAtEveryInstant) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 4, 8);
+  core::WorkspacePolicy p;
+  p.max_active_requests = 10;
+  p.gpu_quota = 16;
+  h.AddWorkspace(1, p);
+  auto a = MustSubmit(h, RequestBuilder().Nodes(2).Hours(3).Build());
+  auto b = MustSubmit(h, RequestBuilder().Nodes(1).Hours(1).Build());
+  EXPECT_EQ(h.Get(a).plan->start, T(0));
+  EXPECT_EQ(h.Get(b).plan->start, T(3));
+  EXPECT_EQ(h.Get(b).wait_cause, WaitCause::kQuota);
+}
+
+TEST(SchedulerTest, OverPolicyGoesToApprovalAndApprovalQueuesIt) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 4, 8);
+  core::WorkspacePolicy p;
+  p.max_nodes_per_request = 2;
+  p.gpu_quota = 16;
+  h.AddWorkspace(1, p);
+  auto id = MustSubmit(h, RequestBuilder().Nodes(3).Build());
+  EXPECT_EQ(h.Get(id).phase, RequestPhase::kPendingApproval);
+  EXPECT_THAT(h.Get(id).reason, ::testing::HasSubstr("3 nodes exceed the maximum of 2"));
+  EXPECT_THAT(h.Get(id).reason, ::testing::HasSubstr("24 GPUs exceed the workspace GPU quota"));
+  EXPECT_FALSE(h.sched->queue().Contains(id));
+  ASSERT_OK(h.sched->Approve(id));
+  EXPECT_EQ(h.Get(id).phase, RequestPhase::kQueued);
+  EXPECT_EQ(h.Get(id).plan->start, T(0));  // quota-exempt once approved
+  EXPECT_THAT(h.sched->Approve(id), StatusIs(StatusCode::kFailedPrecondition));
+}
+
+TEST(SchedulerTest, RejectEndsAPendingRequest) {
+  SchedulerHarness h;
+  core::WorkspacePolicy p;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 1, 8);
+  p.max_priority = 100;
+  h.AddWorkspace(1, p);
+  auto id = MustSubmit(h, RequestBuilder().Priority(150).Build());
+  EXPECT_EQ(h.Get(id).phase, RequestPhase::kPendingApproval);
+  ASSERT_OK(h.sched->Reject(id, "not this week"));
+  EXPECT_EQ(h.Get(id).phase, RequestPhase::kRejected);
+  EXPECT_EQ(h.Get(id).reason, "not this week");
+}
+
+TEST(SchedulerTest, BadInputIsRejectedAndChangesNothing) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  EXPECT_THAT(h.sched->Submit(RequestBuilder().Nodes(0).Build()),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(h.sched->Submit(RequestBuilder().Workspace(9).Build()),
+              StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(h.sched->Submit(RequestBuilder().Shapes({7}).Build()),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(h.sched->Submit(RequestBuilder().Gpus(9).Build()),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(h.sched->Submit(RequestBuilder().Duration(core::Duration(0)).Build()),
+              StatusIs(StatusCode::kInvalidArgument));
+  auto r = h.sched->Submit(RequestBuilder().Nodes(-1).Build());
+  EXPECT_EQ(r.error().message(), "submit: spec.nodes: must be >= 1");
+  EXPECT_TRUE(h.sched->requests().empty());
+  EXPECT_EQ(h.sched->queue().size(), 0u);
+}
+
+TEST(SchedulerTest, UnplaceableRequestIsReportedAndOthersStillPlan) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  auto big = MustSubmit(h, RequestBuilder().Nodes(3).Build());
+  auto small = MustSubmit(h, RequestBuilder().Nodes(1).Build());
+  EXPECT_FALSE(h.Get(big).plan.has_value());
+  EXPECT_EQ(h.Get(big).wait_cause, WaitCause::kUnplaceable);
+  EXPECT_THAT(h.Get(big).reason, ::testing::HasSubstr("cannot hold 3 node(s)"));
+  EXPECT_EQ(h.Get(small).plan->start, T(0));
+}
+
+TEST(SchedulerTest, CancelOnlyWhileWaiting) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  auto a = MustSubmit(h, RequestBuilder().Hours(2).Build());
+  auto b = MustSubmit(h, RequestBuilder().Hours(2).Build());
+  h.Cycle();
+  EXPECT_THAT(h.sched->Cancel(a), StatusIs(StatusCode::kFailedPrecondition));
+  ASSERT_OK(h.sched->Cancel(b));
+  EXPECT_EQ(h.Get(b).phase, RequestPhase::kCancelled);
+  EXPECT_FALSE(h.sched->queue().Contains(b));
+  EXPECT_TRUE(h.sched->inventory().NodesOf({inventory::BookingKind::kPlan, b}).empty());
+  EXPECT_THAT(h.sched->Cancel(core::RequestId(99)), StatusIs(StatusCode::kNotFound));
+}
+
+TEST(SchedulerTest, EarlyReleaseFreesNodesForTheNextPlanAtOnce) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  auto a = MustSubmit(h, RequestBuilder().Hours(4).Build());
+  auto b = MustSubmit(h, RequestBuilder().Hours(1).Build());
+  h.Cycle();
+  EXPECT_EQ(h.Get(b).plan->start, T(4));
+  h.clock.AdvanceTo(T(1));
+  ASSERT_OK(h.sched->EarlyRelease(a));
+  h.Cycle();
+  EXPECT_EQ(h.Get(a).phase, RequestPhase::kReleased);
+  EXPECT_EQ(h.Get(a).finish_time, T(1));
+  EXPECT_EQ(h.Get(b).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(b).window->start, T(1));
+  EXPECT_THAT(h.sched->EarlyRelease(a), StatusIs(StatusCode::kFailedPrecondition));
+}
+
+TEST(SchedulerTest, AdminMoveReordersAndReplans) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  MustSubmit(h, RequestBuilder().Hours(1).Build());
+  h.Cycle();
+  auto b = MustSubmit(h, RequestBuilder().Hours(1).Build());
+  auto c = MustSubmit(h, RequestBuilder().Hours(1).Priority(50).Build());
+  EXPECT_EQ(h.Get(c).plan->start, T(2));
+  ASSERT_OK(h.sched->Move(c, b, /*before=*/true));
+  h.sched->EnsurePlanned();
+  EXPECT_EQ(h.sched->queue().Position(c), 0u);
+  EXPECT_EQ(h.Get(c).spec.priority, 100);  // adopts the anchor's priority
+  EXPECT_EQ(h.Get(c).plan->start, T(1));
+  EXPECT_EQ(h.Get(b).plan->start, T(2));
+  EXPECT_THAT(h.sched->Move(c, c, true), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(SchedulerTest, ReprioritizeMovesARequestUp) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  auto a = MustSubmit(h, RequestBuilder().Hours(1).Build());
+  auto b = MustSubmit(h, RequestBuilder().Hours(1).Build());
+  EXPECT_EQ(h.Get(b).plan->start, T(1));
+  ASSERT_OK(h.sched->Reprioritize(b, 900));
+  h.sched->EnsurePlanned();
+  EXPECT_EQ(h.Get(b).plan->start, T(0));
+  EXPECT_EQ(h.Get(a).plan->start, T(1));
+}
+
+TEST(SchedulerTest, EditWhileQueuedReplans) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  MustSubmit(h, RequestBuilder().Nodes(1).Hours(3).Build());
+  h.Cycle();
+  auto b = MustSubmit(h, RequestBuilder().Nodes(2).Hours(1).Build());
+  EXPECT_EQ(h.Get(b).plan->start, T(3));
+  ASSERT_OK(h.sched->Edit(b, RequestBuilder().Nodes(1).Hours(1).Build()));
+  h.sched->EnsurePlanned();
+  EXPECT_EQ(h.Get(b).plan->start, T(0));
+  EXPECT_EQ(h.Get(b).spec.nodes, 1);
+  EXPECT_THAT(h.sched->Edit(b, RequestBuilder().Nodes(0).Build()),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(h.Get(b).spec.nodes, 1);  // unchanged by the rejected edit
+}
+
+TEST(SchedulerTest, UnhealthyNodeIsPlannedAround) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  ASSERT_OK(h.sched->SetNodeHealth(core::NodeId(1), core::NodeHealth::kUnhealthy));
+  auto a = MustSubmit(h, RequestBuilder().Nodes(1).Build());
+  EXPECT_EQ(h.Get(a).plan->nodes, std::vector<core::NodeId>{core::NodeId(2)});
+  auto b = MustSubmit(h, RequestBuilder().Nodes(2).Build());
+  EXPECT_EQ(h.Get(b).wait_cause, WaitCause::kUnplaceable);
+  ASSERT_OK(h.sched->SetNodeHealth(core::NodeId(1), core::NodeHealth::kHealthy));
+  h.sched->EnsurePlanned();
+  ASSERT_TRUE(h.Get(b).plan);
+  EXPECT_EQ(h.Get(b).plan->start, T(1));
+}
+
+TEST(SchedulerTest, MaintenanceWindowBlocksPlans) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  ASSERT_OK(h.sched->AddMaintenance(core::NodeId(1), {T(1), T(3)}));
+  auto a = MustSubmit(h, RequestBuilder().Hours(2).Build());
+  EXPECT_EQ(h.Get(a).plan->start, T(3));
+  auto b = MustSubmit(h, RequestBuilder().Hours(1).Build());
+  EXPECT_EQ(h.Get(b).plan->start, T(0));  // fits before the window
+  EXPECT_THAT(h.sched->AddMaintenance(core::NodeId(1), {T(3), T(3)}),
+              StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(SchedulerTest, FailedPrecheckRequeuesOnAnotherNode) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  h.connector.FailPrecheck(core::NodeId(1));
+  auto a = MustSubmit(h, RequestBuilder().Nodes(1).Build());
+  ASSERT_EQ(h.Get(a).plan->nodes[0], core::NodeId(1));
+  h.Cycle();  // start, fail, requeue
+  h.Cycle();  // start again on node 2
+  EXPECT_EQ(h.Get(a).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(a).placement->nodes[0], core::NodeId(2));
+  EXPECT_EQ(h.Get(a).requeue_count, 1);
+  EXPECT_FALSE(h.sched->inventory().IsAvailable(core::NodeId(1), {T(0), T(1)}));
+}
+
+TEST(SchedulerTest, PartialNodeRequestsShareANodeWithinAWorkspace) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  auto a = MustSubmit(h, RequestBuilder().Gpus(4).Build());
+  auto b = MustSubmit(h, RequestBuilder().Gpus(4).Build());
+  auto c = MustSubmit(h, RequestBuilder().Gpus(1).Build());
+  EXPECT_EQ(h.Get(a).plan->start, T(0));
+  EXPECT_EQ(h.Get(b).plan->start, T(0));
+  EXPECT_EQ(h.Get(c).plan->start, T(1));
+}
+
+TEST(SchedulerTest, ExclusiveWorkspacesDoNotShareNodes) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  core::WorkspacePolicy other;
+  other.max_active_requests = 10;
+  h.AddWorkspace(2, other);
+  auto a = MustSubmit(h, RequestBuilder().Gpus(2).Build());
+  auto b = MustSubmit(h, RequestBuilder().Workspace(2).Gpus(2).Build());
+  EXPECT_EQ(h.Get(a).plan->start, T(0));
+  EXPECT_EQ(h.Get(b).plan->start, T(1));
+}
+
+TEST(SchedulerTest, EarliestStartAndLeadTimeDelayThePlan) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  core::GpuShape cloud;
+  cloud.id = core::ShapeId(1);
+  cloud.name = "cloud";
+  cloud.gpus_per_node = 8;
+  cloud.provisioning_lead_time = common::Minutes(30);
+  cloud.price_per_gpu_hour = 2.0;
+  ASSERT_OK(h.sched->AddShape(cloud));
+  h.AddNodes(1, 1, 1, 8);
+  h.AddWorkspace(1);
+  auto q = h.sched->Quote(RequestBuilder().Hours(2).Build());
+  ASSERT_OK(q);
+  EXPECT_EQ(q->options[0].start, T(0) + common::Minutes(30));
+  EXPECT_EQ(q->options[0].cause, WaitCause::kLeadTime);
+  EXPECT_DOUBLE_EQ(*q->options[0].price, 32.0);
+  auto a = MustSubmit(h, RequestBuilder().Hours(1).EarliestStart(T(5)).Build());
+  EXPECT_EQ(h.Get(a).plan->start, T(5));
+  EXPECT_EQ(h.Get(a).wait_cause, WaitCause::kEarliestStart);
+}
+
+TEST(SchedulerTest, SnapshotIsPublishedForReaders) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  auto id = MustSubmit(h, RequestBuilder().Build());
+  auto before = h.sched->snapshot();
+  h.Cycle();
+  auto after = h.sched->snapshot();
+  EXPECT_GT(after->version, before->version);
+  ASSERT_NE(after->FindRequest(id), nullptr);
+  EXPECT_EQ(after->FindRequest(id)->phase, RequestPhase::kActive);
+  EXPECT_EQ(before->FindRequest(id), nullptr);  // old snapshots never change
+}
+
+TEST(SchedulerTest, CommandsFromOtherThreadsRunOnTheLoop) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  std::future<common::Result<core::RequestId>> submitted;
+  std::thread producer([&] {
+    submitted = h.sched->Invoke([](Scheduler& s) { return s.Submit(RequestBuilder().Build()); });
+  });
+  producer.join();
+  h.Cycle();
+  auto r = submitted.get();
+  ASSERT_OK(r);
+  EXPECT_EQ(h.Get(*r).phase, RequestPhase::kActive);
+}
+
+}  // namespace
+}  // namespace egs::scheduler

@@ -1,0 +1,31 @@
+// ClusterSnapshot: an immutable picture of the scheduler's state, published at the end of each
+// cycle. Readers (API handlers, the portal, wait estimates) load it through
+// Scheduler::snapshot() and never lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "core/fleet.h"
+#include "core/workspace.h"
+#include "inventory/inventory.h"
+#include "scheduler/request_record.h"
+
+namespace egs::scheduler {
+
+struct ClusterSnapshot {
+  std::uint64_t version = 0;  // increases with every publish
+  core::Time taken_at;
+  std::vector<RequestRecord> requests;  // sorted by id
+  std::vector<core::RequestId> queue;   // queued requests in order
+  inventory::Inventory inventory;
+  std::map<core::ShapeId, core::GpuShape> shapes;
+  std::map<core::ClusterId, core::Cluster> clusters;
+  std::map<core::WorkspaceId, core::Workspace> workspaces;
+
+  // The record of `id`, or nullptr.
+  const RequestRecord* FindRequest(core::RequestId id) const;
+};
+
+}  // namespace egs::scheduler
