@@ -187,8 +187,8 @@ int Run(const Args& args) {
   for (const auto& [rid, job] : job_of) {
     const auto* r = sched->FindRequest(rid);
     std::string nodes_s;
-    if (r->placement) {
-      for (auto n : r->placement->nodes) nodes_s += fmt::format("n{} ", n.value());
+    if (r->plan) {
+      for (auto n : r->plan->nodes) nodes_s += fmt::format("n{} ", n.value());
     }
     Time submit = r->submit_time;
     double wait_s = r->actual_start ? common::ToSeconds(*r->actual_start - submit) : 0;

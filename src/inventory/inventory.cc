@@ -22,6 +22,8 @@ using core::Time;
 
 namespace {
 
+constexpr Time t_min() { return common::kInfinitePast; }
+
 struct OwnerKey {
   BookingKind kind;
   core::RequestId request;
@@ -39,6 +41,13 @@ struct NodeState {
   int capacity = 0;
   std::vector<Booking> bookings;      // sorted by window.start
   std::vector<Interval> unavailable;  // sorted, merged
+  // Nothing is booked or unavailable at or after `tail` (a fast path for most queries).
+  Time tail = common::kInfinitePast;
+
+  void RecomputeTail() {
+    tail = unavailable.empty() ? common::kInfinitePast : unavailable.back().end;
+    for (const Booking& b : bookings) tail = std::max(tail, b.window.end);
+  }
 };
 
 // What a request needs from one node; `filter` decides which bookings count.
@@ -86,8 +95,18 @@ struct Inventory::Impl {
   // instant after x at which what blocks x changes. nullopt: fits over the whole window.
   static std::optional<std::pair<Time, Time>> FirstBlock(const NodeState& n, const Need& need,
                                                          Time c, core::Duration length);
-  // Earliest T >= c at which `need` fits on `n` for `length`; kInfiniteFuture if never.
-  static Time NodeEarliest(const NodeState& n, const Need& need, Time c, core::Duration length);
+  // Earliest T >= c at which `need` fits on `n` for `length`; kInfiniteFuture if never or if
+  // it is later than `limit` (callers that only care up to a bound pass it to stop early).
+  static Time NodeEarliest(const NodeState& n, const Need& need, Time c, core::Duration length,
+                           Time limit = common::kInfiniteFuture);
+  // The same for a request that needs every GPU of the node: any counted booking blocks, so
+  // the answer is the first gap of `length` among bookings and unavailability. O(bookings).
+  static Time WholeNodeEarliest(const NodeState& n, const Need& need, Time c, core::Duration length,
+                                Time limit);
+  // The general case: a step function of used GPUs and conflicts from c on, then one slide.
+  // O(b log b) for b bookings.
+  static Time PartialEarliest(const NodeState& n, const Need& need, Time c, core::Duration length,
+                              Time limit);
   static int UsedAt(const NodeState& n, const Need& need, Time t);
 };
 
@@ -149,11 +168,85 @@ std::optional<std::pair<Time, Time>> Inventory::Impl::FirstBlock(const NodeState
 }
 
 Time Inventory::Impl::NodeEarliest(const NodeState& n, const Need& need, Time c,
-                                   core::Duration length) {
-  while (c < common::kInfiniteFuture) {
-    auto block = FirstBlock(n, need, c, length);
-    if (!block) return c;
-    c = block->second;
+                                   core::Duration length, Time limit) {
+  if (c >= n.tail) return c;
+  if (need.gpus >= n.capacity) return WholeNodeEarliest(n, need, c, length, limit);
+  return PartialEarliest(n, need, c, length, limit);
+}
+
+Time Inventory::Impl::PartialEarliest(const NodeState& n, const Need& need, Time c,
+                                      core::Duration length, Time limit) {
+  // 1. One step function from c on: GPUs used and conflicting bookings, plus unavailability
+  //    as a conflict, from the counted items that end after c.
+  struct Delta {
+    Time at;
+    int gpus;
+    int blocks;
+  };
+  thread_local std::vector<Delta> deltas;
+  deltas.clear();
+  for (const Booking& b : n.bookings) {
+    if (b.window.end <= c || !Counts(b, need)) continue;
+    Time from = std::max(b.window.start, c);
+    bool conflict = Conflicts(b, need);
+    deltas.push_back({from, conflict ? 0 : b.gpus, conflict ? 1 : 0});
+    deltas.push_back({b.window.end, conflict ? 0 : -b.gpus, conflict ? -1 : 0});
+  }
+  if (need.check_unavailable) {
+    for (const Interval& u : n.unavailable) {
+      if (u.end <= c) continue;
+      deltas.push_back({std::max(u.start, c), 0, 1});
+      deltas.push_back({u.end, 0, -1});
+    }
+  }
+  std::sort(deltas.begin(), deltas.end(),
+            [](const Delta& a, const Delta& b) { return a.at < b.at; });
+  // 2. Slide: the first candidate such that no blocking step overlaps [candidate, +length).
+  Time candidate = c;
+  int gpus = 0;
+  int blocks = 0;
+  for (std::size_t i = 0; i < deltas.size();) {
+    const Time at = deltas[i].at;
+    if (at >= candidate + length) return candidate;
+    while (i < deltas.size() && deltas[i].at == at) {
+      gpus += deltas[i].gpus;
+      blocks += deltas[i].blocks;
+      ++i;
+    }
+    if (blocks > 0 || gpus + need.gpus > n.capacity) {
+      candidate = i < deltas.size() ? deltas[i].at : common::kInfiniteFuture;
+      if (candidate > limit) return common::kInfiniteFuture;
+    }
+  }
+  return candidate;
+}
+
+Time Inventory::Impl::WholeNodeEarliest(const NodeState& n, const Need& need, Time c,
+                                        core::Duration length, Time limit) {
+  // Walk bookings and unavailability together in start order; each item that overlaps the
+  // candidate window pushes the candidate to its end. Items are sorted by start, so once one
+  // starts after the window, none later can overlap it.
+  std::size_t bi = 0;
+  std::size_t ui = need.check_unavailable ? 0 : n.unavailable.size();
+  while (c <= limit) {
+    const Booking* b = nullptr;
+    while (bi < n.bookings.size() &&
+           (n.bookings[bi].window.end <= c || !Counts(n.bookings[bi], need))) {
+      ++bi;
+    }
+    if (bi < n.bookings.size()) b = &n.bookings[bi];
+    while (ui < n.unavailable.size() && n.unavailable[ui].end <= c) ++ui;
+    const Interval* u = ui < n.unavailable.size() ? &n.unavailable[ui] : nullptr;
+    const Interval* next = nullptr;
+    if (b && (!u || b->window.start <= u->start)) {
+      next = &b->window;
+      ++bi;
+    } else if (u) {
+      next = u;
+      ++ui;
+    }
+    if (!next || next->start >= c + length) return c;
+    c = std::max(c, next->end);
   }
   return common::kInfiniteFuture;
 }
@@ -245,18 +338,40 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
   }
   Need need{q.gpus, q.workspace, q.exclusive, q.max_plan_rank, q.ignore_request, true};
   const auto n = static_cast<std::size_t>(q.nodes);
-  thread_local std::vector<std::pair<Time, std::size_t>> earliest;
+  // Per node: its earliest start >= the current candidate, when `exact`; otherwise only known
+  // to be later than the bound it was computed with. Each round's candidate is the n-th
+  // smallest earliest start, which never passes the answer; a node's earliest start for a later
+  // candidate is unchanged when it is already >= that candidate, so it is reused.
+  struct NodeStart {
+    Time start;
+    bool exact;
+    std::size_t idx;
+  };
+  thread_local std::vector<NodeStart> earliest;
+  thread_local std::vector<Time> heap;  // max-heap of the n smallest starts seen this round
+  earliest.clear();
+  for (NodeId id : pool->nodes) earliest.push_back({t_min(), false, impl_->node_index.at(id)});
   Time t = q.not_before;
   for (;;) {
-    earliest.clear();
-    for (NodeId id : pool->nodes) {
-      std::size_t idx = impl_->node_index.at(id);
-      earliest.push_back({Impl::NodeEarliest(impl_->nodes[idx], need, t, q.length), idx});
+    heap.clear();
+    for (NodeStart& e : earliest) {
+      if (!e.exact || e.start < t) {
+        Time limit = heap.size() == n ? heap.front() : common::kInfiniteFuture;
+        e.start = Impl::NodeEarliest(impl_->nodes[e.idx], need, t, q.length, limit);
+        e.exact = e.start <= limit;
+      }
+      if (!e.exact) continue;
+      if (heap.size() < n) {
+        heap.push_back(e.start);
+        std::push_heap(heap.begin(), heap.end());
+      } else if (e.start < heap.front()) {
+        std::pop_heap(heap.begin(), heap.end());
+        heap.back() = e.start;
+        std::push_heap(heap.begin(), heap.end());
+      }
     }
-    std::nth_element(earliest.begin(), earliest.begin() + static_cast<std::ptrdiff_t>(n - 1),
-                     earliest.end());
-    Time nth = earliest[n - 1].first;
-    if (nth >= common::kInfiniteFuture) return std::nullopt;
+    if (heap.size() < n || heap.front() >= common::kInfiniteFuture) return std::nullopt;
+    Time nth = heap.front();
     if (nth == t) break;
     t = nth;
   }
@@ -267,9 +382,9 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
     NodeId id;
   };
   std::vector<Candidate> fits;
-  for (const auto& [start, idx] : earliest) {
-    if (start != t) continue;
-    const NodeState& node = impl_->nodes[idx];
+  for (const NodeStart& e : earliest) {
+    if (!e.exact || e.start != t) continue;
+    const NodeState& node = impl_->nodes[e.idx];
     Time previous_end = common::kInfinitePast;
     for (const Booking& b : node.bookings) {
       if (b.window.start > t) break;
@@ -316,6 +431,7 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
     auto pos = std::upper_bound(n->bookings.begin(), n->bookings.end(), booking.window.start,
                                 [](Time t, const Booking& b) { return t < b.window.start; });
     n->bookings.insert(pos, booking);
+    n->tail = std::max(n->tail, booking.window.end);
   }
   std::vector<NodeId> sorted = nodes;
   std::sort(sorted.begin(), sorted.end());
@@ -329,6 +445,7 @@ void Inventory::Unbook(const Owner& owner) {
   for (NodeId id : it->second) {
     NodeState* n = impl_->Find(id);
     std::erase_if(n->bookings, [&](const Booking& b) { return b.owner == owner; });
+    n->RecomputeTail();
   }
   impl_->owners.erase(it);
 }
@@ -349,9 +466,11 @@ common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
     return common::OkStatus();
   }
   for (NodeId id : it->second) {
-    for (Booking& b : impl_->Find(id)->bookings) {
+    NodeState* n = impl_->Find(id);
+    for (Booking& b : n->bookings) {
       if (b.owner == owner) b.window.end = new_end;
     }
+    n->RecomputeTail();
   }
   return common::OkStatus();
 }
@@ -376,9 +495,11 @@ common::Status Inventory::Extend(const Owner& owner, Time new_end) {
     }
   }
   for (NodeId id : it->second) {
-    for (Booking& b : impl_->Find(id)->bookings) {
+    NodeState* n = impl_->Find(id);
+    for (Booking& b : n->bookings) {
       if (b.owner == owner) b.window.end = new_end;
     }
+    n->tail = std::max(n->tail, new_end);
   }
   return common::OkStatus();
 }
@@ -411,6 +532,7 @@ common::Status Inventory::Promote(core::RequestId request) {
 void Inventory::ClearPlans() {
   for (NodeState& n : impl_->nodes) {
     std::erase_if(n.bookings, [](const Booking& b) { return b.owner.kind == BookingKind::kPlan; });
+    n.RecomputeTail();
   }
   std::erase_if(impl_->owners, [](const auto& e) { return e.first.kind == BookingKind::kPlan; });
 }
@@ -432,6 +554,7 @@ common::Status Inventory::MarkUnavailable(NodeId id, Interval window) {
   std::sort(merged.begin(), merged.end(),
             [](const Interval& a, const Interval& b) { return a.start < b.start; });
   n->unavailable = std::move(merged);
+  n->RecomputeTail();
   return common::OkStatus();
 }
 
@@ -448,6 +571,7 @@ common::Status Inventory::MarkAvailable(NodeId id, Interval window) {
     if (u.end > window.end) out.push_back({window.end, u.end});
   }
   n->unavailable = std::move(out);
+  n->RecomputeTail();
   return common::OkStatus();
 }
 

@@ -37,15 +37,17 @@ struct Owner {
   friend bool operator==(const Owner&, const Owner&) = default;
 };
 
+// Field order keeps the struct at 48 bytes: there is one per booked node.
+
 struct Booking {
   core::Interval window;
-  int gpus = 0;  // GPUs booked on this node
   Owner owner;
+  int gpus = 0;  // GPUs booked on this node
   core::WorkspaceId workspace;
-  bool exclusive = true;  // the owner's workspace does not share nodes with other workspaces
   // For kPlan: the planning order of the owner (0 = planned first). Quotes count only plans
   // whose rank is below the quoted position. -1 for reservations.
   std::int32_t rank = -1;
+  bool exclusive = true;  // the owner's workspace does not share nodes with other workspaces
 };
 
 // "Earliest start >= not_before at which `nodes` nodes of the pool each have `gpus` GPUs free

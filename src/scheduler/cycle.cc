@@ -11,6 +11,10 @@ namespace egs::scheduler {
 using core::RequestPhase;
 using core::Time;
 
+namespace {
+constexpr std::uint8_t kExitNoticeBit = 3;
+}  // namespace
+
 void Scheduler::Post(std::function<void(Scheduler&)> command) {
   std::lock_guard<std::mutex> lock(commands_mu_);
   commands_.push_back(std::move(command));
@@ -46,8 +50,9 @@ CycleStats Scheduler::RunCycle(Time now) {
 }
 
 void Scheduler::EndDue(Time now, CycleStats& stats) {
-  while (!ends_.empty() && ends_.begin()->first <= now) {
-    RequestRecord& r = requests_.at(ends_.begin()->second);
+  for (PruneTimers(); !ends_.empty() && ends_.top().when <= now; PruneTimers()) {
+    RequestRecord& r = requests_.at(ends_.top().request);
+    ends_.Pop();
     Emit(r, core::EventType::kNormal, "Exit", "reservation reached its end time");
     FinishReservation(r, r.window->end);
     ++stats.ended;
@@ -57,8 +62,9 @@ void Scheduler::EndDue(Time now, CycleStats& stats) {
 }
 
 void Scheduler::StartDue(Time now, CycleStats& stats) {
-  while (!plan_starts_.empty() && plan_starts_.begin()->first <= now) {
-    RequestRecord& r = requests_.at(plan_starts_.begin()->second);
+  for (PrunePlanStarts(); !plan_starts_.empty() && plan_starts_.front().first <= now;
+       PrunePlanStarts()) {
+    RequestRecord& r = requests_.at(plan_starts_.front().second);
     StartRequest(r, now);
     ++stats.started;
   }
@@ -68,7 +74,8 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   // Only queued requests with a plan are in plan_starts_.
   EGS_CHECK(r.phase == RequestPhase::kQueued && r.plan);
   Plan plan = *r.plan;
-  plan_starts_.erase({plan.start, r.id});
+  std::pop_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
+  plan_starts_.pop_back();
   // The plan's nodes become the reservation's: same window, same GPUs. Promote cannot fail for
   // a request whose plan is booked.
   EGS_CHECK(inventory_.Promote(r.id).ok());
@@ -77,12 +84,11 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   r.window = core::Interval{plan.start, plan.start + r.spec.duration};
   load.Add({r.id, *r.window, plan.gpus_per_node * r.spec.nodes, -1});
   queue_.Remove(r.id).IgnoreError();  // queued: checked above
-  r.rank = -1;
-  r.plan.reset();
-  r.placement = plan;
+  r.rank = -1;                        // r.plan now says where it runs
   r.reservation = core::ReservationId(next_reservation_id_++);
   r.actual_start = now;
-  ends_.insert({r.window->end, r.id});
+  ends_.Push(r.window->end, r.id);
+  ends_.Compact([&](const auto& e) { return IsLiveEnd(e); });
   ScheduleMilestones(r);
   SetPhase(r, RequestPhase::kProvisioning, "");
   Emit(r, core::EventType::kNormal, "Provisioning",
@@ -100,8 +106,6 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
 }
 
 void Scheduler::FinishReservation(RequestRecord& r, Time end) {
-  ends_.erase({r.window->end, r.id});
-  CancelMilestones(r);
   r.pending_extension.reset();
   inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
   loads_[r.spec.workspace].Remove(r.id);
@@ -112,19 +116,17 @@ void Scheduler::FinishReservation(RequestRecord& r, Time end) {
   order.request = r.id;
   order.reservation = *r.reservation;
   order.workspace = r.spec.workspace;
-  order.cluster = r.placement->cluster;
-  order.nodes = r.placement->nodes;
+  order.cluster = r.plan->cluster;
+  order.nodes = r.plan->nodes;
   connector_.Release(order);
 }
 
 void Scheduler::Requeue(RequestRecord& r, std::string reason) {
-  ends_.erase({r.window->end, r.id});
-  CancelMilestones(r);
   r.milestones_done = 0;
   r.pending_extension.reset();
   inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
   loads_[r.spec.workspace].Remove(r.id);
-  r.placement.reset();
+  r.plan.reset();
   r.reservation.reset();
   r.window.reset();
   r.actual_start.reset();
@@ -175,45 +177,70 @@ std::optional<Time> Scheduler::NextWakeup() const {
   auto consider = [&](Time t) {
     if (!next || t < *next) next = t;
   };
-  if (!plan_starts_.empty()) consider(plan_starts_.begin()->first);
-  if (!ends_.empty()) consider(ends_.begin()->first);
-  if (!milestones_.empty()) consider(std::get<0>(*milestones_.begin()));
+  PrunePlanStarts();
+  if (!plan_starts_.empty()) consider(plan_starts_.front().first);
+  PruneTimers();
+  if (!ends_.empty()) consider(ends_.top().when);
+  if (!milestones_.empty()) consider(milestones_.top().when);
   return next;
 }
 
-namespace {
-constexpr std::uint8_t kExitNoticeBit = 3;
-}  // namespace
-
-void Scheduler::ScheduleMilestones(const RequestRecord& r) {
-  const core::Interval w = *r.window;
-  for (std::uint8_t bit = 0; bit < 3; ++bit) {
-    if (r.milestones_done & (1u << bit)) continue;
-    milestones_.insert({w.start + w.length() * (bit + 1) / 4, r.id, bit});
-  }
-  if (!(r.milestones_done & (1u << kExitNoticeBit)) && w.length() > options_.exit_notice) {
-    milestones_.insert({w.end - options_.exit_notice, r.id, kExitNoticeBit});
-  }
+bool Scheduler::IsLiveEnd(const TimerHeap::Entry& e) const {
+  auto it = requests_.find(e.request);
+  if (it == requests_.end()) return false;
+  const RequestRecord& r = it->second;
+  return (r.phase == RequestPhase::kProvisioning || r.phase == RequestPhase::kActive) && r.window &&
+         r.window->end == e.when;
 }
 
-void Scheduler::CancelMilestones(const RequestRecord& r) {
-  std::erase_if(milestones_, [&](const auto& m) { return std::get<1>(m) == r.id; });
+std::optional<Time> Scheduler::MilestoneTime(const RequestRecord& r, std::uint8_t bit) const {
+  const core::Interval w = *r.window;
+  if (bit < kExitNoticeBit) return w.start + w.length() * (bit + 1) / 4;
+  if (w.length() > options_.exit_notice) return w.end - options_.exit_notice;
+  return std::nullopt;
+}
+
+bool Scheduler::IsLiveMilestone(const TimerHeap::Entry& e) const {
+  auto it = requests_.find(e.request);
+  if (it == requests_.end()) return false;
+  const RequestRecord& r = it->second;
+  if ((r.phase != RequestPhase::kProvisioning && r.phase != RequestPhase::kActive) ||
+      (r.milestones_done & (1u << e.tag))) {
+    return false;
+  }
+  return MilestoneTime(r, e.tag) == e.when;
+}
+
+void Scheduler::PruneTimers() const {
+  ends_.Prune([&](const auto& e) { return IsLiveEnd(e); });
+  milestones_.Prune([&](const auto& e) { return IsLiveMilestone(e); });
+}
+
+void Scheduler::ScheduleMilestones(const RequestRecord& r) {
+  std::optional<std::pair<Time, std::uint8_t>> next;
+  for (std::uint8_t bit = 0; bit <= kExitNoticeBit; ++bit) {
+    if (r.milestones_done & (1u << bit)) continue;
+    auto t = MilestoneTime(r, bit);
+    if (t && (!next || *t < next->first)) next = {{*t, bit}};
+  }
+  if (next) milestones_.Push(next->first, r.id, next->second);
+  milestones_.Compact([&](const auto& e) { return IsLiveMilestone(e); });
 }
 
 void Scheduler::FireMilestones(Time now) {
-  while (!milestones_.empty() && std::get<0>(*milestones_.begin()) <= now) {
-    auto [when, id, bit] = *milestones_.begin();
-    milestones_.erase(milestones_.begin());
-    RequestRecord& r = requests_.at(id);
-    if (r.milestones_done & (1u << bit)) continue;
-    r.milestones_done = static_cast<std::uint8_t>(r.milestones_done | (1u << bit));
-    if (bit == kExitNoticeBit) {
+  for (PruneTimers(); !milestones_.empty() && milestones_.top().when <= now; PruneTimers()) {
+    const TimerHeap::Entry e = milestones_.top();
+    milestones_.Pop();
+    RequestRecord& r = requests_.at(e.request);
+    r.milestones_done = static_cast<std::uint8_t>(r.milestones_done | (1u << e.tag));
+    if (e.tag == kExitNoticeBit) {
       Emit(r, core::EventType::kNormal, "ExitNotice",
            fmt::format("reservation ends at {}", common::FormatTime(r.window->end)));
     } else {
-      Emit(r, core::EventType::kNormal, fmt::format("Progress{}", (bit + 1) * 25),
-           fmt::format("{}% of the reservation has elapsed", (bit + 1) * 25));
+      Emit(r, core::EventType::kNormal, fmt::format("Progress{}", (e.tag + 1) * 25),
+           fmt::format("{}% of the reservation has elapsed", (e.tag + 1) * 25));
     }
+    ScheduleMilestones(r);
     changed_since_publish_ = true;
   }
 }

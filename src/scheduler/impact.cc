@@ -153,7 +153,8 @@ common::Result<ExtendOutcome> Scheduler::Extend(core::RequestId id, core::Durati
     out.granted = true;
     return out;
   }
-  r->pending_extension = PendingExtension{extra, clock_.Now(), out.reason};
+  r->pending_extension =
+      std::make_shared<const PendingExtension>(PendingExtension{extra, clock_.Now(), out.reason});
   Emit(
       *r, core::EventType::kNormal, "ExtensionPendingApproval",
       fmt::format("extension by {} needs approval: {}", common::FormatDuration(extra), out.reason));
@@ -168,10 +169,9 @@ void Scheduler::ApplyExtension(RequestRecord& r, core::Duration extra) {
   // time; with the plans dropped nothing else can be in the way.
   EGS_CHECK(inventory_.Extend({inventory::BookingKind::kReservation, r.id}, new_end).ok());
   loads_[r.spec.workspace].SetEnd(r.id, new_end);
-  ends_.erase({r.window->end, r.id});
-  CancelMilestones(r);
   r.window->end = new_end;
-  ends_.insert({new_end, r.id});
+  ends_.Push(new_end, r.id);
+  ends_.Compact([&](const auto& e) { return IsLiveEnd(e); });
   r.spec.duration += extra;
   ScheduleMilestones(r);
   Emit(r, core::EventType::kNormal, "Extended",

@@ -191,8 +191,8 @@ void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now,
   // booking them cannot fail.
   EGS_CHECK(inventory_.Book(p.plan->nodes, b).ok());
   loads_[r.spec.workspace].Add({r.id, b.window, p.plan->gpus_per_node * r.spec.nodes, rank});
-  plan_starts_.insert({p.plan->start, r.id});
-  r.reason = std::string(WaitCauseName(p.cause));
+  PushPlanStart(p.plan->start, r.id);
+  r.reason.clear();  // the wait cause says why; reason is kept for exceptions
   r.plan = std::move(p.plan);
 }
 
@@ -210,7 +210,6 @@ inventory::Booking Scheduler::PlanBooking(const core::RequestSpec& spec, core::R
 
 void Scheduler::UnbookPlan(RequestRecord& r) {
   if (r.plan) {
-    plan_starts_.erase({r.plan->start, r.id});
     inventory_.Unbook({inventory::BookingKind::kPlan, r.id});
     loads_[r.spec.workspace].Remove(r.id);
     r.plan.reset();
@@ -247,11 +246,34 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   std::int32_t rank = base;
   BackfillPolicy::Walk walk = WalkBefore(from, now);
   for (core::RequestId id : tail) BookPlan(requests_.at(id), rank++, now, walk);
+  // 3. Compact the start heap when stale entries dominate it.
+  if (plan_starts_.size() > 2 * queue_.size() + 64) {
+    std::erase_if(plan_starts_, [&](const auto& e) { return !IsLivePlanStart(e); });
+    std::make_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
+  }
   if (stats) {
     stats->planned += tail.size();
     stats->replanned = true;
   }
   changed_since_publish_ = true;
+}
+
+bool Scheduler::IsLivePlanStart(const std::pair<Time, core::RequestId>& entry) const {
+  auto it = requests_.find(entry.second);
+  return it != requests_.end() && it->second.phase == core::RequestPhase::kQueued &&
+         it->second.plan && it->second.plan->start == entry.first;
+}
+
+void Scheduler::PrunePlanStarts() const {
+  while (!plan_starts_.empty() && !IsLivePlanStart(plan_starts_.front())) {
+    std::pop_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
+    plan_starts_.pop_back();
+  }
+}
+
+void Scheduler::PushPlanStart(Time start, core::RequestId id) {
+  plan_starts_.push_back({start, id});
+  std::push_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
 }
 
 void Scheduler::DropAllPlans() {
@@ -268,8 +290,8 @@ void Scheduler::DropAllPlans() {
 
 void Scheduler::EnsurePlanned() { Replan(clock_.Now(), nullptr); }
 
-std::size_t Scheduler::ReplanAllForTest() {
-  dirty_from_ = 0;
+std::size_t Scheduler::ReplanFromForTest(std::size_t position) {
+  dirty_from_ = position;
   CycleStats stats;
   Replan(clock_.Now(), &stats);
   return stats.planned;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,8 +52,7 @@ struct RequestRecord {
   std::optional<Plan> plan;  // queued: its planned slot; nullopt if unplaceable
   WaitCause wait_cause = WaitCause::kNone;
   std::optional<core::Time> promised_start;  // planned start at submit
-  // Once started: where and when it runs.
-  std::optional<Plan> placement;
+  // Once started: its reservation and when it runs.
   std::optional<core::ReservationId> reservation;
   std::optional<core::Interval> window;
   std::optional<core::Time> actual_start;
@@ -60,7 +60,8 @@ struct RequestRecord {
   bool early_release = false;
   // Progress events already emitted: bit 0 = 25 %, 1 = 50 %, 2 = 75 %, 3 = exit notice.
   std::uint8_t milestones_done = 0;
-  std::optional<PendingExtension> pending_extension;
+  // Rare, so kept out of line (immutable once made; replaced, never modified).
+  std::shared_ptr<const PendingExtension> pending_extension;
   int requeue_count = 0;
 };
 

@@ -418,10 +418,8 @@ Status Scheduler::SetNodeHealth(core::NodeId node, core::NodeHealth health) {
              health == core::NodeHealth::kCordoned ? "NodeCordoned" : "NodeUnhealthy",
              "node unavailable; plans moved to other nodes");
     for (auto& [id, r] : requests_) {
-      if ((r.phase == RequestPhase::kActive || r.phase == RequestPhase::kProvisioning) &&
-          r.placement &&
-          std::find(r.placement->nodes.begin(), r.placement->nodes.end(), node) !=
-              r.placement->nodes.end()) {
+      if ((r.phase == RequestPhase::kActive || r.phase == RequestPhase::kProvisioning) && r.plan &&
+          std::find(r.plan->nodes.begin(), r.plan->nodes.end(), node) != r.plan->nodes.end()) {
         Emit(r, core::EventType::kWarning, "NodeUnhealthy",
              fmt::format("node {} of this request became unavailable", n->name));
       }

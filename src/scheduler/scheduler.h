@@ -39,6 +39,7 @@
 #include "scheduler/backfill_policy.h"
 #include "scheduler/request_record.h"
 #include "scheduler/snapshot.h"
+#include "scheduler/timer_heap.h"
 #include "scheduler/workspace_load.h"
 
 namespace egs::scheduler {
@@ -209,8 +210,9 @@ class Scheduler {
   const std::unordered_map<core::RequestId, RequestRecord>& requests() const { return requests_; }
   std::vector<core::Event> TakeEvents();
   std::size_t placement_count() const { return placements_; }
-  // Full re-plan from scratch (benchmarks; the loop re-plans incrementally).
-  std::size_t ReplanAllForTest();
+  // Re-plans the queue from `position` on, as a change there would (benchmarks; the loop
+  // re-plans incrementally on its own). Returns the number of placements made.
+  std::size_t ReplanFromForTest(std::size_t position);
 
  private:
   struct Placement {
@@ -232,9 +234,13 @@ class Scheduler {
   void StartRequest(RequestRecord& r, core::Time now);
   void FinishReservation(RequestRecord& r, core::Time end);
   void Requeue(RequestRecord& r, std::string reason);
+  // Pushes the request's next pending milestone (the earliest not yet emitted).
   void ScheduleMilestones(const RequestRecord& r);
-  void CancelMilestones(const RequestRecord& r);
   void FireMilestones(core::Time now);
+  std::optional<core::Time> MilestoneTime(const RequestRecord& r, std::uint8_t bit) const;
+  bool IsLiveEnd(const TimerHeap::Entry& e) const;
+  bool IsLiveMilestone(const TimerHeap::Entry& e) const;
+  void PruneTimers() const;
   void Publish(core::Time now);
   void DrainCommands(CycleStats& stats);
   common::Result<RequestRecord*> Find(core::RequestId id);
@@ -271,6 +277,10 @@ class Scheduler {
       const Prepare& prepare) const;
   void ApplyExtension(RequestRecord& r, core::Duration extra);
   void DropAllPlans();
+  bool IsLivePlanStart(const std::pair<core::Time, core::RequestId>& entry) const;
+  // Pops stale entries off the top of plan_starts_.
+  void PrunePlanStarts() const;
+  void PushPlanStart(core::Time start, core::RequestId id);
   BackfillPolicy::Walk WalkBefore(std::size_t position, core::Time now) const;
   int QueuePriority(const core::RequestSpec& spec) const {
     return options_.queue_by_priority ? spec.priority : 0;
@@ -298,10 +308,14 @@ class Scheduler {
 
   // Planning state. `dirty_from_` is the first queue position whose plan may be stale.
   std::optional<std::size_t> dirty_from_;
-  std::set<std::pair<core::Time, core::RequestId>> plan_starts_;  // queued with a plan
-  std::set<std::pair<core::Time, core::RequestId>> ends_;         // holding nodes
-  // Progress events still to fire: (when, request, milestone bit).
-  std::set<std::tuple<core::Time, core::RequestId, std::uint8_t>> milestones_;
+  // Min-heap of (planned start, request) over queued requests with a plan. Entries go stale when
+  // a plan changes; stale ones are skipped when they reach the top and compacted in Replan, so
+  // the heap costs 16 bytes per plan instead of a tree node.
+  mutable std::vector<std::pair<core::Time, core::RequestId>> plan_starts_;
+  // Ends of reservations and the next progress milestone of each, lazily pruned (see
+  // TimerHeap); mutable so that NextWakeup can drop stale tops.
+  mutable TimerHeap ends_;
+  mutable TimerHeap milestones_;
   std::size_t placements_ = 0;
 
   std::vector<core::Event> events_;

@@ -331,7 +331,7 @@ TEST(SchedulerTest, FailedPrecheckRequeuesOnAnotherNode) {
   h.Cycle();  // start, fail, requeue
   h.Cycle();  // start again on node 2
   EXPECT_EQ(h.Get(a).phase, RequestPhase::kActive);
-  EXPECT_EQ(h.Get(a).placement->nodes[0], core::NodeId(2));
+  EXPECT_EQ(h.Get(a).plan->nodes[0], core::NodeId(2));
   EXPECT_EQ(h.Get(a).requeue_count, 1);
   EXPECT_FALSE(h.sched->inventory().IsAvailable(core::NodeId(1), {T(0), T(1)}));
 }

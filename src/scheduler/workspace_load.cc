@@ -46,6 +46,10 @@ std::optional<core::Time> WorkspaceLoad::EarliestStart(
     core::Time not_before, core::Duration length, int gpus, const Limits& limits,
     std::int32_t max_plan_rank, std::optional<core::RequestId> ignore) const {
   if (limits.gpu_quota && gpus > *limits.gpu_quota) return std::nullopt;
+  // Fewer entries than the limit and no quota: nothing can be violated.
+  if (!limits.gpu_quota && static_cast<std::int64_t>(entries_.size()) < limits.max_active) {
+    return not_before;
+  }
   // 1. Collect the +/- changes of the counted entries that end after not_before.
   std::vector<std::pair<core::Time, std::pair<int, int>>> deltas;
   for (const Entry& e : entries_) {

@@ -1,0 +1,270 @@
+// Scheduling-core benchmarks at the scale of issue 2: 5,000 nodes of 8 GPUs in 20 pools
+// (2 clusters x 10 shapes), 10 future reservations per node, 10,000 queued requests.
+//
+// The future reservations are advance bookings: 50,000 one-node requests at the top priority,
+// each with an earliest start somewhere in the next 14 days, so they sit ahead of every regular
+// request and keep their slots when the regular queue is re-planned. The regular queue is a
+// realistic mix: 60 % of 1-4 GPUs on one node, 25 % one whole node, 15 % 2-16 whole nodes.
+//
+// Reported: quote latency percentiles, re-plan of the 10,000 regular requests and of the whole
+// queue, placement decisions per second, heap bytes per queued request, and the same quote
+// computed by a naive full re-plan, with the ratio.
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "common/rng.h"
+#include "common/simulated_clock.h"
+#include "scheduler/fake_cluster_connector.h"
+#include "scheduler/scheduler.h"
+
+namespace egs {
+namespace {
+
+constexpr int kClusters = 2;
+constexpr int kShapesPerCluster = 10;
+constexpr int kNodesPerPool = 250;
+constexpr int kCalendarPerNode = 10;
+constexpr int kQueued = 10'000;
+constexpr int kCalendarPriority = 1000;
+
+struct World {
+  common::SimulatedClock clock{common::FromUnixMicros(1'800'000'000'000'000)};
+  scheduler::FakeClusterConnector connector;
+  std::unique_ptr<scheduler::Scheduler> sched;
+  std::size_t calendar = 0;
+  std::size_t bytes_per_queued = 0;
+};
+
+core::RequestSpec RegularSpec(common::Rng& rng) {
+  core::RequestSpec s;
+  s.workspace = core::WorkspaceId(static_cast<std::uint32_t>(rng.UniformInt(2, 21)));
+  s.shapes = {core::ShapeId(static_cast<std::uint32_t>(rng.UniformInt(1, kShapesPerCluster)))};
+  double u = rng.Uniform();
+  if (u < 0.60) {
+    s.nodes = 1;
+    s.gpus_per_node = static_cast<int>(rng.UniformInt(1, 4));
+  } else if (u < 0.85) {
+    s.nodes = 1;
+  } else {
+    s.nodes = static_cast<int>(rng.UniformInt(2, 16));
+  }
+  static constexpr int kHours[] = {1, 4, 12, 24, 72};
+  s.duration = common::Hours(kHours[rng.UniformInt(0, 4)]);
+  s.priority = static_cast<int>(rng.UniformInt(0, 5)) * 100;
+  return s;
+}
+
+World& TheWorld() {
+  static World* world = [] {
+    auto* w = new World();  // NOLINT: intentionally leaked, shared by every benchmark
+    w->sched = std::make_unique<scheduler::Scheduler>(w->clock, w->connector);
+    auto& s = *w->sched;
+    std::uint32_t node_id = 1;
+    for (int c = 1; c <= kClusters; ++c) {
+      core::Cluster cl;
+      cl.id = core::ClusterId(static_cast<std::uint32_t>(c));
+      cl.name = "cluster-" + std::to_string(c);
+      EGS_CHECK(s.AddCluster(cl).ok());
+    }
+    for (int sh = 1; sh <= kShapesPerCluster; ++sh) {
+      core::GpuShape shape;
+      shape.id = core::ShapeId(static_cast<std::uint32_t>(sh));
+      shape.name = "shape-" + std::to_string(sh);
+      shape.gpus_per_node = 8;
+      EGS_CHECK(s.AddShape(shape).ok());
+      for (int c = 1; c <= kClusters; ++c) {
+        for (int i = 0; i < kNodesPerPool; ++i) {
+          core::Node n;
+          n.id = core::NodeId(node_id++);
+          n.name = "node-" + std::to_string(n.id.value());
+          n.cluster = core::ClusterId(static_cast<std::uint32_t>(c));
+          n.shape = shape.id;
+          n.gpus.resize(8);
+          EGS_CHECK(s.AddNode(n).ok());
+        }
+      }
+    }
+    for (std::uint32_t ws = 1; ws <= 21; ++ws) {
+      core::Workspace w_;
+      w_.id = core::WorkspaceId(ws);
+      w_.name = "ws-" + std::to_string(ws);
+      w_.policy.max_active_requests = 1'000'000;
+      w_.policy.max_priority = 1000;
+      EGS_CHECK(s.AddWorkspace(w_).ok());
+    }
+    common::Rng rng(42);
+    const core::Time now = w->clock.Now();
+    // Advance bookings: a calendar of whole-node reservations over the next 14 days.
+    const int calendar = kClusters * kShapesPerCluster * kNodesPerPool * kCalendarPerNode;
+    for (int i = 0; i < calendar; ++i) {
+      core::RequestSpec spec;
+      spec.workspace = core::WorkspaceId(1);
+      spec.shapes = {core::ShapeId(static_cast<std::uint32_t>(i % kShapesPerCluster + 1))};
+      spec.nodes = 1;
+      spec.duration = common::Hours(rng.UniformInt(2, 12));
+      spec.priority = kCalendarPriority;
+      spec.earliest_start = now + common::Minutes(rng.UniformInt(0, 14 * 24 * 60));
+      EGS_CHECK(s.Submit(spec).ok());
+    }
+    w->calendar = static_cast<std::size_t>(calendar);
+    // Regular queue, submitted in queue order so that every insert lands at the tail.
+    std::vector<core::RequestSpec> specs;
+    for (int i = 0; i < kQueued; ++i) specs.push_back(RegularSpec(rng));
+    std::stable_sort(specs.begin(), specs.end(),
+                     [](const auto& a, const auto& b) { return a.priority > b.priority; });
+    // Events go to the store in egsd; they are not part of a queued request's footprint.
+    s.TakeEvents();
+    std::size_t before = mallinfo2().uordblks;
+    for (const auto& spec : specs) EGS_CHECK(s.Submit(spec).ok());
+    s.TakeEvents();
+    std::size_t after = mallinfo2().uordblks;
+    w->bytes_per_queued = (after - before) / kQueued;
+    return w;
+  }();
+  return *world;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  auto k = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1));
+  return v[k];
+}
+
+void BM_Quote(benchmark::State& state) {
+  World& w = TheWorld();
+  common::Rng rng(7);
+  std::vector<double> micros;
+  for (auto _ : state) {
+    core::RequestSpec spec = RegularSpec(rng);
+    auto t0 = std::chrono::steady_clock::now();
+    auto q = w.sched->Quote(spec);
+    auto t1 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(q);
+    micros.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  state.counters["p50_us"] = Percentile(micros, 0.50);
+  state.counters["p99_us"] = Percentile(micros, 0.99);
+  state.counters["max_us"] = Percentile(micros, 1.0);
+}
+BENCHMARK(BM_Quote)->Iterations(2000)->Unit(benchmark::kMicrosecond);
+
+void BM_ReplanRegularQueue(benchmark::State& state) {
+  World& w = TheWorld();
+  std::size_t placed = 0;
+  for (auto _ : state) placed += w.sched->ReplanFromForTest(w.calendar);
+  state.counters["placements_per_s"] =
+      benchmark::Counter(static_cast<double>(placed), benchmark::Counter::kIsRate);
+  state.counters["requests"] = static_cast<double>(w.sched->queue().size() - w.calendar);
+  state.counters["bytes_per_queued_request"] = static_cast<double>(w.bytes_per_queued);
+}
+BENCHMARK(BM_ReplanRegularQueue)->Iterations(5)->Unit(benchmark::kMillisecond);
+
+void BM_ReplanWholeQueue(benchmark::State& state) {
+  World& w = TheWorld();
+  std::size_t placed = 0;
+  for (auto _ : state) placed += w.sched->ReplanFromForTest(0);
+  state.counters["placements_per_s"] =
+      benchmark::Counter(static_cast<double>(placed), benchmark::Counter::kIsRate);
+  state.counters["requests"] = static_cast<double>(w.sched->queue().size());
+}
+BENCHMARK(BM_ReplanWholeQueue)->Iterations(2)->Unit(benchmark::kMillisecond);
+
+// The naive way to answer a quote: insert the request, rebuild the whole regular plan, read its
+// start, take it out again. Checked against Quote() on the same spec.
+void BM_NaiveQuote(benchmark::State& state) {
+  World& w = TheWorld();
+  common::Rng rng(7);
+  std::size_t mismatches = 0;
+  for (auto _ : state) {
+    core::RequestSpec spec = RegularSpec(rng);
+    state.PauseTiming();
+    auto quote = w.sched->Quote(spec);
+    state.ResumeTiming();
+    auto id = w.sched->Submit(spec);
+    w.sched->ReplanFromForTest(w.calendar);
+    const auto* r = w.sched->FindRequest(*id);
+    std::optional<core::Time> start;
+    if (r->plan) start = r->plan->start;
+    state.PauseTiming();
+    std::optional<core::Time> quoted;
+    if (quote->best) quoted = quote->options[*quote->best].start;
+    if (quoted != start) ++mismatches;
+    EGS_CHECK(w.sched->Cancel(*id).ok());
+    w.sched->EnsurePlanned();
+    state.ResumeTiming();
+  }
+  state.counters["mismatches"] = static_cast<double>(mismatches);
+}
+BENCHMARK(BM_NaiveQuote)->Iterations(5)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace egs
+
+namespace egs {
+namespace {
+
+// A connector that keeps nothing: the requests stay Provisioning, holding their reservations.
+class NullConnector final : public core::ClusterConnector {
+ public:
+  void Provision(const core::ProvisionOrder&) override {}
+  void Release(const core::ReleaseOrder&) override {}
+};
+
+// Heap bytes per active reservation: 5,000 one-node requests started on an empty fleet of the
+// same shape; everything the scheduler keeps for them (record, bookings, indexes) counts.
+void BM_ReservationMemory(benchmark::State& state) {
+  std::size_t per_reservation = 0;
+  for (auto _ : state) {
+    common::SimulatedClock clock(common::FromUnixMicros(1'800'000'000'000'000));
+    NullConnector connector;
+    scheduler::Scheduler s(clock, connector);
+    core::Cluster cl;
+    cl.id = core::ClusterId(1);
+    cl.name = "c";
+    EGS_CHECK(s.AddCluster(cl).ok());
+    core::GpuShape shape;
+    shape.id = core::ShapeId(1);
+    shape.name = "8x";
+    shape.gpus_per_node = 8;
+    EGS_CHECK(s.AddShape(shape).ok());
+    for (std::uint32_t i = 1; i <= 5000; ++i) {
+      core::Node n;
+      n.id = core::NodeId(i);
+      n.name = "node-" + std::to_string(i);
+      n.cluster = cl.id;
+      n.shape = shape.id;
+      n.gpus.resize(8);
+      EGS_CHECK(s.AddNode(n).ok());
+    }
+    core::Workspace w;
+    w.id = core::WorkspaceId(1);
+    w.name = "ws";
+    w.policy.max_active_requests = 1'000'000;
+    EGS_CHECK(s.AddWorkspace(w).ok());
+    s.RunCycle(clock.Now());
+    s.TakeEvents();
+    std::size_t before = mallinfo2().uordblks;
+    for (int i = 0; i < 5000; ++i) {
+      core::RequestSpec spec;
+      spec.workspace = w.id;
+      spec.shapes = {shape.id};
+      spec.duration = common::Hours(12);
+      EGS_CHECK(s.Submit(spec).ok());
+    }
+    s.RunCycle(clock.Now());
+    s.TakeEvents();
+    EGS_CHECK(s.queue().empty());
+    std::size_t after = mallinfo2().uordblks;
+    per_reservation = (after - before) / 5000;
+  }
+  state.counters["bytes_per_reservation"] = static_cast<double>(per_reservation);
+}
+BENCHMARK(BM_ReservationMemory)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace egs
