@@ -40,10 +40,13 @@ CycleStats Scheduler::RunCycle(Time now) {
   //    planned for after it).
   FireMilestones(now);
   EndDue(now, stats);
-  // 3. Re-plan what changed.
-  Replan(now, &stats);
-  // 4. Start requests whose planned start has come.
-  StartDue(now, stats);
+  // 3. Re-plan what changed, and 4. start requests whose planned start has come. Starting can
+  //    bring requests into the planning depth, so repeat while that leaves work (bounded).
+  for (int round = 0; round < 16; ++round) {
+    Replan(now, &stats);
+    StartDue(now, stats);
+    if (!dirty_from_) break;
+  }
   // 5. Publish.
   if (options_.publish_snapshots && changed_since_publish_) Publish(now);
   return stats;
@@ -62,11 +65,17 @@ void Scheduler::EndDue(Time now, CycleStats& stats) {
 }
 
 void Scheduler::StartDue(Time now, CycleStats& stats) {
+  std::size_t started_here = 0;
   for (PrunePlanStarts(); !plan_starts_.empty() && plan_starts_.front().first <= now;
        PrunePlanStarts()) {
     RequestRecord& r = requests_.at(plan_starts_.front().second);
     StartRequest(r, now);
     ++stats.started;
+    ++started_here;
+  }
+  // Requests behind the planning depth moved up; plan the ones that entered it.
+  if (started_here && options_.max_planned && queue_.size() >= options_.max_planned) {
+    MarkDirty(options_.max_planned > started_here ? options_.max_planned - started_here : 0);
   }
 }
 

@@ -245,14 +245,24 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   // 2. Place them again in queue order; each sees only the plans ahead of it.
   std::int32_t rank = base;
   BackfillPolicy::Walk walk = WalkBefore(from, now);
-  for (core::RequestId id : tail) BookPlan(requests_.at(id), rank++, now, walk);
+  std::size_t position = from;
+  for (core::RequestId id : tail) {
+    RequestRecord& r = requests_.at(id);
+    if (options_.max_planned && position++ >= options_.max_planned) {
+      r.rank = rank++;
+      r.wait_cause = WaitCause::kCapacity;
+      r.reason = "beyond the planning depth; planned when it moves up the queue";
+      continue;
+    }
+    BookPlan(r, rank++, now, walk);
+  }
   // 3. Compact the start heap when stale entries dominate it.
   if (plan_starts_.size() > 2 * queue_.size() + 64) {
     std::erase_if(plan_starts_, [&](const auto& e) { return !IsLivePlanStart(e); });
     std::make_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
   }
   if (stats) {
-    stats->planned += tail.size();
+    stats->planned += std::min(tail.size(), options_.max_planned ? options_.max_planned : SIZE_MAX);
     stats->replanned = true;
   }
   changed_since_publish_ = true;

@@ -53,6 +53,10 @@ struct SchedulerOptions {
   // Order the queue by priority (then submit time). False orders by submit time only (the FIFO
   // baseline of the simulator).
   bool queue_by_priority = true;
+  // Plan only the first `max_planned` queued requests (0 = all). The rest wait without a plan
+  // (and without a promise) until they move up; a bound like Slurm's bf_max_job_test that keeps
+  // re-planning cheap when the queue is very long. egsd plans everything.
+  std::size_t max_planned = 0;
   // An ExitNotice event is emitted this long before a reservation's end.
   core::Duration exit_notice = std::chrono::minutes(15);
 };

@@ -1,0 +1,285 @@
+#include "sim/simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+#include "common/simulated_clock.h"
+#include "scheduler/fake_cluster_connector.h"
+#include "scheduler/scheduler.h"
+#include "sim/trace_mapping.h"
+
+namespace egs::sim {
+namespace {
+
+using core::Time;
+
+struct FleetModel {
+  std::map<std::string, core::ClusterId> clusters;
+  std::map<std::pair<std::string, int>, core::ShapeId> shapes;  // (model, gpus) -> shape
+  std::map<core::ShapeId, std::pair<std::string, int>> shape_info;
+  int total_gpus = 0;
+};
+
+common::Result<FleetModel> BuildFleet(scheduler::Scheduler& sched,
+                                      const std::vector<FleetNodeSpec>& fleet) {
+  FleetModel m;
+  std::uint32_t next_node = 1;
+  for (const FleetNodeSpec& spec : fleet) {
+    if (spec.gpus < 1) {
+      return common::InvalidArgumentError(
+          fmt::format("fleet node {}: gpus must be >= 1", spec.name));
+    }
+    auto [cit, new_cluster] =
+        m.clusters.try_emplace(spec.cluster, core::ClusterId(m.clusters.size() + 1));
+    if (new_cluster) {
+      core::Cluster c;
+      c.id = cit->second;
+      c.name = spec.cluster.empty() ? "default" : spec.cluster;
+      c.provider = "simulated";
+      EGS_RETURN_IF_ERROR(sched.AddCluster(c));
+    }
+    auto key = std::make_pair(spec.gpu_model, spec.gpus);
+    auto [sit, new_shape] = m.shapes.try_emplace(key, core::ShapeId(m.shapes.size() + 1));
+    if (new_shape) {
+      core::GpuShape s;
+      s.id = sit->second;
+      s.name = fmt::format("{}x{}", spec.gpus, spec.gpu_model.empty() ? "GPU" : spec.gpu_model);
+      s.gpu_model = spec.gpu_model;
+      s.gpus_per_node = spec.gpus;
+      EGS_RETURN_IF_ERROR(sched.AddShape(s));
+      m.shape_info[s.id] = key;
+    }
+    core::Node n;
+    n.id = core::NodeId(next_node++);
+    n.name = spec.name;
+    n.cluster = cit->second;
+    n.shape = sit->second;
+    n.gpus.resize(static_cast<std::size_t>(spec.gpus));
+    for (int g = 0; g < spec.gpus; ++g) n.gpus[static_cast<std::size_t>(g)].index = g;
+    EGS_RETURN_IF_ERROR(sched.AddNode(n));
+    m.total_gpus += spec.gpus;
+  }
+  return m;
+}
+
+// Whether a job constrained to `models` ("A|B", empty = any) may use `model`.
+bool ModelAllowed(const std::string& models, const std::string& model) {
+  if (models.empty()) return true;
+  std::size_t start = 0;
+  while (start <= models.size()) {
+    std::size_t bar = models.find('|', start);
+    if (bar == std::string::npos) bar = models.size();
+    if (models.compare(start, bar - start, model) == 0) return true;
+    start = bar + 1;
+  }
+  return false;
+}
+
+// The request for a job: every shape of one node size whose GPU model the job accepts (a request
+// has one node layout, so all its shapes must have the same GPUs per node).
+core::RequestSpec JobSpec(const TraceJob& job, const FleetModel& fleet, core::WorkspaceId ws,
+                          core::Duration max_booking) {
+  core::RequestSpec spec;
+  spec.name = job.id;
+  spec.workspace = ws;
+  spec.priority = job.priority;
+  spec.duration = RoundUpBooking(job.hold, max_booking);
+  // Node size: the smallest that holds the whole job, else the largest (a multi-node job).
+  std::set<int> sizes;
+  for (const auto& [shape, info] : fleet.shape_info) {
+    if (ModelAllowed(job.gpu_model, info.first)) sizes.insert(info.second);
+  }
+  if (sizes.empty()) return spec;  // no shape: the caller reports it
+  auto fit = sizes.lower_bound(job.gpus);
+  const int node_gpus = fit != sizes.end() ? *fit : *sizes.rbegin();
+  for (const auto& [shape, info] : fleet.shape_info) {
+    if (info.second == node_gpus && ModelAllowed(job.gpu_model, info.first)) {
+      spec.shapes.push_back(shape);
+    }
+  }
+  NodeSplit split = SplitGpus(job.gpus, std::max(node_gpus, 1));
+  spec.nodes = split.nodes;
+  spec.gpus_per_node = split.gpus_per_node;
+  return spec;
+}
+
+struct PolicySetup {
+  scheduler::SchedulerOptions options;
+  std::unique_ptr<scheduler::BackfillPolicy> backfill;
+};
+
+PolicySetup MakePolicy(Policy p, std::size_t max_planned) {
+  PolicySetup s;
+  s.options.publish_snapshots = false;
+  s.options.max_planned = max_planned;
+  s.options.queue_by_priority = p != Policy::kFifo;
+  switch (p) {
+    case Policy::kFifo:
+    case Policy::kPriority:
+      s.backfill = scheduler::MakeNoBackfill();
+      break;
+    case Policy::kEasy:
+      s.backfill = scheduler::MakeEasyBackfill();
+      break;
+    case Policy::kConservative:
+    case Policy::kEgs:
+      s.backfill = scheduler::MakeConservativeBackfill();
+      break;
+  }
+  return s;
+}
+
+}  // namespace
+
+common::Result<Policy> ParsePolicy(std::string_view name) {
+  for (Policy p :
+       {Policy::kFifo, Policy::kPriority, Policy::kEasy, Policy::kConservative, Policy::kEgs}) {
+    if (PolicyName(p) == name) return p;
+  }
+  return common::InvalidArgumentError(
+      fmt::format("--policy: unknown policy '{}' (fifo, priority, easy, conservative, egs)", name));
+}
+
+std::string_view PolicyName(Policy policy) {
+  switch (policy) {
+    case Policy::kFifo:
+      return "fifo";
+    case Policy::kPriority:
+      return "priority";
+    case Policy::kEasy:
+      return "easy";
+    case Policy::kConservative:
+      return "conservative";
+    case Policy::kEgs:
+      return "egs";
+  }
+  return "unknown";
+}
+
+common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<FleetNodeSpec>& fleet,
+                                        const SimConfig& config) {
+  if (fleet.empty()) return common::InvalidArgumentError("fleet: no nodes");
+  if (trace.jobs.empty()) return common::InvalidArgumentError("trace: no jobs");
+  common::SimulatedClock clock(trace.jobs.front().submit);
+  std::unique_ptr<scheduler::Scheduler> sched;
+  scheduler::FakeClusterConnector connector(
+      [&](const core::ProvisionOutcome& o) {
+        sched->Post([o](scheduler::Scheduler& s) { s.OnProvisioned(o); });
+      },
+      [&](core::RequestId id) {
+        sched->Post([id](scheduler::Scheduler& s) { s.OnReleased(id); });
+      });
+  PolicySetup setup = MakePolicy(config.policy, config.max_planned);
+  sched = std::make_unique<scheduler::Scheduler>(clock, connector, setup.options,
+                                                 std::move(setup.backfill));
+  EGS_ASSIGN_OR_RETURN(FleetModel model, BuildFleet(*sched, fleet));
+
+  // Workspaces: one per team, many requests at once (a trace's team runs many jobs in parallel).
+  std::map<std::string, core::WorkspaceId> teams;
+  std::map<std::string, int> quota_of;
+  for (const TeamQuota& q : config.quotas) quota_of[q.team] = q.gpus;
+  auto workspace_for = [&](const std::string& team) -> common::Result<core::WorkspaceId> {
+    auto [it, inserted] = teams.try_emplace(team, core::WorkspaceId(teams.size() + 1));
+    if (inserted) {
+      core::Workspace ws;
+      ws.id = it->second;
+      ws.name = team.empty() ? "default" : team;
+      ws.policy.max_active_requests = 1'000'000;
+      ws.policy.max_priority = 1'000'000;
+      if (config.hard_quota && quota_of.contains(team)) ws.policy.gpu_quota = quota_of[team];
+      EGS_RETURN_IF_ERROR(sched->AddWorkspace(ws));
+    }
+    return it->second;
+  };
+
+  SimResult result;
+  result.total_gpus = model.total_gpus;
+  result.jobs.resize(trace.jobs.size());
+  std::unordered_map<core::RequestId, std::size_t> job_of;
+  std::multimap<Time, core::RequestId> releases;
+  std::size_t next_job = 0;
+  std::size_t seen_orders = 0;
+  Time last_now = common::kInfinitePast;
+  int cycles_at_now = 0;
+  for (;;) {
+    // 1. The next instant anything happens: a submit, a job finishing, or a planned start/end.
+    std::optional<Time> next;
+    if (next_job < trace.jobs.size()) next = trace.jobs[next_job].submit;
+    if (!releases.empty() && (!next || releases.begin()->first < *next)) {
+      next = releases.begin()->first;
+    }
+    if (auto w = sched->NextWakeup(); w && (!next || *w < *next)) next = w;
+    if (!next) break;
+    clock.AdvanceTo(*next);
+    const Time now = clock.Now();
+    // 2. Jobs whose real run is over release their reservation.
+    while (!releases.empty() && releases.begin()->first <= now) {
+      sched->EarlyRelease(releases.begin()->second).IgnoreError();  // may have ended already
+      releases.erase(releases.begin());
+    }
+    // 3. Submits.
+    while (next_job < trace.jobs.size() && trace.jobs[next_job].submit <= now) {
+      const TraceJob& job = trace.jobs[next_job];
+      JobOutcome& out = result.jobs[next_job];
+      out.id = job.id;
+      out.team = job.team;
+      out.gpus = job.gpus;
+      out.priority = job.priority;
+      out.submit = job.submit;
+      out.hold = job.hold;
+      EGS_ASSIGN_OR_RETURN(core::WorkspaceId ws, workspace_for(job.team));
+      core::RequestSpec spec = JobSpec(job, model, ws, config.max_booking);
+      out.requested = spec.duration;
+      auto id = spec.shapes.empty() ? common::Result<core::RequestId>(common::InvalidArgumentError(
+                                          "no shape has the job's GPU model"))
+                                    : sched->Submit(spec);
+      if (!id.ok()) {
+        out.rejected = true;
+        out.reject_reason = id.error().ToString();
+      } else {
+        job_of[*id] = next_job;
+        const auto* r = sched->FindRequest(*id);
+        if (r->plan) {
+          out.promised_start = r->promised_start;
+        } else if (r->wait_cause == scheduler::WaitCause::kUnplaceable) {
+          out.rejected = true;
+          out.reject_reason = r->reason;
+          sched->Cancel(*id).IgnoreError();
+        }
+      }
+      ++next_job;
+    }
+    // 4. Cycle; then learn which requests started, to release them when their job is done.
+    sched->RunCycle(now);
+    sched->RunCycle(now);  // connector outcomes posted by the first cycle
+    result.stats.cycles += 2;
+    if (now == last_now && ++cycles_at_now > 1000) {
+      return common::InternalError(fmt::format("simulation stuck at {}", common::FormatTime(now)));
+    }
+    if (now != last_now) cycles_at_now = 0;
+    last_now = now;
+    const auto& orders = connector.provisioned();
+    for (; seen_orders < orders.size(); ++seen_orders) {
+      core::RequestId id = orders[seen_orders].request;
+      auto it = job_of.find(id);
+      if (it == job_of.end()) continue;
+      JobOutcome& out = result.jobs[it->second];
+      const auto* r = sched->FindRequest(id);
+      out.start = r->actual_start;
+      if (out.hold < out.requested) releases.insert({now + out.hold, id});
+    }
+  }
+  for (const auto& [id, index] : job_of) {
+    const auto* r = sched->FindRequest(id);
+    if (r->finish_time) result.jobs[index].end = r->finish_time;
+  }
+  result.stats.placements = sched->placement_count();
+  return result;
+}
+
+}  // namespace egs::sim

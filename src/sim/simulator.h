@@ -1,0 +1,75 @@
+// Simulator: replays a trace through the real Scheduler on a SimulatedClock.
+//
+// Each trace job becomes a GPU provision request submitted at its submit time; its requested
+// duration is the actual hold rounded up to a booking length (RoundUpBooking), and the request is
+// released early when the actual hold is over. The connector is the in-memory fake, answering at
+// once. Nothing here plans or orders requests: the policy under test is a BackfillPolicy and
+// queue order handed to the same Scheduler that egsd runs.
+//
+// Thread-safety: RunSimulation is a pure function of its inputs (single-threaded inside).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "core/ids.h"
+#include "sim/trace.h"
+
+namespace egs::sim {
+
+// The policies the simulator compares, each a configuration of the one scheduler.
+//   fifo          submit order, no backfill
+//   priority      priority order, no backfill
+//   easy          priority order, EASY backfill (a future slot for the first blocked request)
+//   conservative  priority order, conservative backfill, plan-based estimates (Slurm-style)
+//   egs           EGS: conservative backfill, fair share between teams, calibrated estimates
+enum class Policy { kFifo, kPriority, kEasy, kConservative, kEgs };
+common::Result<Policy> ParsePolicy(std::string_view name);
+std::string_view PolicyName(Policy policy);
+
+struct SimConfig {
+  Policy policy = Policy::kEgs;
+  core::Duration max_booking = common::Hours(72);
+  // Team quotas (GPUs). They set each team's fair share; they cap the plan only if hard_quota.
+  std::vector<TeamQuota> quotas;
+  bool hard_quota = false;
+  // Plan only the first N queued requests (0 = all); see SchedulerOptions::max_planned.
+  std::size_t max_planned = 0;
+};
+
+// What happened to one job.
+struct JobOutcome {
+  std::string id;
+  std::string team;
+  int gpus = 0;
+  int priority = 0;
+  core::Time submit;
+  core::Duration requested{0};
+  core::Duration hold{0};
+  std::optional<core::Time> promised_start;  // the plan-based start recorded at submit
+  std::optional<core::Time> start;           // nullopt: never started
+  std::optional<core::Time> end;
+  bool rejected = false;  // refused at submit (never fits the fleet)
+  std::string reject_reason;
+};
+
+struct SimStats {
+  std::size_t cycles = 0;
+  std::size_t placements = 0;  // scheduler placement decisions
+  double wall_seconds = 0;     // measured by the caller's clock; 0 inside RunSimulation
+};
+
+struct SimResult {
+  std::vector<JobOutcome> jobs;  // in trace order
+  SimStats stats;
+  int total_gpus = 0;
+};
+
+// Replays `trace` on `fleet`. InvalidArgument for an empty fleet or trace; jobs that can never
+// fit (more GPUs than any pool) are reported as rejected, not dropped.
+common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<FleetNodeSpec>& fleet,
+                                        const SimConfig& config);
+
+}  // namespace egs::sim
