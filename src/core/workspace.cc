@@ -34,6 +34,9 @@ common::Status ValidatePolicy(const WorkspacePolicy& p) {
   if (p.idle_timeout && *p.idle_timeout <= Duration(0)) {
     return InvalidArgumentError("policy.idleTimeout: must be > 0");
   }
+  if (p.fair_share_half_life <= Duration(0)) {
+    return InvalidArgumentError("policy.fairShareHalfLife: must be > 0");
+  }
   if (p.promise_tolerance < Duration(0)) {
     return InvalidArgumentError("policy.promiseTolerance: must be >= 0");
   }

@@ -29,6 +29,8 @@ struct WorkspacePolicy {
   bool may_burst = false;
   std::optional<Duration> idle_timeout;
   Duration promise_tolerance = std::chrono::minutes(10);
+  // Half-life of the decayed GPU-hours that order this workspace's requests within a priority.
+  Duration fair_share_half_life = std::chrono::hours(24 * 7);
 
   bool AllowsShape(ShapeId s) const;
   bool AllowsCluster(ClusterId c) const;

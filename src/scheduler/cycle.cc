@@ -40,8 +40,10 @@ CycleStats Scheduler::RunCycle(Time now) {
   //    planned for after it).
   FireMilestones(now);
   EndDue(now, stats);
-  // 3. Re-plan what changed, and 4. start requests whose planned start has come. Starting can
+  // 3. Refresh fair-share keys (re-plans only when the order changed), re-plan what changed,
+  //    and 4. start requests whose planned start has come. Starting can
   //    bring requests into the planning depth, so repeat while that leaves work (bounded).
+  RefreshFairShare(now);
   for (int round = 0; round < 16; ++round) {
     Replan(now, &stats);
     StartDue(now, stats);
@@ -96,6 +98,10 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   r.rank = -1;                        // r.plan now says where it runs
   r.reservation = core::ReservationId(next_reservation_id_++);
   r.actual_start = now;
+  ledger_.AddHolding(r.spec.workspace, TotalGpus(r), now);
+  if (r.promised_start && r.requeue_count == 0) {
+    estimator_.Record(plan.pool.value(), *r.promised_start - r.submit_time, now - r.submit_time);
+  }
   ends_.Push(r.window->end, r.id);
   ends_.Compact([&](const auto& e) { return IsLiveEnd(e); });
   ScheduleMilestones(r);
@@ -114,7 +120,32 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   connector_.Provision(order);
 }
 
+int Scheduler::TotalGpus(const RequestRecord& r) const {
+  return r.plan ? r.plan->gpus_per_node * r.spec.nodes : 0;
+}
+
+void Scheduler::RefreshFairShare(Time now) {
+  if (!options_.fair_share || now - last_fair_share_refresh_ < options_.fair_share_refresh) return;
+  last_fair_share_refresh_ = now;
+  std::vector<core::RequestId> before;
+  before.reserve(queue_.size());
+  queue_.ForEach([&](core::RequestId id) {
+    before.push_back(id);
+    return true;
+  });
+  fair_share_.SetNow(now);
+  queue_.RefreshFairShare();
+  std::size_t i = 0;
+  bool changed = false;
+  queue_.ForEach([&](core::RequestId id) {
+    changed = before[i++] != id;
+    return !changed;
+  });
+  if (changed) MarkDirty(0);
+}
+
 void Scheduler::FinishReservation(RequestRecord& r, Time end) {
+  ledger_.AddHolding(r.spec.workspace, -TotalGpus(r), end);
   r.pending_extension.reset();
   inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
   loads_[r.spec.workspace].Remove(r.id);
@@ -131,6 +162,7 @@ void Scheduler::FinishReservation(RequestRecord& r, Time end) {
 }
 
 void Scheduler::Requeue(RequestRecord& r, std::string reason) {
+  ledger_.AddHolding(r.spec.workspace, -TotalGpus(r), clock_.Now());
   r.milestones_done = 0;
   r.pending_extension.reset();
   inventory_.Unbook({inventory::BookingKind::kReservation, r.id});

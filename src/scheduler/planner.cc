@@ -298,6 +298,20 @@ void Scheduler::DropAllPlans() {
   });
 }
 
+WaitRange Scheduler::EstimateWait(core::PoolId pool, core::Duration planned) const {
+  if (!options_.calibrated_estimates) return {planned, planned};
+  return estimator_.Estimate(pool.value(), planned);
+}
+
+void Scheduler::RecordPromise(RequestRecord& r) {
+  if (!r.plan) return;
+  const Time now = clock_.Now();
+  WaitRange range = EstimateWait(r.plan->pool, r.plan->start - now);
+  r.promised_start = r.plan->start;
+  r.promised_p50 = now + range.p50;
+  r.promised_p90 = now + range.p90;
+}
+
 void Scheduler::EnsurePlanned() { Replan(clock_.Now(), nullptr); }
 
 std::size_t Scheduler::ReplanFromForTest(std::size_t position) {
@@ -323,7 +337,12 @@ common::Result<QuoteResult> Scheduler::Quote(const core::RequestSpec& spec) {
   out.options = EvaluateOptions(live(), effective, out.at, not_before, RankAt(out.queue_position),
                                 std::nullopt);
   for (std::size_t i = 0; i < out.options.size(); ++i) {
-    const auto& o = out.options[i];
+    auto& o = out.options[i];
+    if (o.start) {
+      WaitRange range = EstimateWait(o.pool, *o.start - out.at);
+      o.start_p50 = out.at + range.p50;
+      o.start_p90 = out.at + range.p90;
+    }
     if (o.start && (!out.best || *o.start < *out.options[*out.best].start)) out.best = i;
   }
   return out;

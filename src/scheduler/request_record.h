@@ -52,6 +52,8 @@ struct RequestRecord {
   std::optional<Plan> plan;  // queued: its planned slot; nullopt if unplaceable
   WaitCause wait_cause = WaitCause::kNone;
   std::optional<core::Time> promised_start;  // planned start at submit
+  std::optional<core::Time> promised_p50;    // calibrated estimate at submit
+  std::optional<core::Time> promised_p90;
   // Once started: its reservation and when it runs.
   std::optional<core::ReservationId> reservation;
   std::optional<core::Interval> window;

@@ -44,7 +44,11 @@ Scheduler::Scheduler(common::Clock& clock, core::ClusterConnector& connector,
       connector_(connector),
       options_(options),
       backfill_(std::move(backfill)),
+      ledger_(clock.Now()),
+      fair_share_(ledger_, workspaces_),
       queue_(fair_share_) {
+  fair_share_.set_enabled(options_.fair_share);
+  fair_share_.SetNow(clock.Now());
   snapshot_.store(std::make_shared<const ClusterSnapshot>());
 }
 
@@ -82,6 +86,8 @@ Status Scheduler::AddNode(core::Node node) {
   }
   EGS_ASSIGN_OR_RETURN(core::PoolId pool, inventory_.AddNode(node, shape->second));
   (void)pool;
+  fleet_gpus_ += shape->second.gpus_per_node;
+  fair_share_.set_fleet_gpus(fleet_gpus_);
   if (node.health != core::NodeHealth::kHealthy) {
     EGS_RETURN_IF_ERROR(
         inventory_.MarkUnavailable(node.id, {common::kInfinitePast, common::kInfiniteFuture}));
@@ -99,6 +105,7 @@ Status Scheduler::AddWorkspace(core::Workspace workspace) {
     return common::InvalidArgumentError("workspace.name: must not be empty");
   }
   loads_[workspace.id];
+  ledger_.SetHalfLife(workspace.id, workspace.policy.fair_share_half_life, clock_.Now());
   workspaces_.emplace(workspace.id, std::move(workspace));
   changed_since_publish_ = true;
   return common::OkStatus();
@@ -110,6 +117,7 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
   if (it == workspaces_.end()) {
     return common::NotFoundError(fmt::format("workspace {} not found", id.value()));
   }
+  ledger_.SetHalfLife(id, policy.fair_share_half_life, clock_.Now());
   it->second.policy = std::move(policy);
   MarkDirty(0);
   return common::OkStatus();
@@ -207,7 +215,7 @@ common::Result<core::RequestId> Scheduler::Submit(core::RequestSpec spec) {
     Enqueue(rec);
     // The promise: the plan the request gets now, as a quote would have said.
     EnsurePlanned();
-    if (rec.plan) rec.promised_start = rec.plan->start;
+    RecordPromise(rec);
   }
   changed_since_publish_ = true;
   return rec.id;
@@ -296,7 +304,7 @@ Status Scheduler::Approve(core::RequestId id) {
   Emit(*r, core::EventType::kNormal, "Approved", "approved by an admin");
   Enqueue(*r);
   EnsurePlanned();
-  if (r->plan) r->promised_start = r->plan->start;
+  RecordPromise(*r);
   return common::OkStatus();
 }
 

@@ -36,10 +36,13 @@
 #include "core/workspace.h"
 #include "inventory/inventory.h"
 #include "queue/request_queue.h"
+#include "quota/usage_ledger.h"
 #include "scheduler/backfill_policy.h"
+#include "scheduler/ledger_fair_share.h"
 #include "scheduler/request_record.h"
 #include "scheduler/snapshot.h"
 #include "scheduler/timer_heap.h"
+#include "scheduler/wait_estimator.h"
 #include "scheduler/workspace_load.h"
 
 namespace egs::scheduler {
@@ -57,6 +60,12 @@ struct SchedulerOptions {
   // (and without a promise) until they move up; a bound like Slurm's bf_max_job_test that keeps
   // re-planning cheap when the queue is very long. egsd plans everything.
   std::size_t max_planned = 0;
+  // Order requests of equal priority by their workspace's decayed usage (fair share); keys are
+  // refreshed every `fair_share_refresh`.
+  bool fair_share = true;
+  core::Duration fair_share_refresh = std::chrono::minutes(5);
+  // Calibrate P50/P90 starts from history (WaitEstimator); off = the plan is the estimate.
+  bool calibrated_estimates = true;
   // An ExitNotice event is emitted this long before a reservation's end.
   core::Duration exit_notice = std::chrono::minutes(15);
 };
@@ -67,8 +76,11 @@ struct QuoteOption {
   core::ClusterId cluster;
   core::PoolId pool;
   std::optional<core::Time> start;  // nullopt: can never fit here (see reason)
-  core::Duration wait{0};           // start - now
-  std::optional<double> price;      // nodes x GPUs x hours x price per GPU-hour, if priced
+  // Calibrated range for the start (see WaitEstimator); equal to `start` without history.
+  std::optional<core::Time> start_p50;
+  std::optional<core::Time> start_p90;
+  core::Duration wait{0};       // start - now
+  std::optional<double> price;  // nodes x GPUs x hours x price per GPU-hour, if priced
   WaitCause cause = WaitCause::kNone;
   std::string reason;
   std::vector<core::NodeId> nodes;  // the nodes it would get
@@ -214,6 +226,7 @@ class Scheduler {
   const std::unordered_map<core::RequestId, RequestRecord>& requests() const { return requests_; }
   std::vector<core::Event> TakeEvents();
   std::size_t placement_count() const { return placements_; }
+  const quota::UsageLedger& ledger() const { return ledger_; }
   // Re-plans the queue from `position` on, as a change there would (benchmarks; the loop
   // re-plans incrementally on its own). Returns the number of placements made.
   std::size_t ReplanFromForTest(std::size_t position);
@@ -285,6 +298,11 @@ class Scheduler {
   // Pops stale entries off the top of plan_starts_.
   void PrunePlanStarts() const;
   void PushPlanStart(core::Time start, core::RequestId id);
+  // Records the promise (plan start and calibrated P50/P90) of a request just queued.
+  void RecordPromise(RequestRecord& r);
+  WaitRange EstimateWait(core::PoolId pool, core::Duration planned) const;
+  void RefreshFairShare(core::Time now);
+  int TotalGpus(const RequestRecord& r) const;
   BackfillPolicy::Walk WalkBefore(std::size_t position, core::Time now) const;
   int QueuePriority(const core::RequestSpec& spec) const {
     return options_.queue_by_priority ? spec.priority : 0;
@@ -303,10 +321,14 @@ class Scheduler {
   std::map<core::WorkspaceId, WorkspaceLoad> loads_;
   std::map<core::NodeId, std::vector<core::Interval>> maintenance_;
   inventory::Inventory inventory_;
-  queue::NoFairShare fair_share_;
+  quota::UsageLedger ledger_;
+  LedgerFairShare fair_share_;
+  core::Time last_fair_share_refresh_ = common::kInfinitePast;
+  WaitEstimator estimator_;
   queue::RequestQueue queue_;
   std::unordered_map<core::RequestId, RequestRecord> requests_;
   std::uint64_t next_request_id_ = 1;
+  int fleet_gpus_ = 0;
   std::uint64_t next_reservation_id_ = 1;
   std::uint64_t next_event_id_ = 1;
 

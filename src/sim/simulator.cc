@@ -118,6 +118,9 @@ PolicySetup MakePolicy(Policy p, std::size_t max_planned) {
   s.options.publish_snapshots = false;
   s.options.max_planned = max_planned;
   s.options.queue_by_priority = p != Policy::kFifo;
+  // Only EGS orders by fair share and calibrates its estimates; the baselines promise the plan.
+  s.options.fair_share = p == Policy::kEgs;
+  s.options.calibrated_estimates = p == Policy::kEgs;
   switch (p) {
     case Policy::kFifo:
     case Policy::kPriority:
@@ -246,6 +249,8 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
         const auto* r = sched->FindRequest(*id);
         if (r->plan) {
           out.promised_start = r->promised_start;
+          out.promised_p50 = r->promised_p50;
+          out.promised_p90 = r->promised_p90;
         } else if (r->wait_cause == scheduler::WaitCause::kUnplaceable) {
           out.rejected = true;
           out.reject_reason = r->reason;

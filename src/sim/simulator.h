@@ -49,7 +49,10 @@ struct JobOutcome {
   core::Duration requested{0};
   core::Duration hold{0};
   std::optional<core::Time> promised_start;  // the plan-based start recorded at submit
-  std::optional<core::Time> start;           // nullopt: never started
+  // The estimate promised at submit: calibrated for egs, equal to the plan for the others.
+  std::optional<core::Time> promised_p50;
+  std::optional<core::Time> promised_p90;
+  std::optional<core::Time> start;  // nullopt: never started
   std::optional<core::Time> end;
   bool rejected = false;  // refused at submit (never fits the fleet)
   std::string reject_reason;

@@ -1,0 +1,17 @@
+#include "scheduler/ledger_fair_share.h"
+
+#include <algorithm>
+
+namespace egs::scheduler {
+
+double LedgerFairShare::Key(core::WorkspaceId workspace) const {
+  if (!enabled_) return 0.0;
+  double share = static_cast<double>(std::max(fleet_gpus_, 1));
+  auto it = workspaces_.find(workspace);
+  if (it != workspaces_.end() && it->second.policy.gpu_quota && *it->second.policy.gpu_quota > 0) {
+    share = *it->second.policy.gpu_quota;
+  }
+  return ledger_.DecayedGpuHours(workspace, now_) / share;
+}
+
+}  // namespace egs::scheduler
