@@ -34,6 +34,12 @@ common::Status ValidatePolicy(const WorkspacePolicy& p) {
   if (p.idle_timeout && *p.idle_timeout <= Duration(0)) {
     return InvalidArgumentError("policy.idleTimeout: must be > 0");
   }
+  if (p.idle_threshold_percent < 0 || p.idle_threshold_percent > 100) {
+    return InvalidArgumentError("policy.idleThresholdPercent: must be within [0, 100]");
+  }
+  if (p.idle_grace < Duration(0)) {
+    return InvalidArgumentError("policy.idleGrace: must be >= 0");
+  }
   if (p.fair_share_half_life <= Duration(0)) {
     return InvalidArgumentError("policy.fairShareHalfLife: must be > 0");
   }

@@ -27,7 +27,12 @@ struct WorkspacePolicy {
   bool share_nodes = false;
   bool preemptible = false;
   bool may_burst = false;
+  // Idle reclaim: when every GPU of an active request stays below `idle_threshold_percent` for
+  // `idle_timeout`, a warning is emitted; still idle `idle_grace` later, the request is
+  // released (reason IdleTimeout). No timeout: never reclaimed.
   std::optional<Duration> idle_timeout;
+  double idle_threshold_percent = 5.0;
+  Duration idle_grace = std::chrono::minutes(10);
   Duration promise_tolerance = std::chrono::minutes(10);
   // Half-life of the decayed GPU-hours that order this workspace's requests within a priority.
   Duration fair_share_half_life = std::chrono::hours(24 * 7);

@@ -39,6 +39,7 @@ CycleStats Scheduler::RunCycle(Time now) {
   // 2. Progress events, then end reservations whose end has come (their nodes were never
   //    planned for after it).
   FireMilestones(now);
+  ReclaimIdle(now);
   EndDue(now, stats);
   // 3. Refresh fair-share keys (re-plans only when the order changed), re-plan what changed,
   //    and 4. start requests whose planned start has come. Starting can
@@ -145,6 +146,9 @@ void Scheduler::RefreshFairShare(Time now) {
 }
 
 void Scheduler::FinishReservation(RequestRecord& r, Time end) {
+  if (r.plan) {
+    for (core::NodeId n : r.plan->nodes) node_idle_.erase({r.id, n});
+  }
   ledger_.AddHolding(r.spec.workspace, -TotalGpus(r), end);
   r.pending_extension.reset();
   inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
@@ -162,6 +166,11 @@ void Scheduler::FinishReservation(RequestRecord& r, Time end) {
 }
 
 void Scheduler::Requeue(RequestRecord& r, std::string reason) {
+  if (r.plan) {
+    for (core::NodeId n : r.plan->nodes) node_idle_.erase({r.id, n});
+  }
+  r.idle_since.reset();
+  r.idle_warned_at.reset();
   ledger_.AddHolding(r.spec.workspace, -TotalGpus(r), clock_.Now());
   r.milestones_done = 0;
   r.pending_extension.reset();
@@ -205,7 +214,8 @@ void Scheduler::OnReleased(core::RequestId id) {
   if (it == requests_.end() || it->second.phase != RequestPhase::kReleasing) return;  // stale
   RequestRecord& r = it->second;
   if (r.early_release) {
-    SetPhase(r, RequestPhase::kReleased, "released early");
+    SetPhase(r, RequestPhase::kReleased,
+             r.reason == "IdleTimeout" ? "IdleTimeout" : "released early");
     Emit(r, core::EventType::kNormal, "Released", "nodes returned to the pool");
   } else {
     SetPhase(r, RequestPhase::kCompleted, "");
@@ -221,6 +231,8 @@ std::optional<Time> Scheduler::NextWakeup() const {
   PrunePlanStarts();
   if (!plan_starts_.empty()) consider(plan_starts_.front().first);
   PruneTimers();
+  idle_checks_.Prune([&](const auto& e) { return IsLiveIdleCheck(e); });
+  if (!idle_checks_.empty()) consider(idle_checks_.top().when);
   if (!ends_.empty()) consider(ends_.top().when);
   if (!milestones_.empty()) consider(milestones_.top().when);
   return next;

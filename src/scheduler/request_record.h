@@ -60,6 +60,10 @@ struct RequestRecord {
   std::optional<core::Time> actual_start;
   std::optional<core::Time> finish_time;
   bool early_release = false;
+  // Idle reclaim: since when every GPU of the request has been below the idle threshold (by
+  // the latest sample of each of its nodes), and when the idle warning went out.
+  std::optional<core::Time> idle_since;
+  std::optional<core::Time> idle_warned_at;
   // Progress events already emitted: bit 0 = 25 %, 1 = 50 %, 2 = 75 %, 3 = exit notice.
   std::uint8_t milestones_done = 0;
   // Rare, so kept out of line (immutable once made; replaced, never modified).

@@ -193,6 +193,13 @@ class Scheduler {
   // A future (or current) maintenance window. InvalidArgument for an empty window.
   common::Status AddMaintenance(core::NodeId node, core::Interval window);
 
+  // --- Telemetry.
+  // GPU utilization (percent, one value per GPU of the node) sampled at `at`. Feeds idle
+  // reclaim of the requests holding the node. NotFound for an unknown node; InvalidArgument
+  // for a value outside [0, 100].
+  common::Status RecordUtilization(core::NodeId node, const std::vector<double>& gpu_percent,
+                                   core::Time at);
+
   // --- Connector outcomes (normally posted by connector threads).
   void OnProvisioned(const core::ProvisionOutcome& outcome);
   void OnReleased(core::RequestId id);
@@ -254,6 +261,10 @@ class Scheduler {
   // Pushes the request's next pending milestone (the earliest not yet emitted).
   void ScheduleMilestones(const RequestRecord& r);
   void FireMilestones(core::Time now);
+  // Warns and releases requests idle beyond their workspace's timeout (idle.cc).
+  void ReclaimIdle(core::Time now);
+  void ScheduleIdleCheck(const RequestRecord& r);
+  bool IsLiveIdleCheck(const TimerHeap::Entry& e) const;
   std::optional<core::Time> MilestoneTime(const RequestRecord& r, std::uint8_t bit) const;
   bool IsLiveEnd(const TimerHeap::Entry& e) const;
   bool IsLiveMilestone(const TimerHeap::Entry& e) const;
@@ -342,6 +353,10 @@ class Scheduler {
   // TimerHeap); mutable so that NextWakeup can drop stale tops.
   mutable TimerHeap ends_;
   mutable TimerHeap milestones_;
+  // Idle checks: tag 0 = warn at idle_since + timeout, tag 1 = release after the grace.
+  mutable TimerHeap idle_checks_;
+  // Latest "all GPUs idle" verdict per (request, node) for requests holding nodes.
+  std::map<std::pair<core::RequestId, core::NodeId>, bool> node_idle_;
   std::size_t placements_ = 0;
 
   std::vector<core::Event> events_;

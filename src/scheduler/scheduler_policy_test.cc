@@ -1,4 +1,5 @@
 // Fair share and calibrated estimates: behaviours of the scheduler that depend on history.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "scheduler/scheduler_test_util.h"
@@ -104,6 +105,87 @@ TEST(EstimateTest, WithoutHistoryThePlanIsTheEstimate) {
   const RequestRecord& r = h.Get(*id);
   EXPECT_EQ(r.promised_p50, r.promised_start);
   EXPECT_EQ(r.promised_p90, r.promised_start);
+}
+
+}  // namespace
+}  // namespace egs::scheduler
+
+namespace egs::scheduler {
+namespace {
+
+using core::RequestPhase;
+using testing::RequestBuilder;
+using testing::SchedulerHarness;
+using testing::T;
+
+class IdleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    h_.AddCluster(1);
+    h_.AddShape(1, 8);
+    h_.AddNodes(1, 1, 2, 8);
+    core::WorkspacePolicy p;
+    p.max_active_requests = 10;
+    p.idle_timeout = common::Minutes(30);
+    p.idle_grace = common::Minutes(10);
+    h_.AddWorkspace(1, p);
+    auto id = h_.sched->Submit(RequestBuilder().Nodes(2).Hours(8).Build());
+    EGS_CHECK(id.ok());
+    id_ = *id;
+    h_.Cycle();
+  }
+  void Sample(core::Time at, double util) {
+    h_.AdvanceTo(at);
+    for (std::uint32_t n = 1; n <= 2; ++n) {
+      EXPECT_TRUE(
+          h_.sched->RecordUtilization(core::NodeId(n), std::vector<double>(8, util), at).ok());
+    }
+    h_.Cycle();
+  }
+  std::vector<std::string> Reasons() {
+    std::vector<std::string> out;
+    for (const auto& e : h_.sched->TakeEvents()) out.push_back(e.reason);
+    return out;
+  }
+  SchedulerHarness h_;
+  core::RequestId id_;
+};
+
+TEST_F(IdleTest, WarnsAtTheTimeoutAndReleasesAfterTheGrace) {
+  Sample(T(1), 2.0);  // idle from T(1)
+  h_.AdvanceTo(T(1) + common::Minutes(29));
+  EXPECT_THAT(Reasons(), ::testing::Not(::testing::Contains("IdleWarning")));
+  h_.AdvanceTo(T(1) + common::Minutes(30));
+  EXPECT_THAT(Reasons(), ::testing::Contains("IdleWarning"));
+  EXPECT_EQ(h_.Get(id_).phase, RequestPhase::kActive);
+  h_.AdvanceTo(T(1) + common::Minutes(40));
+  EXPECT_EQ(h_.Get(id_).phase, RequestPhase::kReleased);
+  EXPECT_EQ(h_.Get(id_).reason, "IdleTimeout");
+  EXPECT_EQ(h_.Get(id_).finish_time, T(1) + common::Minutes(40));
+  EXPECT_EQ(h_.sched->inventory().FreeGpusAt(core::NodeId(1), h_.clock.Now()), 8);
+}
+
+TEST_F(IdleTest, BusySampleCancelsTheWarning) {
+  Sample(T(1), 2.0);
+  h_.AdvanceTo(T(1) + common::Minutes(35));  // warned
+  Sample(T(1) + common::Minutes(36), 80.0);
+  h_.AdvanceTo(T(3));
+  EXPECT_EQ(h_.Get(id_).phase, RequestPhase::kActive);
+  EXPECT_THAT(Reasons(), ::testing::Contains("IdleCleared"));
+}
+
+TEST_F(IdleTest, OneBusyNodeKeepsTheRequest) {
+  h_.AdvanceTo(T(1));
+  ASSERT_TRUE(h_.sched->RecordUtilization(core::NodeId(1), std::vector<double>(8, 1.0), T(1)).ok());
+  ASSERT_TRUE(
+      h_.sched->RecordUtilization(core::NodeId(2), std::vector<double>(8, 50.0), T(1)).ok());
+  h_.AdvanceTo(T(3));
+  EXPECT_EQ(h_.Get(id_).phase, RequestPhase::kActive);
+}
+
+TEST_F(IdleTest, BadSamplesAreRejected) {
+  EXPECT_FALSE(h_.sched->RecordUtilization(core::NodeId(9), {1.0}, T(0)).ok());
+  EXPECT_FALSE(h_.sched->RecordUtilization(core::NodeId(1), {101.0}, T(0)).ok());
 }
 
 }  // namespace
