@@ -180,6 +180,10 @@ class Scheduler {
   common::Result<ExtendOutcome> Extend(core::RequestId id, core::Duration extra);
   common::Status ApproveExtension(core::RequestId id);
   common::Status RejectExtension(core::RequestId id, std::string reason);
+  // Why `id` is where it is, in words: for a queued request which rule sets its start and, when
+  // it waits for capacity, which requests hold the nodes it is planned on and until when.
+  // NotFound for an unknown request.
+  common::Result<std::string> Explain(core::RequestId id);
   // Whose planned start `change` would move, and by how much, without changing anything.
   // NotFound for an unknown request; FailedPrecondition when the change does not apply to the
   // request's phase (priority and nodes: queued; extend: active or provisioning) or is

@@ -410,3 +410,33 @@ TEST(SchedulerTest, CommandsFromOtherThreadsRunOnTheLoop) {
 
 }  // namespace
 }  // namespace egs::scheduler
+
+namespace egs::scheduler {
+namespace {
+
+TEST(ExplainTest, SaysWhoHoldsTheCapacityAndWhy) {
+  testing::SchedulerHarness h;
+  h.SimpleFleet(1, /*max_active=*/10);
+  auto a = h.sched->Submit(testing::RequestBuilder().Hours(2).Build());
+  h.Cycle();
+  auto b = h.sched->Submit(testing::RequestBuilder().Hours(1).Build());
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto why = h.sched->Explain(*b);
+  ASSERT_TRUE(why.ok());
+  EXPECT_THAT(*why, ::testing::HasSubstr("position 1 of 1"));
+  EXPECT_THAT(*why, ::testing::HasSubstr("booked until then by request 1 (Active, running)"));
+  auto running = h.sched->Explain(*a);
+  EXPECT_THAT(*running, ::testing::HasSubstr("Active on 1 node(s)"));
+  EXPECT_FALSE(h.sched->Explain(core::RequestId(42)).ok());
+}
+
+TEST(ExplainTest, NamesTheWorkspaceRule) {
+  testing::SchedulerHarness h;
+  h.SimpleFleet(2, /*max_active=*/1);
+  ASSERT_TRUE(h.sched->Submit(testing::RequestBuilder().Hours(2).Build()).ok());
+  auto b = h.sched->Submit(testing::RequestBuilder().Hours(1).Build());
+  EXPECT_THAT(*h.sched->Explain(*b), ::testing::HasSubstr("maximum of 1 request(s) at once"));
+}
+
+}  // namespace
+}  // namespace egs::scheduler
