@@ -1,0 +1,117 @@
+// What-if impact and extensions of active reservations.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "scheduler/scheduler_test_util.h"
+#include "testing/status_matchers.h"
+
+namespace egs::scheduler {
+namespace {
+
+using common::StatusCode;
+using core::RequestPhase;
+using ::egs::testing::StatusIs;
+using testing::RequestBuilder;
+using testing::SchedulerHarness;
+using testing::T;
+
+class ImpactTest : public ::testing::Test {
+ protected:
+  // One node. `running_` holds it [0, 2h); `next_` is queued behind it (promised at 2h).
+  void SetUp() override {
+    h_.SimpleFleet(1, /*max_active=*/10);
+    running_ = *h_.sched->Submit(RequestBuilder().Hours(2).Build());
+    h_.Cycle();
+    next_ = *h_.sched->Submit(RequestBuilder().Hours(1).Build());
+    ASSERT_EQ(h_.Get(next_).promised_start, T(2));
+  }
+  SchedulerHarness h_;
+  core::RequestId running_;
+  core::RequestId next_;
+};
+
+TEST_F(ImpactTest, ExtensionThatSlipsAPromiseNeedsApproval) {
+  auto out = h_.sched->Extend(running_, common::Hours(1));
+  ASSERT_OK(out);
+  EXPECT_FALSE(out->granted);
+  ASSERT_EQ(out->slips.size(), 1u);
+  EXPECT_EQ(out->slips[0].request, next_);
+  EXPECT_EQ(out->slips[0].before, T(2));
+  EXPECT_EQ(out->slips[0].after, T(3));
+  EXPECT_THAT(out->reason, ::testing::HasSubstr("later than promised"));
+  // Nothing changed yet.
+  EXPECT_EQ(h_.Get(running_).window->end, T(2));
+  EXPECT_EQ(h_.Get(next_).plan->start, T(2));
+  EXPECT_THAT(h_.sched->Extend(running_, common::Hours(1)),
+              StatusIs(StatusCode::kFailedPrecondition));  // one pending at a time
+  ASSERT_OK(h_.sched->ApproveExtension(running_));
+  h_.sched->EnsurePlanned();
+  EXPECT_EQ(h_.Get(running_).window->end, T(3));
+  EXPECT_EQ(h_.Get(next_).plan->start, T(3));
+  ASSERT_OK(h_.sched->inventory().CheckInvariants());
+}
+
+TEST_F(ImpactTest, ExtensionWithinToleranceIsGrantedAtOnce) {
+  auto out = h_.sched->Extend(running_, common::Minutes(5));  // tolerance is 10 min
+  ASSERT_OK(out);
+  EXPECT_TRUE(out->granted);
+  EXPECT_TRUE(out->slips.empty());
+  ASSERT_EQ(out->impact.shifts.size(), 1u);  // it does move, within tolerance
+  h_.sched->EnsurePlanned();
+  EXPECT_EQ(h_.Get(running_).window->end, T(2) + common::Minutes(5));
+  EXPECT_EQ(h_.Get(running_).spec.duration, common::Hours(2) + common::Minutes(5));
+  EXPECT_EQ(h_.Get(next_).plan->start, T(2) + common::Minutes(5));
+}
+
+TEST_F(ImpactTest, RejectedExtensionChangesNothing) {
+  ASSERT_OK(h_.sched->Extend(running_, common::Hours(1)));
+  ASSERT_OK(h_.sched->RejectExtension(running_, "not now"));
+  EXPECT_EQ(h_.Get(running_).window->end, T(2));
+  EXPECT_THAT(h_.sched->ApproveExtension(running_), StatusIs(StatusCode::kFailedPrecondition));
+}
+
+TEST_F(ImpactTest, ExtensionBlockedByMaintenanceFails) {
+  ASSERT_OK(h_.sched->AddMaintenance(core::NodeId(1), {T(2), T(4)}));
+  EXPECT_THAT(h_.sched->Extend(running_, common::Minutes(30)),
+              StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(h_.sched->Extend(running_, core::Duration(0)),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(h_.sched->Extend(next_, common::Hours(1)),
+              StatusIs(StatusCode::kFailedPrecondition));  // not running
+}
+
+TEST_F(ImpactTest, WhatIfPriorityShowsWhoMoves) {
+  auto later = *h_.sched->Submit(RequestBuilder().Hours(1).Priority(50).Build());
+  EXPECT_EQ(h_.Get(later).plan->start, T(3));
+  WhatIfChange c;
+  c.kind = WhatIfChange::Kind::kPriority;
+  c.request = later;
+  c.priority = 900;
+  auto impact = h_.sched->WhatIf(c);
+  ASSERT_OK(impact);
+  ASSERT_EQ(impact->shifts.size(), 2u);
+  EXPECT_EQ(impact->shifts[0].request, next_);
+  EXPECT_EQ(impact->shifts[0].after, T(3));
+  EXPECT_EQ(impact->shifts[1].request, later);
+  EXPECT_EQ(impact->shifts[1].after, T(2));
+  EXPECT_EQ(h_.Get(later).plan->start, T(3));  // unchanged
+  EXPECT_EQ(h_.Get(later).spec.priority, 50);
+}
+
+TEST_F(ImpactTest, WhatIfNodesAndBadInput) {
+  WhatIfChange c;
+  c.kind = WhatIfChange::Kind::kNodes;
+  c.request = next_;
+  c.nodes = 2;  // more than the pool has: loses its plan
+  auto impact = h_.sched->WhatIf(c);
+  ASSERT_OK(impact);
+  ASSERT_EQ(impact->shifts.size(), 1u);
+  EXPECT_FALSE(impact->shifts[0].after.has_value());
+  c.nodes = 0;
+  EXPECT_THAT(h_.sched->WhatIf(c), StatusIs(StatusCode::kInvalidArgument));
+  c.request = core::RequestId(99);
+  EXPECT_THAT(h_.sched->WhatIf(c), StatusIs(StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace egs::scheduler
