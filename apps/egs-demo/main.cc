@@ -69,13 +69,7 @@ int Run(const Args& args) {
   const Time origin = common::FromUnixMicros(1'798'761'600'000'000);  // 2027-01-01T00:00:00Z
   common::SimulatedClock clock(origin);
   std::unique_ptr<scheduler::Scheduler> sched;
-  scheduler::FakeClusterConnector connector(
-      [&](const core::ProvisionOutcome& o) {
-        sched->Post([o](scheduler::Scheduler& s) { s.OnProvisioned(o); });
-      },
-      [&](core::RequestId id) {
-        sched->Post([id](scheduler::Scheduler& s) { s.OnReleased(id); });
-      });
+  auto connector = scheduler::FakeClusterConnector::PostingTo(sched);
   sched = std::make_unique<scheduler::Scheduler>(clock, connector);
 
   // 1. Fleet: one cluster, one shape, the trace's nodes.

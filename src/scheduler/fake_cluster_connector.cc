@@ -1,10 +1,22 @@
 #include "scheduler/fake_cluster_connector.h"
 
+#include "scheduler/scheduler.h"
+
 namespace egs::scheduler {
 
 FakeClusterConnector::FakeClusterConnector(ProvisionCallback on_provisioned,
                                            ReleaseCallback on_released)
     : on_provisioned_(std::move(on_provisioned)), on_released_(std::move(on_released)) {}
+
+FakeClusterConnector FakeClusterConnector::PostingTo(const std::unique_ptr<Scheduler>& scheduler) {
+  return FakeClusterConnector(
+      [&scheduler](const core::ProvisionOutcome& o) {
+        scheduler->Post([o](Scheduler& s) { s.OnProvisioned(o); });
+      },
+      [&scheduler](core::RequestId id) {
+        scheduler->Post([id](Scheduler& s) { s.OnReleased(id); });
+      });
+}
 
 void FakeClusterConnector::Provision(const core::ProvisionOrder& order) {
   provisioned_.push_back(order);

@@ -6,10 +6,15 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <set>
 #include <vector>
 
 #include "core/cluster_connector.h"
+
+namespace egs::scheduler {
+class Scheduler;
+}  // namespace egs::scheduler
 
 namespace egs::scheduler {
 
@@ -30,6 +35,10 @@ class FakeClusterConnector final : public core::ClusterConnector {
 
   const std::vector<core::ProvisionOrder>& provisioned() const { return provisioned_; }
   const std::vector<core::ReleaseOrder>& released() const { return released_; }
+
+  // An auto-completing connector whose outcomes are posted as commands to `*scheduler` (which
+  // may be created after the connector, but must exist before the first order).
+  static FakeClusterConnector PostingTo(const std::unique_ptr<Scheduler>& scheduler);
 
  private:
   ProvisionCallback on_provisioned_;

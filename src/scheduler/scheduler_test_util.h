@@ -72,11 +72,7 @@ class SchedulerHarness {
  public:
   explicit SchedulerHarness(SchedulerOptions options = {})
       : clock(common::FromUnixMicros(0)),
-        connector(
-            [this](const core::ProvisionOutcome& o) {
-              sched->Post([o](Scheduler& s) { s.OnProvisioned(o); });
-            },
-            [this](core::RequestId id) { sched->Post([id](Scheduler& s) { s.OnReleased(id); }); }),
+        connector(FakeClusterConnector::PostingTo(sched)),
         sched(std::make_unique<Scheduler>(clock, connector, options)) {}
 
   void AddCluster(std::uint32_t id) {

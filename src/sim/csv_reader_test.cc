@@ -3,16 +3,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "sim/temp_dir_test_util.h"
 #include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace egs::sim {
 namespace {
 
 using common::StatusCode;
+using ::egs::testing::StatusIs;
+using ::egs::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::StatusIs;
 
 TEST(CsvReaderTest, ReadsRecordsSkippingBlankLinesAndCrLf) {
   TempDir dir;
@@ -46,7 +47,7 @@ TEST(CsvReaderTest, ReadsRecordsSkippingBlankLinesAndCrLf) {
 TEST(CsvReaderTest, MissingFileIsNotFound) {
   TempDir dir;
   CsvReader csv;
-  EXPECT_THAT(csv.Open(dir.Path("nope.csv")), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(csv.Open(dir.File("nope.csv")), StatusIs(StatusCode::kNotFound));
 }
 
 TEST(CsvReaderTest, EmptyFileAndMissingColumnAreInvalid) {

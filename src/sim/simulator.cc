@@ -170,13 +170,7 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
   if (trace.jobs.empty()) return common::InvalidArgumentError("trace: no jobs");
   common::SimulatedClock clock(trace.jobs.front().submit);
   std::unique_ptr<scheduler::Scheduler> sched;
-  scheduler::FakeClusterConnector connector(
-      [&](const core::ProvisionOutcome& o) {
-        sched->Post([o](scheduler::Scheduler& s) { s.OnProvisioned(o); });
-      },
-      [&](core::RequestId id) {
-        sched->Post([id](scheduler::Scheduler& s) { s.OnReleased(id); });
-      });
+  auto connector = scheduler::FakeClusterConnector::PostingTo(sched);
   PolicySetup setup = MakePolicy(config.policy, config.max_planned);
   sched = std::make_unique<scheduler::Scheduler>(clock, connector, setup.options,
                                                  std::move(setup.backfill));

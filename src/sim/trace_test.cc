@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "sim/temp_dir_test_util.h"
 #include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace egs::sim {
 namespace {
@@ -17,9 +17,10 @@ namespace {
 using common::FromUnixMicros;
 using common::Seconds;
 using common::StatusCode;
+using ::egs::testing::StatusIs;
+using ::egs::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::StatusIs;
 
 constexpr std::string_view kTiresiasHeader =
     "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n";
@@ -117,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(LoadPhillyTest, MissingFileAndBadHeader) {
   TempDir dir;
-  EXPECT_THAT(LoadPhilly(dir.Path("absent.csv")), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(LoadPhilly(dir.File("absent.csv")), StatusIs(StatusCode::kNotFound));
   std::string path = dir.Write("philly.csv", "timestamp,duration,gpus,gpu_time,cluster\n");
   ExpectInvalid(LoadPhilly(path), "missing column 'num_gpus'");
 }

@@ -11,33 +11,11 @@
 
 #include "common/time.h"
 #include "store/store.h"
+#include "testing/temp_dir.h"
 
 namespace egs::store::testing {
 
-// A fresh, empty directory under the system temp dir, removed (with its contents) on
-// destruction. The name is unique per process and object.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            fmt::format("egs-store-test-{}-{}", ::getpid(), ++counter);
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using ::egs::testing::TempDir;
 
 inline StoredObject Obj(std::string kind, std::string ns, std::string name,
                         std::string data = "{}") {
