@@ -15,6 +15,7 @@
 
 #include "common/simulated_clock.h"
 #include "scheduler/fake_cluster_connector.h"
+#include "scheduler/promise_report.h"
 #include "scheduler/scheduler.h"
 #include "sim/trace.h"
 #include "sim/trace_mapping.h"
@@ -193,6 +194,15 @@ int Run(const Args& args) {
                r->actual_start ? Offset(*r->actual_start, origin) : "-",
                r->finish_time ? Offset(*r->finish_time, origin) : "-",
                r->actual_start ? FormatDuration(*r->actual_start - submit) : "-", nodes_s);
+  }
+  for (const auto& a : scheduler::PromiseReport(sched->requests())) {
+    fmt::print(
+        "promises of workspace {}: {} started, {:.0f}% within 10 min of the P50, "
+        "{:.0f}% by the P90, P50 mean error {}\n",
+        sched->snapshot()->workspaces.count(a.workspace)
+            ? sched->snapshot()->workspaces.at(a.workspace).name
+            : std::to_string(a.workspace.value()),
+        a.started, 100 * a.within_10min, 100 * a.p90_coverage, FormatDuration(a.p50_mae));
   }
   auto inv = sched->inventory().CheckInvariants();
   fmt::print("\n{} requests, mean wait {:.1f} s; inventory invariants: {}\n", job_of.size(),
