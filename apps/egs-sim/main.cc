@@ -1,0 +1,450 @@
+// egs-sim: replays a GPU-cluster trace through the real scheduler under several policies and
+// offered loads, and writes the benchmark report (src/sim/report.h) into --out.
+//
+//   egs-sim --trace {philly|openb|tiresias|PATH.csv} [--traces-dir DIR]
+//           [--fleet {philly|openb|tiresias|NxG}] [--policy egs,conservative,easy,priority,fifo]
+//           [--load 0.5,0.7,0.9,1.1|trace] [--seed N] --out DIR [--max-jobs N]
+//           [--max-planned N] [--lower-bound] [--lb-jobs N] [--lb-windows K]
+//
+// Inputs, per trace (files under --traces-dir, default $EGS_TRACES_DIR or ../shared/traces):
+//   philly    philly-pollux/philly.csv; teams = virtual clusters with quotas from
+//             helios/philly_vc.csv; priorities drawn from DefaultPriorityMix() with --seed.
+//   openb     alibaba-gpu-v2023/openb_pod_list_default.csv; priorities from QoS.
+//   tiresias  tiresias/60_job.csv; priorities drawn like Philly's.
+//   PATH.csv  any of the three formats, told apart by the header.
+// Fleets: philly = 420 nodes x 8 GPUs (the node count of helios/philly_node_sequence.csv; the VC
+// table covers 352 of them, the rest is shared capacity); openb = its GPU node list
+// (openb_node_list_gpu_node.csv); tiresias = tiresias/cluster_spec.csv; NxG = N nodes of G GPUs.
+// The default fleet is the trace's own. --load rescales inter-arrival times to each offered load
+// (RescaleToLoad); 'trace' keeps the recorded arrivals.
+//
+// Exit codes: 0 on success, 2 for a bad flag, otherwise StatusCodeToExit of the failure.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "sim/lower_bound.h"
+#include "sim/priority_mix.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+#include "sim/trace_mapping.h"
+
+namespace egs {
+namespace {
+
+constexpr int kBadFlagExit = 2;
+constexpr int kPhillyNodes = 420;
+
+enum class Format { kPhilly, kOpenb, kTiresias };
+
+struct Args {
+  std::string trace;
+  std::string traces_dir;
+  std::string fleet;  // empty: the trace's own
+  std::vector<sim::Policy> policies;
+  std::vector<std::string> loads = {"0.5", "0.7", "0.9", "1.1"};
+  std::uint64_t seed = 1;
+  std::string out;
+  std::size_t max_jobs = 0;
+  std::size_t max_planned = 0;
+  bool lower_bound = false;
+  std::size_t lb_jobs = 500;
+  std::size_t lb_windows = 3;
+  bool help = false;
+};
+
+constexpr const char* kUsage =
+    "usage: egs-sim --trace {philly|openb|tiresias|PATH.csv} --out DIR [--traces-dir DIR]\n"
+    "               [--fleet {philly|openb|tiresias|NxG}] [--policy egs,conservative,easy,"
+    "priority,fifo]\n"
+    "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
+    "               [--lower-bound] [--lb-jobs N] [--lb-windows K]\n";
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+template <typename T>
+common::Result<T> ParseNumber(const std::string& flag, const std::string& text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return common::InvalidArgumentError(fmt::format("{}: '{}' is not a number", flag, text));
+  }
+  return value;
+}
+
+common::Status ParseFlag(Args& args, const std::string& flag, const std::string& value) {
+  if (flag == "--trace") {
+    args.trace = value;
+  } else if (flag == "--traces-dir") {
+    args.traces_dir = value;
+  } else if (flag == "--fleet") {
+    args.fleet = value;
+  } else if (flag == "--out") {
+    args.out = value;
+  } else if (flag == "--policy") {
+    args.policies.clear();
+    for (const std::string& name : SplitCommas(value)) {
+      EGS_ASSIGN_OR_RETURN(sim::Policy p, sim::ParsePolicy(name));
+      args.policies.push_back(p);
+    }
+  } else if (flag == "--load") {
+    args.loads = SplitCommas(value);
+    for (const std::string& load : args.loads) {
+      if (load == "trace") continue;
+      EGS_ASSIGN_OR_RETURN(double rho, ParseNumber<double>("--load", load));
+      if (!(rho > 0 && rho < 100)) {
+        return common::InvalidArgumentError(
+            fmt::format("--load: '{}' must be 'trace' or a load in (0, 100)", load));
+      }
+    }
+  } else if (flag == "--seed") {
+    EGS_ASSIGN_OR_RETURN(args.seed, ParseNumber<std::uint64_t>(flag, value));
+  } else if (flag == "--max-jobs") {
+    EGS_ASSIGN_OR_RETURN(args.max_jobs, ParseNumber<std::size_t>(flag, value));
+  } else if (flag == "--max-planned") {
+    EGS_ASSIGN_OR_RETURN(args.max_planned, ParseNumber<std::size_t>(flag, value));
+  } else if (flag == "--lb-jobs") {
+    EGS_ASSIGN_OR_RETURN(args.lb_jobs, ParseNumber<std::size_t>(flag, value));
+    if (args.lb_jobs < 1) return common::InvalidArgumentError("--lb-jobs: must be >= 1");
+  } else if (flag == "--lb-windows") {
+    EGS_ASSIGN_OR_RETURN(args.lb_windows, ParseNumber<std::size_t>(flag, value));
+    if (args.lb_windows < 1) return common::InvalidArgumentError("--lb-windows: must be >= 1");
+  } else {
+    return common::InvalidArgumentError(fmt::format("unknown flag '{}'", flag));
+  }
+  return common::OkStatus();
+}
+
+// Accepts "--flag value" and "--flag=value"; --lower-bound and --help take no value.
+common::Result<Args> ParseArgs(int argc, char** argv) {
+  Args args;
+  const char* env = std::getenv("EGS_TRACES_DIR");
+  args.traces_dir = env != nullptr ? env : "../shared/traces";
+  args.policies = {sim::Policy::kEgs, sim::Policy::kConservative, sim::Policy::kEasy,
+                   sim::Policy::kPriority, sim::Policy::kFifo};
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--lower-bound") {
+      args.lower_bound = true;
+      continue;
+    }
+    if (flag == "--help" || flag == "-h") {
+      args.help = true;
+      return args;
+    }
+    std::string value;
+    if (const auto eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag.resize(eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return common::InvalidArgumentError(fmt::format("{}: missing value", flag));
+    }
+    EGS_RETURN_IF_ERROR(ParseFlag(args, flag, value));
+  }
+  if (args.trace.empty()) return common::InvalidArgumentError("--trace: required");
+  if (args.out.empty()) return common::InvalidArgumentError("--out: required");
+  if (args.policies.empty()) return common::InvalidArgumentError("--policy: no policy given");
+  return args;
+}
+
+// The trace's file and format.
+common::Result<std::pair<std::string, Format>> TraceFile(const Args& args) {
+  if (args.trace == "philly") {
+    return std::pair{args.traces_dir + "/philly-pollux/philly.csv", Format::kPhilly};
+  }
+  if (args.trace == "openb") {
+    return std::pair{args.traces_dir + "/alibaba-gpu-v2023/openb_pod_list_default.csv",
+                     Format::kOpenb};
+  }
+  if (args.trace == "tiresias") {
+    return std::pair{args.traces_dir + "/tiresias/60_job.csv", Format::kTiresias};
+  }
+  std::ifstream in(args.trace);
+  std::string header;
+  if (!in || !std::getline(in, header)) {
+    return common::InvalidArgumentError(fmt::format(
+        "--trace: '{}' is neither philly, openb, tiresias nor a readable CSV file", args.trace));
+  }
+  auto has = [&](const char* column) { return header.find(column) != std::string::npos; };
+  if (has("timestamp") && has("num_gpus")) return std::pair{args.trace, Format::kPhilly};
+  if (has("creation_time")) return std::pair{args.trace, Format::kOpenb};
+  if (has("submit_time")) return std::pair{args.trace, Format::kTiresias};
+  return common::InvalidArgumentError(fmt::format(
+      "--trace: cannot tell the format of '{}' from its header (philly, openb or tiresias)",
+      args.trace));
+}
+
+common::Result<sim::Trace> LoadTrace(const std::string& path, Format format) {
+  switch (format) {
+    case Format::kPhilly:
+      return sim::LoadPhilly(path);
+    case Format::kOpenb:
+      return sim::LoadOpenbPods(path);
+    case Format::kTiresias:
+      return sim::LoadTiresias(path);
+  }
+  return common::InternalError("unknown trace format");
+}
+
+common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, Format format,
+                                                          std::string& description) {
+  std::string name = args.fleet;
+  if (name.empty()) {
+    name = format == Format::kPhilly ? "philly" : format == Format::kOpenb ? "openb" : "tiresias";
+  }
+  std::vector<sim::FleetNodeSpec> fleet;
+  if (name == "philly") {
+    for (int i = 0; i < kPhillyNodes; ++i) {
+      fleet.push_back({fmt::format("n{}", i), "philly", "", sim::kPhillyGpusPerNode});
+    }
+    description = fmt::format("philly: {} nodes x {} GPUs", kPhillyNodes, sim::kPhillyGpusPerNode);
+    return fleet;
+  }
+  if (name == "openb") {
+    description = "openb: openb_node_list_gpu_node.csv";
+    return sim::LoadOpenbNodes(args.traces_dir + "/alibaba-gpu-v2023/openb_node_list_gpu_node.csv");
+  }
+  if (name == "tiresias") {
+    description = "tiresias: cluster_spec.csv";
+    return sim::LoadTiresiasClusterSpec(args.traces_dir + "/tiresias/cluster_spec.csv");
+  }
+  const auto x = name.find('x');
+  auto nodes = ParseNumber<int>("--fleet", name.substr(0, x));
+  auto gpus = ParseNumber<int>("--fleet", x == std::string::npos ? "" : name.substr(x + 1));
+  if (!nodes.ok() || !gpus.ok() || *nodes < 1 || *gpus < 1) {
+    return common::InvalidArgumentError(
+        fmt::format("--fleet: '{}' is neither philly, openb, tiresias nor NxG (e.g. 32x8)", name));
+  }
+  for (int i = 0; i < *nodes; ++i) fleet.push_back({fmt::format("n{}", i), "sim", "", *gpus});
+  description = fmt::format("{} nodes x {} GPUs", *nodes, *gpus);
+  return fleet;
+}
+
+// Redraws "[####....] label: 12.3 s" on stderr twice a second while a run is in progress; only
+// when stderr is a terminal.
+class ProgressTicker {
+ public:
+  ProgressTicker(common::Clock& clock, std::size_t done, std::size_t total, std::string label)
+      : clock_(clock), start_(clock.Now()) {
+    if (!isatty(STDERR_FILENO)) return;
+    const std::size_t width = 30, filled = total == 0 ? 0 : width * done / total;
+    bar_ = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "] " + label;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~ProgressTicker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) {
+      thread_.join();
+      fmt::print(stderr, "\r\033[K");
+    }
+  }
+  ProgressTicker(const ProgressTicker&) = delete;
+  ProgressTicker& operator=(const ProgressTicker&) = delete;
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!clock_.WaitUntil(cv_, lock, clock_.Now() + common::Duration(500'000),
+                             [this] { return stop_; })) {
+      fmt::print(stderr, "\r{}: {:.1f} s", bar_, common::ToSeconds(clock_.Now() - start_));
+      std::fflush(stderr);
+    }
+  }
+
+  common::Clock& clock_;
+  common::Time start_;
+  std::string bar_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+struct Setup {
+  sim::Trace trace;
+  std::vector<sim::FleetNodeSpec> fleet;
+  std::string fleet_description;
+  int total_gpus = 0;
+  std::vector<sim::TeamQuota> quotas;
+};
+
+common::Result<Setup> Prepare(const Args& args) {
+  EGS_ASSIGN_OR_RETURN(auto file, TraceFile(args));
+  Setup s;
+  EGS_ASSIGN_OR_RETURN(s.trace, LoadTrace(file.first, file.second));
+  fmt::print(stderr, "egs-sim: {}: {} jobs", file.first, s.trace.jobs.size());
+  for (const sim::SkipCount& skip : s.trace.skipped) {
+    fmt::print(stderr, ", skipped {} ({})", skip.count, skip.reason);
+  }
+  fmt::print(stderr, "\n");
+  if (args.max_jobs > 0 && s.trace.jobs.size() > args.max_jobs) s.trace.jobs.resize(args.max_jobs);
+  if (file.second != Format::kOpenb) {  // no priorities recorded: draw the documented mix
+    EGS_ASSIGN_OR_RETURN(s.trace,
+                         sim::AssignPriorityMix(s.trace, sim::DefaultPriorityMix(), args.seed));
+  }
+  if (file.second == Format::kPhilly) {
+    EGS_ASSIGN_OR_RETURN(s.quotas,
+                         sim::LoadPhillyVcQuotas(args.traces_dir + "/helios/philly_vc.csv"));
+  }
+  EGS_ASSIGN_OR_RETURN(s.fleet, LoadFleet(args, file.second, s.fleet_description));
+  for (const sim::FleetNodeSpec& node : s.fleet) s.total_gpus += node.gpus;
+  return s;
+}
+
+// LP lower bounds on evenly spaced windows of `result`'s requests.
+std::vector<sim::BoundWindow> ComputeBounds(const Args& args, const sim::SimResult& result,
+                                            int total_gpus, common::Clock& clock) {
+  std::vector<sim::BoundWindow> bounds;
+  for (std::size_t first :
+       sim::EvenlySpacedWindows(result.jobs.size(), args.lb_jobs, args.lb_windows)) {
+    const std::vector<sim::LbJob> jobs = sim::LowerBoundJobs(result, first, args.lb_jobs);
+    if (jobs.empty()) continue;
+    auto lb = sim::LowerBoundMeanWait(jobs, total_gpus, {}, &clock);
+    if (!lb.ok()) {
+      fmt::print(stderr, "egs-sim: lower bound of window at {}: {}\n", first,
+                 lb.error().ToString());
+      continue;
+    }
+    const std::size_t count = std::min(args.lb_jobs, result.jobs.size() - first);
+    fmt::print(stderr, "  lower bound, requests {}..{}: {:.1f} s (slot {} s, {:.1f} s to solve)\n",
+               first, first + count - 1, lb->mean_wait_s, common::ToSeconds(lb->slot),
+               lb->solve_seconds);
+    bounds.push_back({first, count, *lb});
+  }
+  return bounds;
+}
+
+int Run(const Args& args, const std::string& command) {
+  auto setup = Prepare(args);
+  if (!setup.ok()) {
+    fmt::print(stderr, "egs-sim: {}\n", setup.error().ToString());
+    return setup.error().code() == common::StatusCode::kInvalidArgument
+               ? kBadFlagExit
+               : common::StatusCodeToExit(setup.error().code());
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(args.out, ec);
+  if (ec) {
+    fmt::print(stderr, "egs-sim: --out: cannot create {}: {}\n", args.out, ec.message());
+    return kBadFlagExit;
+  }
+  common::RealClock clock;
+  sim::ReportInput report{
+      setup->trace.name, setup->fleet_description, setup->total_gpus, args.seed, command, {}};
+  const std::size_t total_runs = args.loads.size() * args.policies.size();
+  for (const std::string& load : args.loads) {
+    common::Result<sim::Trace> scaled =
+        load == "trace"
+            ? common::Result<sim::Trace>(setup->trace)
+            : sim::RescaleToLoad(setup->trace, ParseNumber<double>("--load", load).value_or(0),
+                                 setup->total_gpus);
+    if (!scaled.ok()) {
+      fmt::print(stderr, "egs-sim: --load {}: {}\n", load, scaled.error().ToString());
+      return kBadFlagExit;
+    }
+    const double offered = sim::OfferedLoad(*scaled, setup->total_gpus);
+    std::vector<sim::BoundWindow> bounds;
+    bool bounds_done = !args.lower_bound;
+    for (sim::Policy policy : args.policies) {
+      const std::string name(sim::PolicyName(policy));
+      sim::SimConfig config;
+      config.policy = policy;
+      config.quotas = setup->quotas;
+      config.max_planned = args.max_planned;
+      const common::Time start = clock.Now();
+      common::Result<sim::SimResult> result = [&] {
+        ProgressTicker ticker(clock, report.runs.size(), total_runs,
+                              fmt::format("{} @ load {}", name, load));
+        return sim::RunSimulation(*scaled, setup->fleet, config);
+      }();
+      const double wall = common::ToSeconds(clock.Now() - start);
+      if (!result.ok()) {
+        fmt::print(stderr, "egs-sim: {} @ load {}: {}\n", name, load, result.error().ToString());
+        return common::StatusCodeToExit(result.error().code());
+      }
+      auto summary = sim::SummarizeRun(name, load, offered, *result, wall);
+      common::Status written =
+          summary.ok()
+              ? sim::WriteJobsCsv(
+                    *result,
+                    (std::filesystem::path(args.out) / sim::JobsCsvName(name, load)).string())
+              : summary.error();
+      if (!written.ok()) {
+        fmt::print(stderr, "egs-sim: {}\n", written.ToString());
+        return common::StatusCodeToExit(written.code());
+      }
+      fmt::print(stderr,
+                 "[{}/{}] {} @ load {} (offered {:.3f}): {} requests in {:.2f} s ({:.0f} "
+                 "requests/s, {:.0f} decisions/s), mean wait {:.1f} s\n",
+                 report.runs.size() + 1, total_runs, name, load, offered, result->jobs.size(), wall,
+                 wall > 0 ? static_cast<double>(result->jobs.size()) / wall : 0,
+                 wall > 0 ? static_cast<double>(result->stats.placements) / wall : 0,
+                 summary->metrics.overall.wait_mean_s);
+      if (!bounds_done) {
+        bounds = ComputeBounds(args, *result, setup->total_gpus, clock);
+        bounds_done = true;
+      }
+      if (args.lower_bound) summary->lower_bound = sim::CompareToBounds(*result, bounds);
+      report.runs.push_back(std::move(*summary));
+    }
+  }
+  if (common::Status s = sim::WriteReport(report, args.out); !s.ok()) {
+    fmt::print(stderr, "egs-sim: {}\n", s.ToString());
+    return common::StatusCodeToExit(s.code());
+  }
+  fmt::print(stderr, "egs-sim: wrote {}/summary.json, report.md, SVG plots and per-request CSVs\n",
+             args.out);
+  return 0;
+}
+
+}  // namespace
+}  // namespace egs
+
+int main(int argc, char** argv) {
+  try {
+    auto args = egs::ParseArgs(argc, argv);
+    if (!args.ok()) {
+      fmt::print(stderr, "egs-sim: {}\n{}", args.error().message(), egs::kUsage);
+      return egs::kBadFlagExit;
+    }
+    if (args->help) {
+      fmt::print("{}", egs::kUsage);
+      return 0;
+    }
+    std::string command = "egs-sim";
+    for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+    return egs::Run(*args, command);
+  } catch (const std::exception& e) {  // last resort: nothing below throws on purpose
+    fmt::print(stderr, "egs-sim: internal error: {}\n", e.what());
+    return 1;
+  }
+}
