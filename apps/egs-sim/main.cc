@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -225,13 +226,13 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, Form
     description = fmt::format("philly: {} nodes x {} GPUs", kPhillyNodes, sim::kPhillyGpusPerNode);
     return fleet;
   }
-  if (name == "openb") {
-    description = "openb: openb_node_list_gpu_node.csv";
-    return sim::LoadOpenbNodes(args.traces_dir + "/alibaba-gpu-v2023/openb_node_list_gpu_node.csv");
-  }
-  if (name == "tiresias") {
-    description = "tiresias: cluster_spec.csv";
-    return sim::LoadTiresiasClusterSpec(args.traces_dir + "/tiresias/cluster_spec.csv");
+  if (name == "openb" || name == "tiresias") {
+    auto nodes = name == "openb"
+                     ? sim::LoadOpenbNodes(args.traces_dir +
+                                           "/alibaba-gpu-v2023/openb_node_list_gpu_node.csv")
+                     : sim::LoadTiresiasClusterSpec(args.traces_dir + "/tiresias/cluster_spec.csv");
+    if (nodes.ok()) description = fmt::format("{}: {} nodes", name, nodes->size());
+    return nodes;
   }
   const auto x = name.find('x');
   auto nodes = ParseNumber<int>("--fleet", name.substr(0, x));
@@ -343,6 +344,70 @@ std::vector<sim::BoundWindow> ComputeBounds(const Args& args, const sim::SimResu
   return bounds;
 }
 
+// Where the runs of one load stand: its trace and, with --lower-bound, the bounds computed from
+// the first policy's run (they depend on the requests only, not on the policy).
+struct LoadState {
+  std::string load;
+  sim::Trace trace;
+  double offered = 0;
+  std::optional<std::vector<sim::BoundWindow>> bounds;
+};
+
+// One policy on one load: simulate, write its CSV, print its line, summarize.
+common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, LoadState& state,
+                                          sim::Policy policy, std::size_t done, std::size_t total,
+                                          common::Clock& clock) {
+  const std::string name(sim::PolicyName(policy));
+  sim::SimConfig config;
+  config.policy = policy;
+  config.quotas = setup.quotas;
+  config.max_planned = args.max_planned;
+  const common::Time start = clock.Now();
+  common::Result<sim::SimResult> result = [&] {
+    ProgressTicker ticker(clock, done, total, fmt::format("{} @ load {}", name, state.load));
+    return sim::RunSimulation(state.trace, setup.fleet, config);
+  }();
+  const double wall = common::ToSeconds(clock.Now() - start);
+  if (!result.ok())
+    return result.error().WithContext(fmt::format("{} @ load {}", name, state.load));
+  EGS_ASSIGN_OR_RETURN(sim::RunSummary summary,
+                       sim::SummarizeRun(name, state.load, state.offered, *result, wall));
+  EGS_RETURN_IF_ERROR(sim::WriteJobsCsv(
+      *result, (std::filesystem::path(args.out) / sim::JobsCsvName(name, state.load)).string()));
+  const double rate = wall > 0 ? 1 / wall : 0;
+  fmt::print(stderr,
+             "[{}/{}] {} @ load {} (offered {:.3f}): {} requests in {:.2f} s ({:.0f} requests/s, "
+             "{:.0f} decisions/s), mean wait {:.1f} s\n",
+             done + 1, total, name, state.load, state.offered, result->jobs.size(), wall,
+             static_cast<double>(result->jobs.size()) * rate,
+             static_cast<double>(result->stats.placements) * rate,
+             summary.metrics.overall.wait_mean_s);
+  if (args.lower_bound) {
+    if (!state.bounds) state.bounds = ComputeBounds(args, *result, setup.total_gpus, clock);
+    summary.lower_bound = sim::CompareToBounds(*result, *state.bounds);
+  }
+  return summary;
+}
+
+common::Status RunAll(const Args& args, const Setup& setup, sim::ReportInput& report) {
+  common::RealClock clock;
+  const std::size_t total = args.loads.size() * args.policies.size();
+  for (const std::string& load : args.loads) {
+    LoadState state{load, setup.trace, 0, std::nullopt};
+    if (load != "trace") {
+      EGS_ASSIGN_OR_RETURN(const double rho, ParseNumber<double>("--load", load));
+      EGS_ASSIGN_OR_RETURN(state.trace, sim::RescaleToLoad(setup.trace, rho, setup.total_gpus));
+    }
+    state.offered = sim::OfferedLoad(state.trace, setup.total_gpus);
+    for (sim::Policy policy : args.policies) {
+      EGS_ASSIGN_OR_RETURN(sim::RunSummary summary,
+                           RunPolicy(args, setup, state, policy, report.runs.size(), total, clock));
+      report.runs.push_back(std::move(summary));
+    }
+  }
+  return sim::WriteReport(report, args.out);
+}
+
 int Run(const Args& args, const std::string& command) {
   auto setup = Prepare(args);
   if (!setup.ok()) {
@@ -357,67 +422,9 @@ int Run(const Args& args, const std::string& command) {
     fmt::print(stderr, "egs-sim: --out: cannot create {}: {}\n", args.out, ec.message());
     return kBadFlagExit;
   }
-  common::RealClock clock;
   sim::ReportInput report{
       setup->trace.name, setup->fleet_description, setup->total_gpus, args.seed, command, {}};
-  const std::size_t total_runs = args.loads.size() * args.policies.size();
-  for (const std::string& load : args.loads) {
-    common::Result<sim::Trace> scaled =
-        load == "trace"
-            ? common::Result<sim::Trace>(setup->trace)
-            : sim::RescaleToLoad(setup->trace, ParseNumber<double>("--load", load).value_or(0),
-                                 setup->total_gpus);
-    if (!scaled.ok()) {
-      fmt::print(stderr, "egs-sim: --load {}: {}\n", load, scaled.error().ToString());
-      return kBadFlagExit;
-    }
-    const double offered = sim::OfferedLoad(*scaled, setup->total_gpus);
-    std::vector<sim::BoundWindow> bounds;
-    bool bounds_done = !args.lower_bound;
-    for (sim::Policy policy : args.policies) {
-      const std::string name(sim::PolicyName(policy));
-      sim::SimConfig config;
-      config.policy = policy;
-      config.quotas = setup->quotas;
-      config.max_planned = args.max_planned;
-      const common::Time start = clock.Now();
-      common::Result<sim::SimResult> result = [&] {
-        ProgressTicker ticker(clock, report.runs.size(), total_runs,
-                              fmt::format("{} @ load {}", name, load));
-        return sim::RunSimulation(*scaled, setup->fleet, config);
-      }();
-      const double wall = common::ToSeconds(clock.Now() - start);
-      if (!result.ok()) {
-        fmt::print(stderr, "egs-sim: {} @ load {}: {}\n", name, load, result.error().ToString());
-        return common::StatusCodeToExit(result.error().code());
-      }
-      auto summary = sim::SummarizeRun(name, load, offered, *result, wall);
-      common::Status written =
-          summary.ok()
-              ? sim::WriteJobsCsv(
-                    *result,
-                    (std::filesystem::path(args.out) / sim::JobsCsvName(name, load)).string())
-              : summary.error();
-      if (!written.ok()) {
-        fmt::print(stderr, "egs-sim: {}\n", written.ToString());
-        return common::StatusCodeToExit(written.code());
-      }
-      fmt::print(stderr,
-                 "[{}/{}] {} @ load {} (offered {:.3f}): {} requests in {:.2f} s ({:.0f} "
-                 "requests/s, {:.0f} decisions/s), mean wait {:.1f} s\n",
-                 report.runs.size() + 1, total_runs, name, load, offered, result->jobs.size(), wall,
-                 wall > 0 ? static_cast<double>(result->jobs.size()) / wall : 0,
-                 wall > 0 ? static_cast<double>(result->stats.placements) / wall : 0,
-                 summary->metrics.overall.wait_mean_s);
-      if (!bounds_done) {
-        bounds = ComputeBounds(args, *result, setup->total_gpus, clock);
-        bounds_done = true;
-      }
-      if (args.lower_bound) summary->lower_bound = sim::CompareToBounds(*result, bounds);
-      report.runs.push_back(std::move(*summary));
-    }
-  }
-  if (common::Status s = sim::WriteReport(report, args.out); !s.ok()) {
+  if (common::Status s = RunAll(args, *setup, report); !s.ok()) {
     fmt::print(stderr, "egs-sim: {}\n", s.ToString());
     return common::StatusCodeToExit(s.code());
   }

@@ -1,12 +1,10 @@
-// Inventory: pools, nodes and per-node booking timelines. See inventory.h for the contract.
+// Inventory: pools of nodes, each node's NodeTimeline, and an owner index from (kind, request)
+// to the nodes it books. See inventory.h for the contract.
 //
-// Each node keeps its bookings in a vector sorted by start and its unavailability as sorted,
-// merged intervals. EarliestFit works node by node: NodeEarliest(c) finds the first instant x in
-// [c, c + length) where the request would not fit (too few GPUs, a workspace it may not share
-// with, unavailability) and jumps to the earliest end among the things covering x, which is safe:
-// every start in (c, that end) still contains an instant at least as full as x. Gangs of n nodes
-// iterate "T = n-th smallest per-node earliest start >= T" until n nodes agree, which never
-// passes the true answer (each node that fits at the answer has its earliest start <= it).
+// Nodes live with their pool (timelines contiguous per pool, in insertion order) so that
+// EarliestFit walks one array; node_index maps an id to its (pool, slot). Every mutation of a
+// booking goes through the owner index, so Unbook, Truncate, Extend and Promote touch only the
+// owner's nodes.
 #include "inventory/inventory.h"
 
 #include <fmt/format.h>
@@ -14,251 +12,93 @@
 #include <algorithm>
 #include <map>
 
+#include "common/check.h"
+#include "inventory/fit_search.h"
+#include "inventory/node_timeline.h"
+
 namespace egs::inventory {
 
 using core::Interval;
 using core::NodeId;
 using core::Time;
+using internal::NodeTimeline;
 
 namespace {
 
-constexpr Time t_min() { return common::kInfinitePast; }
-
-struct OwnerKey {
-  BookingKind kind;
-  core::RequestId request;
-  friend bool operator==(const OwnerKey&, const OwnerKey&) = default;
-};
-struct OwnerKeyHash {
-  std::size_t operator()(const OwnerKey& k) const noexcept {
-    return std::hash<std::uint64_t>()(k.request.value() * 2 + static_cast<std::uint64_t>(k.kind));
+struct OwnerHash {
+  std::size_t operator()(const Owner& o) const noexcept {
+    return std::hash<std::uint64_t>()(o.request.value() * 2 + static_cast<std::uint64_t>(o.kind));
   }
 };
 
-struct NodeState {
-  core::Node node;
-  core::PoolId pool;
-  int capacity = 0;
-  std::vector<Booking> bookings;      // sorted by window.start
-  std::vector<Interval> unavailable;  // sorted, merged
-  // Nothing is booked or unavailable at or after `tail` (a fast path for most queries).
-  Time tail = common::kInfinitePast;
-
-  void RecomputeTail() {
-    tail = unavailable.empty() ? common::kInfinitePast : unavailable.back().end;
-    for (const Booking& b : bookings) tail = std::max(tail, b.window.end);
-  }
+struct NodeLocation {
+  std::uint32_t pool = 0;
+  std::uint32_t slot = 0;  // index in Pool::nodes
 };
 
-// What a request needs from one node; `filter` decides which bookings count.
-struct Need {
-  int gpus = 0;
-  core::WorkspaceId workspace;
-  bool exclusive = true;
-  std::int32_t max_plan_rank = INT32_MAX;
-  std::optional<core::RequestId> ignore;
-  bool check_unavailable = true;
+struct PoolState {
+  std::vector<NodeTimeline> timelines;  // parallel to Pool::nodes
+  std::vector<core::Node> nodes;        // parallel to Pool::nodes
 };
-
-bool Counts(const Booking& b, const Need& need) {
-  if (need.ignore && b.owner.request == *need.ignore) return false;
-  if (b.owner.kind == BookingKind::kPlan && b.rank >= need.max_plan_rank) return false;
-  return true;
-}
-
-bool Conflicts(const Booking& b, const Need& need) {
-  return b.workspace != need.workspace && (b.exclusive || need.exclusive);
-}
 
 const std::vector<Booking> kNoBookings;
 const std::vector<Interval> kNoIntervals;
+
+std::string OwnerName(const Owner& o) {
+  return fmt::format("{} of request {}", o.kind == BookingKind::kPlan ? "plan" : "reservation",
+                     o.request.value());
+}
+
+// Why `d` does not fit on `node` at `t`.
+common::Status BlockedError(NodeId id, const NodeTimeline& node, const internal::Demand& d,
+                            Time t) {
+  const internal::Step& s = internal::StepAt(node.profile(), t);
+  std::string why;
+  if (d.check_unavailable && (s.flags & internal::Step::kUnavailable) != 0) {
+    why = "it is unavailable";
+  } else if (s.used + d.gpus > node.capacity()) {
+    why = fmt::format("only {} of its {} GPUs are free", node.capacity() - s.used, node.capacity());
+  } else {
+    why = "another workspace holds it and they do not share nodes";
+  }
+  return common::FailedPreconditionError(
+      fmt::format("node {} cannot hold {} more GPU(s) for workspace {} at {}: {}", id.value(),
+                  d.gpus, d.workspace.value(), common::FormatTime(t), why));
+}
 
 }  // namespace
 
 struct Inventory::Impl {
   std::vector<Pool> pools;
+  std::vector<PoolState> states;  // parallel to pools
   std::map<std::pair<core::ClusterId, core::ShapeId>, core::PoolId> pool_index;
-  std::vector<NodeState> nodes;
-  std::unordered_map<NodeId, std::size_t> node_index;
-  std::unordered_map<OwnerKey, std::vector<NodeId>, OwnerKeyHash> owners;
+  std::unordered_map<NodeId, NodeLocation> node_index;
+  // Sorted node ids of every owner; each of those nodes holds exactly one booking of it.
+  std::unordered_map<Owner, std::vector<NodeId>, OwnerHash> owners;
 
-  NodeState* Find(NodeId id) {
+  const NodeLocation* Locate(NodeId id) const {
     auto it = node_index.find(id);
-    return it == node_index.end() ? nullptr : &nodes[it->second];
+    return it == node_index.end() ? nullptr : &it->second;
   }
-  const NodeState* Find(NodeId id) const {
-    auto it = node_index.find(id);
-    return it == node_index.end() ? nullptr : &nodes[it->second];
+  const NodeTimeline* Timeline(NodeId id) const {
+    const NodeLocation* at = Locate(id);
+    return at ? &states[at->pool].timelines[at->slot] : nullptr;
   }
-
-  // The earliest x in [c, c + length) at which `need` does not fit on `n`, and the earliest
-  // instant after x at which what blocks x changes. nullopt: fits over the whole window.
-  static std::optional<std::pair<Time, Time>> FirstBlock(const NodeState& n, const Need& need,
-                                                         Time c, core::Duration length);
-  // Earliest T >= c at which `need` fits on `n` for `length`; kInfiniteFuture if never or if
-  // it is later than `limit` (callers that only care up to a bound pass it to stop early).
-  static Time NodeEarliest(const NodeState& n, const Need& need, Time c, core::Duration length,
-                           Time limit = common::kInfiniteFuture);
-  // The same for a request that needs every GPU of the node: any counted booking blocks, so
-  // the answer is the first gap of `length` among bookings and unavailability. O(bookings).
-  static Time WholeNodeEarliest(const NodeState& n, const Need& need, Time c, core::Duration length,
-                                Time limit);
-  // The general case: a step function of used GPUs and conflicts from c on, then one slide.
-  // O(b log b) for b bookings.
-  static Time PartialEarliest(const NodeState& n, const Need& need, Time c, core::Duration length,
-                              Time limit);
-  static int UsedAt(const NodeState& n, const Need& need, Time t);
+  NodeTimeline* Timeline(NodeId id) {
+    return const_cast<NodeTimeline*>(std::as_const(*this).Timeline(id));
+  }
+  const core::Node* Info(NodeId id) const {
+    const NodeLocation* at = Locate(id);
+    return at ? &states[at->pool].nodes[at->slot] : nullptr;
+  }
+  // The owner's booking on its first node; the owner books the same window on every node.
+  const Booking& FirstBooking(const Owner& owner, const std::vector<NodeId>& nodes) const {
+    const Booking* b = Timeline(nodes.front())->Find(owner);
+    EGS_CHECK(b != nullptr);  // the owner index lists only nodes holding a booking of the owner
+    return *b;
+  }
+  std::string FindOwnerViolation() const;
 };
-
-std::optional<std::pair<Time, Time>> Inventory::Impl::FirstBlock(const NodeState& n,
-                                                                 const Need& need, Time c,
-                                                                 core::Duration length) {
-  const Time end = c + length;
-  std::optional<std::pair<Time, Time>> block;
-  auto consider = [&](Time x, Time until) {
-    if (!block || x < block->first || (x == block->first && until < block->second)) {
-      block = {x, until};
-    }
-  };
-  if (need.check_unavailable) {
-    for (const Interval& u : n.unavailable) {
-      if (u.start >= end) break;
-      if (u.end > c) {
-        consider(std::max(u.start, c), u.end);
-        break;
-      }
-    }
-  }
-  // Usage sweep over the counted bookings that overlap [c, end).
-  thread_local std::vector<std::pair<Time, int>> events;
-  events.clear();
-  for (const Booking& b : n.bookings) {
-    if (b.window.start >= end) break;
-    if (b.window.end <= c || !Counts(b, need)) continue;
-    Time from = std::max(b.window.start, c);
-    if (Conflicts(b, need)) {
-      consider(from, b.window.end);
-      continue;
-    }
-    events.push_back({from, b.gpus});
-    events.push_back({b.window.end, -b.gpus});
-  }
-  if (!events.empty()) {
-    std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : a.second < b.second;
-    });
-    int used = 0;
-    for (std::size_t i = 0; i < events.size(); ++i) {
-      used += events[i].second;
-      bool last_at_instant = i + 1 == events.size() || events[i + 1].first != events[i].first;
-      if (!last_at_instant || used + need.gpus <= n.capacity) continue;
-      Time x = events[i].first;
-      if (block && block->first <= x) break;
-      // The earliest end among the counted bookings covering x.
-      Time until = common::kInfiniteFuture;
-      for (const Booking& b : n.bookings) {
-        if (b.window.start > x) break;
-        if (b.window.end > x && Counts(b, need)) until = std::min(until, b.window.end);
-      }
-      consider(x, until);
-      break;
-    }
-  }
-  return block;
-}
-
-Time Inventory::Impl::NodeEarliest(const NodeState& n, const Need& need, Time c,
-                                   core::Duration length, Time limit) {
-  if (c >= n.tail) return c;
-  if (need.gpus >= n.capacity) return WholeNodeEarliest(n, need, c, length, limit);
-  return PartialEarliest(n, need, c, length, limit);
-}
-
-Time Inventory::Impl::PartialEarliest(const NodeState& n, const Need& need, Time c,
-                                      core::Duration length, Time limit) {
-  // 1. One step function from c on: GPUs used and conflicting bookings, plus unavailability
-  //    as a conflict, from the counted items that end after c.
-  struct Delta {
-    Time at;
-    int gpus;
-    int blocks;
-  };
-  thread_local std::vector<Delta> deltas;
-  deltas.clear();
-  for (const Booking& b : n.bookings) {
-    if (b.window.end <= c || !Counts(b, need)) continue;
-    Time from = std::max(b.window.start, c);
-    bool conflict = Conflicts(b, need);
-    deltas.push_back({from, conflict ? 0 : b.gpus, conflict ? 1 : 0});
-    deltas.push_back({b.window.end, conflict ? 0 : -b.gpus, conflict ? -1 : 0});
-  }
-  if (need.check_unavailable) {
-    for (const Interval& u : n.unavailable) {
-      if (u.end <= c) continue;
-      deltas.push_back({std::max(u.start, c), 0, 1});
-      deltas.push_back({u.end, 0, -1});
-    }
-  }
-  std::sort(deltas.begin(), deltas.end(),
-            [](const Delta& a, const Delta& b) { return a.at < b.at; });
-  // 2. Slide: the first candidate such that no blocking step overlaps [candidate, +length).
-  Time candidate = c;
-  int gpus = 0;
-  int blocks = 0;
-  for (std::size_t i = 0; i < deltas.size();) {
-    const Time at = deltas[i].at;
-    if (at >= candidate + length) return candidate;
-    while (i < deltas.size() && deltas[i].at == at) {
-      gpus += deltas[i].gpus;
-      blocks += deltas[i].blocks;
-      ++i;
-    }
-    if (blocks > 0 || gpus + need.gpus > n.capacity) {
-      candidate = i < deltas.size() ? deltas[i].at : common::kInfiniteFuture;
-      if (candidate > limit) return common::kInfiniteFuture;
-    }
-  }
-  return candidate;
-}
-
-Time Inventory::Impl::WholeNodeEarliest(const NodeState& n, const Need& need, Time c,
-                                        core::Duration length, Time limit) {
-  // Walk bookings and unavailability together in start order; each item that overlaps the
-  // candidate window pushes the candidate to its end. Items are sorted by start, so once one
-  // starts after the window, none later can overlap it.
-  std::size_t bi = 0;
-  std::size_t ui = need.check_unavailable ? 0 : n.unavailable.size();
-  while (c <= limit) {
-    const Booking* b = nullptr;
-    while (bi < n.bookings.size() &&
-           (n.bookings[bi].window.end <= c || !Counts(n.bookings[bi], need))) {
-      ++bi;
-    }
-    if (bi < n.bookings.size()) b = &n.bookings[bi];
-    while (ui < n.unavailable.size() && n.unavailable[ui].end <= c) ++ui;
-    const Interval* u = ui < n.unavailable.size() ? &n.unavailable[ui] : nullptr;
-    const Interval* next = nullptr;
-    if (b && (!u || b->window.start <= u->start)) {
-      next = &b->window;
-      ++bi;
-    } else if (u) {
-      next = u;
-      ++ui;
-    }
-    if (!next || next->start >= c + length) return c;
-    c = std::max(c, next->end);
-  }
-  return common::kInfiniteFuture;
-}
-
-int Inventory::Impl::UsedAt(const NodeState& n, const Need& need, Time t) {
-  int used = 0;
-  for (const Booking& b : n.bookings) {
-    if (b.window.start > t) break;
-    if (b.window.Contains(t) && Counts(b, need)) used += b.gpus;
-  }
-  return used;
-}
 
 Inventory::Inventory() : impl_(std::make_unique<Impl>()) {}
 Inventory::~Inventory() = default;
@@ -285,25 +125,24 @@ common::Result<core::PoolId> Inventory::AddNode(const core::Node& node,
         fmt::format("node.gpus: node {} lists {} GPUs but shape {} has {} per node",
                     node.id.value(), node.gpus.size(), shape.name, shape.gpus_per_node));
   }
-  auto key = std::make_pair(node.cluster, node.shape);
   auto [it, inserted] = impl_->pool_index.try_emplace(
-      key, core::PoolId(static_cast<std::uint32_t>(impl_->pools.size())));
+      {node.cluster, node.shape}, core::PoolId(static_cast<std::uint32_t>(impl_->pools.size())));
+  const std::uint32_t pool = it->second.value();
   if (inserted) {
-    Pool p;
-    p.id = it->second;
-    p.cluster = node.cluster;
-    p.shape = node.shape;
-    p.gpus_per_node = shape.gpus_per_node;
-    impl_->pools.push_back(std::move(p));
+    impl_->pools.push_back({it->second, node.cluster, node.shape, shape.gpus_per_node, {}});
+    impl_->states.emplace_back();
+  } else if (impl_->pools[pool].gpus_per_node != shape.gpus_per_node) {
+    return common::InvalidArgumentError(
+        fmt::format("shape.gpus_per_node: shape {} has {} GPUs per node in pool {}, not {}",
+                    shape.id.value(), impl_->pools[pool].gpus_per_node, pool, shape.gpus_per_node));
   }
-  impl_->pools[it->second.value()].nodes.push_back(node.id);
-  NodeState st;
-  st.node = node;
-  st.pool = it->second;
-  st.capacity = shape.gpus_per_node;
-  impl_->node_index[node.id] = impl_->nodes.size();
-  impl_->nodes.push_back(std::move(st));
-  return it->second;
+  Pool& p = impl_->pools[pool];
+  PoolState& state = impl_->states[pool];
+  impl_->node_index[node.id] = {pool, static_cast<std::uint32_t>(p.nodes.size())};
+  p.nodes.push_back(node.id);
+  state.timelines.emplace_back(shape.gpus_per_node);
+  state.nodes.push_back(node);
+  return p.id;
 }
 
 const std::vector<Pool>& Inventory::pools() const { return impl_->pools; }
@@ -317,335 +156,222 @@ const Pool* Inventory::FindPool(core::ClusterId cluster, core::ShapeId shape) co
   return it == impl_->pool_index.end() ? nullptr : &impl_->pools[it->second.value()];
 }
 
-const core::Node* Inventory::FindNode(NodeId id) const {
-  const NodeState* n = impl_->Find(id);
-  return n ? &n->node : nullptr;
-}
+const core::Node* Inventory::FindNode(NodeId id) const { return impl_->Info(id); }
 
 std::optional<core::PoolId> Inventory::PoolOf(NodeId id) const {
-  const NodeState* n = impl_->Find(id);
-  if (!n) return std::nullopt;
-  return n->pool;
+  const NodeLocation* at = impl_->Locate(id);
+  if (!at) return std::nullopt;
+  return core::PoolId(at->pool);
 }
 
-std::size_t Inventory::node_count() const { return impl_->nodes.size(); }
+std::size_t Inventory::node_count() const { return impl_->node_index.size(); }
 
 std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& q) const {
   const Pool* pool = FindPool(pool_id);
-  if (!pool || q.nodes < 1 || q.gpus < 1 || q.gpus > pool->gpus_per_node ||
-      q.nodes > static_cast<int>(pool->nodes.size()) || q.length <= core::Duration(0)) {
-    return std::nullopt;
-  }
-  Need need{q.gpus, q.workspace, q.exclusive, q.max_plan_rank, q.ignore_request, true};
-  const auto n = static_cast<std::size_t>(q.nodes);
-  // Per node: its earliest start >= the current candidate, when `exact`; otherwise only known
-  // to be later than the bound it was computed with. Each round's candidate is the n-th
-  // smallest earliest start, which never passes the answer; a node's earliest start for a later
-  // candidate is unchanged when it is already >= that candidate, so it is reused.
-  struct NodeStart {
-    Time start;
-    bool exact;
-    std::size_t idx;
-  };
-  thread_local std::vector<NodeStart> earliest;
-  thread_local std::vector<Time> heap;  // max-heap of the n smallest starts seen this round
-  earliest.clear();
-  for (NodeId id : pool->nodes) earliest.push_back({t_min(), false, impl_->node_index.at(id)});
-  Time t = q.not_before;
-  for (;;) {
-    heap.clear();
-    for (NodeStart& e : earliest) {
-      if (!e.exact || e.start < t) {
-        Time limit = heap.size() == n ? heap.front() : common::kInfiniteFuture;
-        e.start = Impl::NodeEarliest(impl_->nodes[e.idx], need, t, q.length, limit);
-        e.exact = e.start <= limit;
-      }
-      if (!e.exact) continue;
-      if (heap.size() < n) {
-        heap.push_back(e.start);
-        std::push_heap(heap.begin(), heap.end());
-      } else if (e.start < heap.front()) {
-        std::pop_heap(heap.begin(), heap.end());
-        heap.back() = e.start;
-        std::push_heap(heap.begin(), heap.end());
+  if (!pool) return std::nullopt;
+  std::vector<std::uint32_t> ignored;  // allocates only when the ignored request has bookings
+  if (q.ignore_request) {
+    for (BookingKind kind : {BookingKind::kPlan, BookingKind::kReservation}) {
+      auto it = impl_->owners.find({kind, *q.ignore_request});
+      if (it == impl_->owners.end()) continue;
+      for (NodeId id : it->second) {
+        const NodeLocation* at = impl_->Locate(id);
+        if (at->pool == pool_id.value()) ignored.push_back(at->slot);
       }
     }
-    if (heap.size() < n || heap.front() >= common::kInfiniteFuture) return std::nullopt;
-    Time nth = heap.front();
-    if (nth == t) break;
-    t = nth;
   }
-  // Every node whose earliest start is t fits at t; pick the best n of them.
-  struct Candidate {
-    int free;
-    Time previous_end;
-    NodeId id;
-  };
-  std::vector<Candidate> fits;
-  for (const NodeStart& e : earliest) {
-    if (!e.exact || e.start != t) continue;
-    const NodeState& node = impl_->nodes[e.idx];
-    Time previous_end = common::kInfinitePast;
-    for (const Booking& b : node.bookings) {
-      if (b.window.start > t) break;
-      if (b.window.end <= t && Counts(b, need)) previous_end = std::max(previous_end, b.window.end);
-    }
-    fits.push_back({node.capacity - Impl::UsedAt(node, need, t), previous_end, node.node.id});
-  }
-  std::sort(fits.begin(), fits.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.free != b.free) return a.free < b.free;
-    if (a.previous_end != b.previous_end) return a.previous_end > b.previous_end;
-    return a.id < b.id;
-  });
-  Fit fit;
-  fit.start = t;
-  for (std::size_t i = 0; i < n; ++i) fit.nodes.push_back(fits[i].id);
-  std::sort(fit.nodes.begin(), fit.nodes.end());
-  return fit;
+  const PoolState& state = impl_->states[pool_id.value()];
+  return internal::SearchEarliestFit({state.timelines, pool->nodes}, q, ignored);
 }
 
 common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& booking) {
-  OwnerKey key{booking.owner.kind, booking.owner.request};
-  if (impl_->owners.contains(key)) {
+  if (impl_->owners.contains(booking.owner)) {
     return common::AlreadyExistsError(
-        fmt::format("request {} already has bookings", booking.owner.request.value()));
+        fmt::format("{} already has bookings", OwnerName(booking.owner)));
   }
   if (nodes.empty() || booking.window.empty() || booking.gpus < 1) {
     return common::InvalidArgumentError("booking: needs nodes, a non-empty window and gpus >= 1");
   }
-  Need need{booking.gpus, booking.workspace, booking.exclusive, INT32_MAX, std::nullopt, false};
-  for (NodeId id : nodes) {
-    const NodeState* n = impl_->Find(id);
-    if (!n) return common::NotFoundError(fmt::format("node {} not found", id.value()));
-    if (std::count(nodes.begin(), nodes.end(), id) > 1) {
-      return common::InvalidArgumentError(fmt::format("node {} listed twice", id.value()));
-    }
-    if (auto block = Impl::FirstBlock(*n, need, booking.window.start, booking.window.length())) {
-      return common::FailedPreconditionError(fmt::format("node {} cannot hold {} more GPU(s) at {}",
-                                                         n->node.name, booking.gpus,
-                                                         common::FormatTime(block->first)));
-    }
-  }
-  for (NodeId id : nodes) {
-    NodeState* n = impl_->Find(id);
-    auto pos = std::upper_bound(n->bookings.begin(), n->bookings.end(), booking.window.start,
-                                [](Time t, const Booking& b) { return t < b.window.start; });
-    n->bookings.insert(pos, booking);
-    n->tail = std::max(n->tail, booking.window.end);
-  }
   std::vector<NodeId> sorted = nodes;
   std::sort(sorted.begin(), sorted.end());
-  impl_->owners.emplace(key, std::move(sorted));
+  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
+    return common::InvalidArgumentError(fmt::format("nodes: node {} listed twice", dup->value()));
+  }
+  const internal::Demand demand{booking.gpus, booking.workspace, booking.exclusive, false};
+  for (NodeId id : sorted) {
+    const NodeTimeline* node = impl_->Timeline(id);
+    if (!node) return common::NotFoundError(fmt::format("node {} not found", id.value()));
+    if (auto t = internal::FirstBlock(node->profile(), node->capacity(), demand, booking.window)) {
+      return BlockedError(id, *node, demand, *t);
+    }
+  }
+  for (NodeId id : sorted) impl_->Timeline(id)->Add(booking);
+  impl_->owners.emplace(booking.owner, std::move(sorted));
   return common::OkStatus();
 }
 
 void Inventory::Unbook(const Owner& owner) {
-  auto it = impl_->owners.find({owner.kind, owner.request});
+  auto it = impl_->owners.find(owner);
   if (it == impl_->owners.end()) return;
-  for (NodeId id : it->second) {
-    NodeState* n = impl_->Find(id);
-    std::erase_if(n->bookings, [&](const Booking& b) { return b.owner == owner; });
-    n->RecomputeTail();
-  }
+  for (NodeId id : it->second) impl_->Timeline(id)->Remove(owner);
   impl_->owners.erase(it);
 }
 
 common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
-  auto it = impl_->owners.find({owner.kind, owner.request});
+  auto it = impl_->owners.find(owner);
   if (it == impl_->owners.end()) {
-    return common::NotFoundError(fmt::format("request {} has no bookings", owner.request.value()));
+    return common::NotFoundError(fmt::format("{} has no bookings", OwnerName(owner)));
   }
-  const Booking& first = *std::find_if(impl_->Find(it->second.front())->bookings.begin(),
-                                       impl_->Find(it->second.front())->bookings.end(),
-                                       [&](const Booking& b) { return b.owner == owner; });
-  if (new_end > first.window.end) {
-    return common::InvalidArgumentError("newEnd: is after the current end; use Extend");
+  const Interval window = impl_->FirstBooking(owner, it->second).window;
+  if (new_end > window.end) {
+    return common::InvalidArgumentError(
+        fmt::format("new_end: {} is after the current end {}; use Extend",
+                    common::FormatTime(new_end), common::FormatTime(window.end)));
   }
-  if (new_end <= first.window.start) {
+  if (new_end <= window.start) {
     Unbook(owner);
     return common::OkStatus();
   }
-  for (NodeId id : it->second) {
-    NodeState* n = impl_->Find(id);
-    for (Booking& b : n->bookings) {
-      if (b.owner == owner) b.window.end = new_end;
-    }
-    n->RecomputeTail();
-  }
+  for (NodeId id : it->second) impl_->Timeline(id)->SetEnd(owner, new_end);
   return common::OkStatus();
 }
 
 common::Status Inventory::Extend(const Owner& owner, Time new_end) {
-  auto it = impl_->owners.find({owner.kind, owner.request});
+  auto it = impl_->owners.find(owner);
   if (it == impl_->owners.end()) {
-    return common::NotFoundError(fmt::format("request {} has no bookings", owner.request.value()));
+    return common::NotFoundError(fmt::format("{} has no bookings", OwnerName(owner)));
   }
+  const Booking& mine = impl_->FirstBooking(owner, it->second);
+  if (new_end < mine.window.end) {
+    return common::InvalidArgumentError(
+        fmt::format("new_end: {} is before the current end {}; use Truncate",
+                    common::FormatTime(new_end), common::FormatTime(mine.window.end)));
+  }
+  // The added time starts where the owner's own booking ends, so the full profile (which counts
+  // every other booking, of any kind) is exactly what the extension must fit into. Unavailable
+  // time has no free GPUs (see FreeGpusAt), so it blocks an extension.
+  const internal::Demand demand{mine.gpus, mine.workspace, mine.exclusive, true};
+  const Interval added{mine.window.end, new_end};
   for (NodeId id : it->second) {
-    const NodeState* n = impl_->Find(id);
-    const Booking& mine = *std::find_if(n->bookings.begin(), n->bookings.end(),
-                                        [&](const Booking& b) { return b.owner == owner; });
-    if (new_end < mine.window.end) {
-      return common::InvalidArgumentError("newEnd: is before the current end; use Truncate");
-    }
-    if (new_end == mine.window.end) continue;
-    Need need{mine.gpus, mine.workspace, mine.exclusive, INT32_MAX, owner.request, true};
-    if (auto block = Impl::FirstBlock(*n, need, mine.window.end, new_end - mine.window.end)) {
-      return common::FailedPreconditionError(
-          fmt::format("node {} is not free at {}", n->node.name, common::FormatTime(block->first)));
+    const NodeTimeline& node = *impl_->Timeline(id);
+    if (auto t = internal::FirstBlock(node.profile(), node.capacity(), demand, added)) {
+      return BlockedError(id, node, demand, *t);
     }
   }
-  for (NodeId id : it->second) {
-    NodeState* n = impl_->Find(id);
-    for (Booking& b : n->bookings) {
-      if (b.owner == owner) b.window.end = new_end;
-    }
-    n->tail = std::max(n->tail, new_end);
-  }
+  for (NodeId id : it->second) impl_->Timeline(id)->SetEnd(owner, new_end);
   return common::OkStatus();
 }
 
 common::Status Inventory::Promote(core::RequestId request) {
-  OwnerKey plan{BookingKind::kPlan, request};
-  OwnerKey res{BookingKind::kReservation, request};
+  const Owner plan{BookingKind::kPlan, request};
+  const Owner reservation{BookingKind::kReservation, request};
   auto it = impl_->owners.find(plan);
   if (it == impl_->owners.end()) {
     return common::NotFoundError(fmt::format("request {} has no plan", request.value()));
   }
-  if (impl_->owners.contains(res)) {
+  if (impl_->owners.contains(reservation)) {
     return common::FailedPreconditionError(
         fmt::format("request {} already holds a reservation", request.value()));
   }
-  for (NodeId id : it->second) {
-    for (Booking& b : impl_->Find(id)->bookings) {
-      if (b.owner.request == request && b.owner.kind == BookingKind::kPlan) {
-        b.owner.kind = BookingKind::kReservation;
-        b.rank = -1;
-      }
-    }
-  }
+  for (NodeId id : it->second) impl_->Timeline(id)->Promote(request);
   std::vector<NodeId> nodes = std::move(it->second);
   impl_->owners.erase(it);
-  impl_->owners.emplace(res, std::move(nodes));
+  impl_->owners.emplace(reservation, std::move(nodes));
   return common::OkStatus();
 }
 
 void Inventory::ClearPlans() {
-  for (NodeState& n : impl_->nodes) {
-    std::erase_if(n.bookings, [](const Booking& b) { return b.owner.kind == BookingKind::kPlan; });
-    n.RecomputeTail();
+  for (PoolState& state : impl_->states) {
+    for (NodeTimeline& node : state.timelines) node.RemovePlans();
   }
   std::erase_if(impl_->owners, [](const auto& e) { return e.first.kind == BookingKind::kPlan; });
 }
 
 common::Status Inventory::MarkUnavailable(NodeId id, Interval window) {
-  NodeState* n = impl_->Find(id);
-  if (!n) return common::NotFoundError(fmt::format("node {} not found", id.value()));
-  if (window.empty()) return common::OkStatus();
-  std::vector<Interval> merged;
-  for (const Interval& u : n->unavailable) {
-    if (u.end < window.start || u.start > window.end) {
-      merged.push_back(u);
-    } else {
-      window.start = std::min(window.start, u.start);
-      window.end = std::max(window.end, u.end);
-    }
-  }
-  merged.push_back(window);
-  std::sort(merged.begin(), merged.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  n->unavailable = std::move(merged);
-  n->RecomputeTail();
+  NodeTimeline* node = impl_->Timeline(id);
+  if (!node) return common::NotFoundError(fmt::format("node {} not found", id.value()));
+  node->MarkUnavailable(window);
   return common::OkStatus();
 }
 
 common::Status Inventory::MarkAvailable(NodeId id, Interval window) {
-  NodeState* n = impl_->Find(id);
-  if (!n) return common::NotFoundError(fmt::format("node {} not found", id.value()));
-  std::vector<Interval> out;
-  for (const Interval& u : n->unavailable) {
-    if (!u.Overlaps(window)) {
-      out.push_back(u);
-      continue;
-    }
-    if (u.start < window.start) out.push_back({u.start, window.start});
-    if (u.end > window.end) out.push_back({window.end, u.end});
-  }
-  n->unavailable = std::move(out);
-  n->RecomputeTail();
+  NodeTimeline* node = impl_->Timeline(id);
+  if (!node) return common::NotFoundError(fmt::format("node {} not found", id.value()));
+  node->MarkAvailable(window);
   return common::OkStatus();
 }
 
 bool Inventory::IsAvailable(NodeId id, Interval window) const {
-  const NodeState* n = impl_->Find(id);
-  if (!n) return false;
-  return std::none_of(n->unavailable.begin(), n->unavailable.end(),
-                      [&](const Interval& u) { return u.Overlaps(window); });
+  const NodeTimeline* node = impl_->Timeline(id);
+  return node && node->IsAvailable(window);
 }
 
 const std::vector<Booking>& Inventory::BookingsOf(NodeId id) const {
-  const NodeState* n = impl_->Find(id);
-  return n ? n->bookings : kNoBookings;
+  const NodeTimeline* node = impl_->Timeline(id);
+  return node ? node->bookings() : kNoBookings;
 }
 
 const std::vector<Interval>& Inventory::UnavailabilityOf(NodeId id) const {
-  const NodeState* n = impl_->Find(id);
-  return n ? n->unavailable : kNoIntervals;
+  const NodeTimeline* node = impl_->Timeline(id);
+  return node ? node->unavailable() : kNoIntervals;
 }
 
 std::vector<NodeId> Inventory::NodesOf(const Owner& owner) const {
-  auto it = impl_->owners.find({owner.kind, owner.request});
+  auto it = impl_->owners.find(owner);
   return it == impl_->owners.end() ? std::vector<NodeId>{} : it->second;
 }
 
 int Inventory::FreeGpusAt(NodeId id, Time t) const {
-  const NodeState* n = impl_->Find(id);
-  if (!n) return 0;
-  for (const Interval& u : n->unavailable) {
-    if (u.Contains(t)) return 0;
+  const NodeTimeline* node = impl_->Timeline(id);
+  return node ? node->FreeGpusAt(t) : 0;
+}
+
+std::string Inventory::Impl::FindOwnerViolation() const {
+  std::size_t indexed = 0;
+  for (const auto& [owner, nodes] : owners) {
+    if (nodes.empty() || !std::is_sorted(nodes.begin(), nodes.end()) ||
+        std::adjacent_find(nodes.begin(), nodes.end()) != nodes.end()) {
+      return fmt::format("owner index: {} lists no nodes or unsorted nodes", OwnerName(owner));
+    }
+    const NodeTimeline* first = Timeline(nodes.front());
+    const Booking* model = first ? first->Find(owner) : nullptr;
+    for (NodeId id : nodes) {
+      const NodeTimeline* node = Timeline(id);
+      const Booking* b = node ? node->Find(owner) : nullptr;
+      if (!b || b->window != model->window || b->gpus != model->gpus) {
+        return fmt::format("owner index: node {} holds no booking of {} like its other nodes",
+                           id.value(), OwnerName(owner));
+      }
+    }
+    indexed += nodes.size();
   }
-  Need all{0, {}, false, INT32_MAX, std::nullopt, false};
-  return n->capacity - Impl::UsedAt(*n, all, t);
+  std::size_t held = 0;
+  for (const PoolState& state : states) {
+    for (const NodeTimeline& node : state.timelines) held += node.bookings().size();
+  }
+  if (held != indexed) {
+    return fmt::format("owner index lists {} bookings but nodes hold {}", indexed, held);
+  }
+  return {};
 }
 
 common::Status Inventory::CheckInvariants() const {
-  std::size_t owned = 0;
-  for (const NodeState& n : impl_->nodes) {
-    for (std::size_t i = 0; i < n.bookings.size(); ++i) {
-      const Booking& b = n.bookings[i];
-      if (i > 0 && n.bookings[i - 1].window.start > b.window.start) {
-        return common::InternalError(fmt::format("node {}: bookings out of order", n.node.name));
+  for (std::size_t p = 0; p < impl_->pools.size(); ++p) {
+    const Pool& pool = impl_->pools[p];
+    const PoolState& state = impl_->states[p];
+    for (std::size_t slot = 0; slot < pool.nodes.size(); ++slot) {
+      const NodeLocation* at = impl_->Locate(pool.nodes[slot]);
+      if (!at || at->pool != p || at->slot != slot) {
+        return common::InternalError(
+            fmt::format("node {}: index does not point at pool {}", pool.nodes[slot].value(), p));
       }
-      int used = 0;
-      for (const Booking& o : n.bookings) {
-        if (!o.window.Contains(b.window.start)) continue;
-        used += o.gpus;
-        if (&o != &b && o.workspace != b.workspace && (o.exclusive || b.exclusive)) {
-          return common::InternalError(
-              fmt::format("node {}: requests {} and {} of different workspaces share it at {}",
-                          n.node.name, o.owner.request.value(), b.owner.request.value(),
-                          common::FormatTime(b.window.start)));
-        }
+      if (std::string v = state.timelines[slot].FindViolation(); !v.empty()) {
+        return common::InternalError(
+            fmt::format("node {} ({}): {}", pool.nodes[slot].value(), state.nodes[slot].name, v));
       }
-      if (used > n.capacity) {
-        return common::InternalError(fmt::format("node {}: {} GPUs booked at {} but it has {}",
-                                                 n.node.name, used,
-                                                 common::FormatTime(b.window.start), n.capacity));
-      }
-      auto it = impl_->owners.find({b.owner.kind, b.owner.request});
-      if (it == impl_->owners.end() ||
-          !std::binary_search(it->second.begin(), it->second.end(), n.node.id)) {
-        return common::InternalError(fmt::format("node {}: booking of request {} not indexed",
-                                                 n.node.name, b.owner.request.value()));
-      }
-      ++owned;
     }
   }
-  std::size_t indexed = 0;
-  for (const auto& [key, nodes] : impl_->owners) indexed += nodes.size();
-  if (indexed != owned) {
-    return common::InternalError(
-        fmt::format("owner index lists {} bookings, nodes hold {}", indexed, owned));
-  }
+  if (std::string v = impl_->FindOwnerViolation(); !v.empty()) return common::InternalError(v);
   return common::OkStatus();
 }
 

@@ -102,7 +102,7 @@ class SlotLp {
       : jobs_(jobs),
         horizon_(horizon),
         lp_(glp_create_prob()),
-        included_(jobs.size() * static_cast<std::size_t>(horizon), 0) {
+        column_(jobs.size() * static_cast<std::size_t>(horizon), 0) {
     glp_set_obj_dir(lp_.get(), GLP_MIN);
     for (const SlotJob& j : jobs_) slots_ = std::max(slots_, j.first_slot + horizon_);
     const int n = static_cast<int>(jobs_.size());
@@ -118,14 +118,12 @@ class SlotLp {
 
   // Adds y_{i, first_slot + s} unless present.
   void AddSlot(std::size_t i, long long s) {
-    std::uint8_t& flag =
-        included_[i * static_cast<std::size_t>(horizon_) + static_cast<std::size_t>(s)];
-    if (flag) return;
-    flag = 1;
+    int& col = Column(i, s);
+    if (col != 0) return;
     const SlotJob& j = jobs_[i];
     const long long t = j.first_slot + s;
     const int row = 4 * static_cast<int>(i) + 1;
-    const int col = glp_add_cols(lp_.get(), 1);
+    col = glp_add_cols(lp_.get(), 1);
     const double k = static_cast<double>(j.work);
     glp_set_col_bnds(lp_.get(), col, GLP_DB, 0, 1 / k);
     const int ind[] = {0, row, row + 1, CapacityRow(t)};
@@ -134,7 +132,9 @@ class SlotLp {
   }
 
   // Adds every missing y column whose reduced cost at the current duals is negative (for a
-  // minimization, d = c - A^T pi with c = 0 for y). Returns how many were added.
+  // minimization, d = c - A^T pi, with c = 0 for y). Returns how many were added; 0 means the
+  // current solution is optimal for the LP with all columns. (Adding only the best few columns
+  // per job and round was measured: many more rounds, slower overall.)
   std::size_t AddImprovingSlots() {
     std::vector<double> capacity_dual(static_cast<std::size_t>(slots_));
     for (long long t = 0; t < slots_; ++t) {
@@ -148,9 +148,7 @@ class SlotLp {
       const double mean_dual = glp_get_row_dual(lp_.get(), row + 1);
       const double width = static_cast<double>(j.gpus * j.work);
       for (long long s = 0; s < horizon_; ++s) {
-        if (included_[i * static_cast<std::size_t>(horizon_) + static_cast<std::size_t>(s)]) {
-          continue;
-        }
+        if (Column(i, s) != 0) continue;
         const long long t = j.first_slot + s;
         const double reduced = -(work_dual - mean_dual * (static_cast<double>(t) + 0.5) +
                                  capacity_dual[static_cast<std::size_t>(t)] * width);
@@ -163,8 +161,49 @@ class SlotLp {
     return added;
   }
 
+  // Makes the basis of the schedule that runs job i at full width from slot first_slot +
+  // delay[i] (a feasible schedule, e.g. FirstFitDelays), so the simplex starts primal feasible
+  // and close to the optimum. Every y is then at a bound (0 or 1/k, non-basic); per job the basic
+  // variables are m, the work row's slack or z (when part of the run falls in the tail), and
+  // w with the slack of the weaker of (L), (L') -- or both slacks when the wait is 0. Capacity
+  // slacks are basic. The y columns of the schedule must have been added.
+  void SetScheduleBasis(const std::vector<long long>& delay) {
+    for (long long t = 0; t < slots_; ++t) glp_set_row_stat(lp_.get(), CapacityRow(t), GLP_BS);
+    for (std::size_t i = 0; i < jobs_.size(); ++i) {
+      const SlotJob& j = jobs_[i];
+      const double k = static_cast<double>(j.work);
+      const long long run_end = std::min(horizon_, delay[i] + j.work);
+      double m = 0;
+      for (long long s = 0; s < horizon_; ++s) {
+        if (Column(i, s) == 0) continue;
+        const bool runs = s >= delay[i] && s < run_end;
+        glp_set_col_stat(lp_.get(), Column(i, s), runs ? GLP_NU : GLP_NL);
+        if (runs) m += (static_cast<double>(j.first_slot + s) + 0.5) / k;
+      }
+      const double z = 1 - static_cast<double>(std::max(0LL, run_end - delay[i])) / k;
+      const double own_end = static_cast<double>(j.first_slot + horizon_);
+      const double l = m + own_end * z - k / 2 - j.release;
+      const double l_tail = m + (own_end + k) * z - k - j.release;
+      const int work = 4 * static_cast<int>(i) + 1;
+      const int zc = 3 * static_cast<int>(i) + 1;
+      const bool z_inner = z > 0 && z < 1;
+      glp_set_col_stat(lp_.get(), zc, z_inner ? GLP_BS : (z >= 1 ? GLP_NU : GLP_NL));
+      glp_set_row_stat(lp_.get(), work, z_inner ? GLP_NS : GLP_BS);
+      glp_set_row_stat(lp_.get(), work + 1, GLP_NS);
+      glp_set_col_stat(lp_.get(), zc + 1, GLP_BS);  // m
+      const bool waits = std::max(l, l_tail) > 0;
+      glp_set_col_stat(lp_.get(), zc + 2, waits ? GLP_BS : GLP_NL);  // w
+      glp_set_row_stat(lp_.get(), work + 2, waits && l >= l_tail ? GLP_NL : GLP_BS);
+      glp_set_row_stat(lp_.get(), work + 3, waits && l < l_tail ? GLP_NL : GLP_BS);
+    }
+  }
+
  private:
   static constexpr double kReducedCostTolerance = 1e-9;
+
+  int& Column(std::size_t i, long long s) {
+    return column_[i * static_cast<std::size_t>(horizon_) + static_cast<std::size_t>(s)];
+  }
 
   int CapacityRow(long long t) const {
     return 4 * static_cast<int>(jobs_.size()) + static_cast<int>(t) + 1;
@@ -199,15 +238,21 @@ class SlotLp {
   const long long horizon_;
   long long slots_ = 0;
   GlpkProblem lp_;
-  std::vector<std::uint8_t> included_;  // jobs x horizon: is y_{i, first_slot + s} a column?
+  std::vector<int> column_;  // jobs x horizon: GLPK column of y_{i, first_slot + s}, 0 if none
 };
 
-common::Status Solve(glp_prob* lp) {
+// Primal simplex from the current basis (warm start).
+common::Status Reoptimize(glp_prob* lp) {
   glp_smcp parm;
   glp_init_smcp(&parm);
   parm.msg_lev = GLP_MSG_OFF;
   glp_scale_prob(lp, GLP_SF_AUTO);
-  const int rc = glp_simplex(lp, &parm);
+  int rc = glp_simplex(lp, &parm);
+  if (rc == GLP_EBADB || rc == GLP_ESING || rc == GLP_ECOND) {
+    // The starting basis was unusable; start again from GLPK's own.
+    glp_adv_basis(lp, 0);
+    rc = glp_simplex(lp, &parm);
+  }
   if (rc != 0 || glp_get_status(lp) != GLP_OPT) {
     return common::InternalError(fmt::format("lower bound: GLPK simplex returned {} with status {}",
                                              rc, glp_get_status(lp)));
@@ -215,20 +260,47 @@ common::Status Solve(glp_prob* lp) {
   return common::OkStatus();
 }
 
-// Solves the LP: first with each job's slots up to k_j + kInitialSlack past its release, then
-// adding columns with negative reduced cost until there are none (the optimum of the full LP).
-// `generate` false puts every column in up front.
+// Start offsets (slots after each job's release) of a feasible schedule of I': jobs in release
+// order, each at the first slot from which it fits for its k_j slots at full width (first fit
+// with backfill on pooled GPUs). Only used to warm-start the LP (initial columns and basis).
+std::vector<long long> FirstFitDelays(const std::vector<SlotJob>& jobs, int total_gpus) {
+  std::vector<std::size_t> order(jobs.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return jobs[a].first_slot < jobs[b].first_slot;
+  });
+  std::vector<int> used;
+  std::vector<long long> delay(jobs.size(), 0);
+  for (std::size_t i : order) {
+    const SlotJob& j = jobs[i];
+    long long start = j.first_slot;
+    for (long long t = start; t < start + j.work; ++t) {
+      if (static_cast<std::size_t>(t) >= used.size()) used.resize(static_cast<std::size_t>(t) + 1);
+      if (used[static_cast<std::size_t>(t)] + j.gpus > total_gpus) start = t + 1;  // restart
+    }
+    for (long long t = start; t < start + j.work; ++t) used[static_cast<std::size_t>(t)] += j.gpus;
+    delay[i] = start - j.first_slot;
+  }
+  return delay;
+}
+
+// Solves the LP from the first-fit schedule's basis. With `generate`, each job starts with its
+// slots up to kInitialSlack past its end in that schedule (usually close to where the LP wants
+// it), then columns with negative reduced cost are added until there are none (the optimum of
+// the full LP). Without, every column is put in up front.
 common::Result<double> SolveSlotLp(const std::vector<SlotJob>& jobs, long long horizon,
                                    int total_gpus, bool generate, LowerBound& out) {
   constexpr long long kInitialSlack = 5;
   SlotLp lp(jobs, horizon, total_gpus);
+  const std::vector<long long> delay = FirstFitDelays(jobs, total_gpus);
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const long long initial = generate ? std::min(horizon, jobs[i].work + kInitialSlack) : horizon;
+    const long long initial =
+        generate ? std::min(horizon, delay[i] + jobs[i].work + kInitialSlack) : horizon;
     for (long long s = 0; s < initial; ++s) lp.AddSlot(i, s);
   }
-  glp_adv_basis(lp.get(), 0);
+  lp.SetScheduleBasis(delay);
   for (;;) {
-    EGS_RETURN_IF_ERROR(Solve(lp.get()));
+    EGS_RETURN_IF_ERROR(Reoptimize(lp.get()));
     ++out.rounds;
     if (!generate || lp.AddImprovingSlots() == 0) break;
   }

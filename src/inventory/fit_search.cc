@@ -1,0 +1,323 @@
+#include "inventory/fit_search.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace egs::inventory::internal {
+
+using core::Time;
+
+namespace {
+
+// Where a node's start lies: the index (>= 0) of the step in force there in the node's profile
+// for the query; kIdle when the node is idle from there on (its tail); or InGap(k) when the
+// start lies in the node's k-th idle gap. Estimate::kBound (-2) is neither.
+constexpr std::int32_t kIdle = -1;
+constexpr std::int32_t InGap(std::size_t k) { return -3 - static_cast<std::int32_t>(k); }
+constexpr std::size_t GapOf(std::int32_t where) { return static_cast<std::size_t>(-3 - where); }
+
+// What is known of a node's earliest start e(t) for the current candidate t. Two plain fields:
+// copying it must not go through the stack in pieces (a store-forwarding stall per node).
+struct Estimate {
+  static constexpr std::int32_t kBound = -2;  // e(t) > value
+  Time value = common::kInfinitePast;
+  std::int32_t where = kBound;  // kBound, or e(t) == value (kNever: never) and where it lies
+
+  bool exact() const { return where != kBound; }
+};
+
+// A node that fits at the answer.
+struct Candidate {
+  int free = 0;  // GPUs free at the start
+  std::uint32_t slot = 0;
+  std::int32_t where = kIdle;
+  std::optional<Time> previous_end;  // computed only where it breaks a tie
+};
+
+// The profile that counts what a query counts on one node, and whether its idle gaps answer
+// for it instead (a demand for the whole node fits exactly in idle time, so when the view is
+// the node's full profile its idle gaps answer without reading the steps).
+struct NodeView {
+  const Profile* profile = nullptr;  // nullptr: not chosen yet
+  bool idle_gaps = false;
+};
+
+// Reused between calls so that a search allocates nothing in the steady state.
+struct Scratch {
+  std::vector<NodeView> views;        // per node (gang search): its view, once chosen
+  std::vector<std::uint8_t> ignored;  // per node: holds a booking of q.ignore_request
+  std::vector<Profile> filtered;      // per node: built when the query needs one
+  std::vector<Estimate> estimates;    // per node (gang search only)
+  std::vector<Time> heap;             // max-heap: the n smallest estimates of a round
+  std::vector<Candidate> candidates;
+
+  void Reset(std::size_t nodes, std::span<const std::uint32_t> ignored_slots) {
+    ignored.clear();
+    if (!ignored_slots.empty()) ignored.assign(nodes, 0);
+    for (std::uint32_t slot : ignored_slots) ignored[slot] = 1;
+    if (filtered.size() < nodes) filtered.resize(nodes);
+  }
+};
+
+// Node records and their profiles (separate allocations) are often out of cache when a search
+// starts: load the records two strides ahead of node i and, once they are in, the profiles one
+// stride ahead, so that the misses overlap instead of stalling one node at a time.
+inline void Prefetch(std::span<const NodeTimeline> nodes, std::size_t i) {
+  constexpr std::size_t kStride = 8;
+  if (i + 2 * kStride < nodes.size()) {
+    __builtin_prefetch(&nodes[i + 2 * kStride]);
+    __builtin_prefetch(reinterpret_cast<const char*>(&nodes[i + 2 * kStride]) + 64);
+  }
+  if (i + kStride < nodes.size()) __builtin_prefetch(nodes[i + kStride].profile().data());
+}
+
+// One query against the nodes of one pool: per node, the profile that counts what the query
+// counts, its earliest start, and its free GPUs and previous booking end at a start.
+class PoolQuery {
+ public:
+  PoolQuery(PoolNodes pool, const FitQuery& q, Scratch& scratch)
+      : pool_(pool),
+        q_(q),
+        demand_{q.gpus, q.workspace, q.exclusive, true},
+        filter_{q.max_plan_rank, q.ignore_request},
+        whole_node_(q.gpus == pool.timelines.front().capacity()),
+        s_(scratch) {}
+
+ protected:
+  const NodeTimeline& Node(std::size_t slot) const { return pool_.timelines[slot]; }
+
+  // The node's own profile (full, or reservations only) when it matches the query's filter;
+  // otherwise one of the counted bookings, built into `buffer`.
+  NodeView ViewOf(std::size_t slot, Profile& buffer) const {
+    const NodeTimeline& node = Node(slot);
+    const bool ignored = !s_.ignored.empty() && s_.ignored[slot] != 0;
+    if (ignored) {
+      node.BuildFilteredProfile(filter_, buffer);
+      return {&buffer, false};
+    }
+    const Profile* own = node.ProfileForRank(q_.max_plan_rank);
+    if (own == nullptr) {
+      node.BuildProfileForRank(q_.max_plan_rank, buffer);  // the node holds no ignored booking
+      return {&buffer, false};
+    }
+    return {own, whole_node_ && own == &node.profile()};
+  }
+
+  // e(from) on the node, or kNever if there is none at or before `limit`; `*where` as above.
+  Time Earliest(std::size_t slot, NodeView view, Time from, Time limit, std::int32_t* where) const {
+    const NodeTimeline& node = Node(slot);
+    std::size_t index = 0;
+    if (view.idle_gaps) {
+      const Time start = EarliestIdleStart(node.idle_gaps(), from, q_.length, limit, &index);
+      *where = InGap(index);
+      return start;
+    }
+    const Time start =
+        EarliestStart(*view.profile, node.capacity(), demand_, from, q_.length, limit, &index);
+    *where = static_cast<std::int32_t>(index);
+    return start;
+  }
+
+  int FreeAt(std::size_t slot, NodeView view, std::int32_t where) const {
+    const int used = where < 0 ? 0 : (*view.profile)[static_cast<std::size_t>(where)].used;
+    return Node(slot).capacity() - used;
+  }
+
+  // The latest end at or before t among the counted bookings of a node that fits at t.
+  Time PreviousEndAt(std::size_t slot, NodeView view, Time t, std::int32_t where) const {
+    if (view.idle_gaps) {
+      const auto& gaps = Node(slot).idle_gaps();
+      return gaps[where == kIdle ? GapIndexAfter(gaps, t) : GapOf(where)].previous_end;
+    }
+    const Profile& p = *view.profile;
+    return PreviousEnd(p, where == kIdle ? IndexAt(p, t) : static_cast<std::size_t>(where));
+  }
+
+  core::NodeId Id(std::size_t slot) const { return pool_.ids[slot]; }
+  std::size_t size() const { return pool_.timelines.size(); }
+
+  PoolNodes pool_;
+  const FitQuery& q_;
+  Demand demand_;
+  BookingFilter filter_;
+  bool whole_node_;
+  Scratch& s_;
+};
+
+// The common case, one node: a single pass that keeps the best node so far. Each scan stops as
+// soon as it passes the best start, and where it stops gives the free GPUs.
+class SingleNodeSearch : public PoolQuery {
+ public:
+  SingleNodeSearch(PoolNodes pool, const FitQuery& q, Scratch& scratch)
+      : PoolQuery(pool, q, scratch), buffer_(scratch.filtered.front()) {}
+
+  std::optional<Fit> Run() {
+    for (std::size_t i = 0; i < size(); ++i) {
+      Prefetch(pool_.timelines, i);
+      Consider(i);
+    }
+    if (!best_) return std::nullopt;
+    return Fit{best_start_, {Id(best_->slot)}};
+  }
+
+ private:
+  void Consider(std::size_t slot) {
+    const Time t = q_.not_before;
+    // From the tail on the node is idle, so t is its earliest start whatever the filter; the
+    // view is chosen (maybe built) only if needed.
+    NodeView view;
+    std::int32_t where = kIdle;
+    Time start = t;
+    if (t < Node(slot).tail()) {
+      view = ViewOf(slot, buffer_);
+      start = Earliest(slot, view, t, best_start_, &where);
+      if (start >= kNever) return;  // never, or later than the best so far
+    }
+    Candidate c{FreeAt(slot, view, where), static_cast<std::uint32_t>(slot), where, std::nullopt};
+    // A node only replaces the best one after its previous end is known, while its view (maybe
+    // in buffer_, which the next node reuses) is at hand.
+    auto previous_end = [&] {
+      if (view.profile == nullptr) view = ViewOf(slot, buffer_);
+      return PreviousEndAt(slot, view, start, where);
+    };
+    if (best_ && start == best_start_) {
+      if (c.free > best_->free) return;
+      if (c.free == best_->free) {
+        c.previous_end = previous_end();
+        if (*c.previous_end < *best_->previous_end) return;
+        if (*c.previous_end == *best_->previous_end && Id(slot) > Id(best_->slot)) return;
+      }
+    }
+    if (!c.previous_end) c.previous_end = previous_end();
+    best_start_ = start;
+    best_ = c;
+  }
+
+  Profile& buffer_;
+  Time best_start_ = kNever;
+  std::optional<Candidate> best_;
+};
+
+// n > 1 nodes: rounds, as described in fit_search.h.
+class GangSearch : public PoolQuery {
+ public:
+  GangSearch(PoolNodes pool, const FitQuery& q, Scratch& scratch)
+      : PoolQuery(pool, q, scratch), n_(static_cast<std::size_t>(q.nodes)) {
+    s_.estimates.assign(size(), Estimate{});
+    s_.views.assign(size(), NodeView{});
+  }
+
+  std::optional<Fit> Run() {
+    Time t = q_.not_before;
+    for (;;) {
+      Refine(t);
+      if (s_.heap.size() < n_) return std::nullopt;
+      if (s_.heap.front() == t) return Choose(t);
+      t = s_.heap.front();  // > t: every estimate in the heap is >= t
+    }
+  }
+
+ private:
+  void PushSmallest(Time t) {
+    if (s_.heap.size() < n_) {
+      s_.heap.push_back(t);
+      std::push_heap(s_.heap.begin(), s_.heap.end());
+    } else if (t < s_.heap.front()) {
+      std::pop_heap(s_.heap.begin(), s_.heap.end());
+      s_.heap.back() = t;
+      std::push_heap(s_.heap.begin(), s_.heap.end());
+    }
+  }
+
+  // One round at candidate t: brings every estimate that could be among the n smallest up to
+  // date, leaving the n smallest e(t) in the heap.
+  void Refine(Time t) {
+    s_.heap.clear();
+    // 1. Estimates still valid for t seed the heap, so that the scans below can stop early.
+    for (const Estimate& e : s_.estimates) {
+      if (e.exact() && e.value >= t && e.value < kNever) PushSmallest(e.value);
+    }
+    // 2. Scan the others, each only as far as the current n-th smallest.
+    for (std::size_t i = 0; i < size(); ++i) {
+      Prefetch(pool_.timelines, i);
+      Estimate& e = s_.estimates[i];
+      if (e.exact() && e.value >= t) continue;
+      const bool full = s_.heap.size() == n_;
+      if (!e.exact() && full && e.value >= s_.heap.front()) continue;  // e(t) > value: too late
+      const Time limit = full ? s_.heap.front() : kNever;
+      std::int32_t where = kIdle;
+      e.value = t >= Node(i).tail() ? t : Earliest(i, View(i), t, limit, &where);
+      e.where = where;
+      if (e.value < kNever) {
+        PushSmallest(e.value);
+      } else if (limit < kNever) {
+        e.value = limit;  // e(t) > limit
+        e.where = Estimate::kBound;
+      }
+    }
+  }
+
+  // The n best nodes among those that fit at t (there are at least n).
+  Fit Choose(Time t) {
+    auto& c = s_.candidates;
+    c.clear();
+    for (std::size_t i = 0; i < size(); ++i) {
+      const Estimate& e = s_.estimates[i];
+      if (e.exact() && e.value == t) {
+        const int free = e.where < 0 ? Node(i).capacity() : FreeAt(i, View(i), e.where);
+        c.push_back({free, static_cast<std::uint32_t>(i), e.where, std::nullopt});
+      }
+    }
+    const auto nth = c.begin() + static_cast<std::ptrdiff_t>(n_ - 1);
+    if (c.size() > n_) {
+      // Nodes fuller than the n-th fullest are all taken and emptier ones never are; only the
+      // nodes as full as it compete on the previous booking end, so only they compute it.
+      std::nth_element(c.begin(), nth, c.end(),
+                       [](const Candidate& a, const Candidate& b) { return a.free < b.free; });
+      const int cutoff = nth->free;
+      auto tied =
+          std::partition(c.begin(), c.end(), [&](const Candidate& x) { return x.free < cutoff; });
+      auto tied_end =
+          std::partition(tied, c.end(), [&](const Candidate& x) { return x.free == cutoff; });
+      for (auto it = tied; it != tied_end; ++it) {
+        it->previous_end = PreviousEndAt(it->slot, View(it->slot), t, it->where);
+      }
+      std::nth_element(tied, nth, tied_end, [&](const Candidate& a, const Candidate& b) {
+        if (*a.previous_end != *b.previous_end) return *a.previous_end > *b.previous_end;
+        return Id(a.slot) < Id(b.slot);
+      });
+    }
+    Fit fit;
+    fit.start = t;
+    fit.nodes.reserve(n_);
+    for (auto it = c.begin(); it != nth + 1; ++it) fit.nodes.push_back(Id(it->slot));
+    std::sort(fit.nodes.begin(), fit.nodes.end());
+    return fit;
+  }
+
+  NodeView View(std::size_t slot) {
+    NodeView& view = s_.views[slot];
+    if (view.profile == nullptr) view = ViewOf(slot, s_.filtered[slot]);
+    return view;
+  }
+
+  std::size_t n_;
+};
+
+}  // namespace
+
+std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
+                                     std::span<const std::uint32_t> ignored_slots) {
+  if (pool.timelines.empty() || q.nodes < 1 || q.gpus < 1 ||
+      q.gpus > pool.timelines.front().capacity() ||
+      static_cast<std::size_t>(q.nodes) > pool.timelines.size() || q.length <= core::Duration(0) ||
+      q.not_before >= kNever) {
+    return std::nullopt;
+  }
+  thread_local Scratch scratch;
+  scratch.Reset(pool.timelines.size(), ignored_slots);
+  if (q.nodes == 1) return SingleNodeSearch(pool, q, scratch).Run();
+  return GangSearch(pool, q, scratch).Run();
+}
+
+}  // namespace egs::inventory::internal
