@@ -32,6 +32,13 @@ std::string_view PhaseName(RequestPhase phase) {
   return "Unknown";
 }
 
+std::optional<RequestPhase> ParsePhase(std::string_view name) {
+  for (int p = 0; p <= static_cast<int>(RequestPhase::kFailed); ++p) {
+    if (PhaseName(static_cast<RequestPhase>(p)) == name) return static_cast<RequestPhase>(p);
+  }
+  return std::nullopt;
+}
+
 bool IsTerminal(RequestPhase phase) {
   switch (phase) {
     case RequestPhase::kCompleted:

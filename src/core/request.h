@@ -29,6 +29,8 @@ enum class RequestPhase {
 };
 
 std::string_view PhaseName(RequestPhase phase);
+// The phase named `name` (as PhaseName spells it), or nullopt.
+std::optional<RequestPhase> ParsePhase(std::string_view name);
 bool IsTerminal(RequestPhase phase);
 // Whether the lifecycle allows `from` -> `to` (e.g. Queued -> Provisioning, not Active -> Queued
 // except through requeue paths listed in request.cc).
