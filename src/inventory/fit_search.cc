@@ -194,7 +194,8 @@ class SingleNodeSearch : public PoolQuery {
   }
 
   Profile& buffer_;
-  Time best_start_ = kNever;
+  // Until a node fits, starts after q.latest_start are not wanted: scans stop there.
+  Time best_start_ = std::min(q_.latest_start, kNever);
   std::optional<Candidate> best_;
 };
 
@@ -244,7 +245,9 @@ class GangSearch : public PoolQuery {
       if (e.exact() && e.value >= t) continue;
       const bool full = s_.heap.size() == n_;
       if (!e.exact() && full && e.value >= s_.heap.front()) continue;  // e(t) > value: too late
-      const Time limit = full ? s_.heap.front() : kNever;
+      // Starts after q.latest_start are not wanted either: fewer than n nodes at or before it
+      // means the answer is later.
+      const Time limit = std::min(full ? s_.heap.front() : kNever, q_.latest_start);
       std::int32_t where = kIdle;
       e.value = t >= Node(i).tail() ? t : Earliest(i, View(i), t, limit, &where);
       e.where = where;
@@ -311,7 +314,7 @@ std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
   if (pool.timelines.empty() || q.nodes < 1 || q.gpus < 1 ||
       q.gpus > pool.timelines.front().capacity() ||
       static_cast<std::size_t>(q.nodes) > pool.timelines.size() || q.length <= core::Duration(0) ||
-      q.not_before >= kNever) {
+      q.not_before >= kNever || q.not_before > q.latest_start) {
     return std::nullopt;
   }
   thread_local Scratch scratch;

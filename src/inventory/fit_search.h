@@ -13,7 +13,8 @@
 // for t <= T), so the loop finds T exactly, and each round moves t to a later booking boundary,
 // so it ends. A node's e(t) is reused while it is >= t, and scans stop once they pass the
 // current n-th smallest. Among the nodes that fit at T the best fit wins (fewest free GPUs,
-// then the latest previous booking end, then the lowest id).
+// then the latest previous booking end, then the lowest id). q.latest_start caps every scan from
+// the start, as a best start found elsewhere would.
 //
 // Internal to the inventory module. Scratch memory is thread-local, so concurrent searches on
 // shared const inventories are safe.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 
 #include "common/check.h"
 #include "inventory/fit_search.h"
@@ -25,10 +26,64 @@ using internal::NodeTimeline;
 
 namespace {
 
-struct OwnerHash {
-  std::size_t operator()(const Owner& o) const noexcept {
-    return std::hash<std::uint64_t>()(o.request.value() * 2 + static_cast<std::uint64_t>(o.kind));
+// The nodes each owner books (sorted), one map per booking kind. Most owners book one node, so
+// that node is kept inline in a 24-byte map entry; the others keep their list in `lists`.
+class OwnerIndex {
+ public:
+  bool Contains(const Owner& o) const { return map(o.kind).contains(o.request); }
+  // Empty if `o` has no bookings. Valid until `o` is erased.
+  std::span<const NodeId> Find(const Owner& o) const {
+    auto it = map(o.kind).find(o.request);
+    if (it == map(o.kind).end()) return {};
+    if (it->second.count == 1) return {&it->second.first, 1};
+    return lists_.at(Key(o));
   }
+  void Insert(const Owner& o, std::vector<NodeId> sorted) {
+    map(o.kind).emplace(o.request,
+                        Entry{sorted.front(), static_cast<std::uint32_t>(sorted.size())});
+    if (sorted.size() > 1) lists_.emplace(Key(o), std::move(sorted));
+  }
+  void Erase(const Owner& o) {
+    auto it = map(o.kind).find(o.request);
+    if (it == map(o.kind).end()) return;
+    if (it->second.count > 1) lists_.erase(Key(o));
+    map(o.kind).erase(it);
+  }
+  void ErasePlans() {
+    std::erase_if(lists_, [](const auto& e) { return e.first.first == BookingKind::kPlan; });
+    map(BookingKind::kPlan).clear();
+  }
+  // Calls fn(owner, nodes) for every owner.
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    for (BookingKind kind : {BookingKind::kPlan, BookingKind::kReservation}) {
+      for (const auto& [request, entry] : map(kind))
+        fn(Owner{kind, request}, Find({kind, request}));
+    }
+  }
+
+ private:
+  struct Entry {
+    NodeId first;
+    std::uint32_t count = 0;
+  };
+  using Key_ = std::pair<BookingKind, core::RequestId>;
+  struct KeyHash {
+    std::size_t operator()(const Key_& k) const noexcept {
+      return std::hash<core::RequestId>()(k.second) ^ static_cast<std::size_t>(k.first);
+    }
+  };
+  static Key_ Key(const Owner& o) { return {o.kind, o.request}; }
+  std::unordered_map<core::RequestId, Entry>& map(BookingKind k) {
+    return k == BookingKind::kPlan ? plans_ : reservations_;
+  }
+  const std::unordered_map<core::RequestId, Entry>& map(BookingKind k) const {
+    return k == BookingKind::kPlan ? plans_ : reservations_;
+  }
+
+  std::unordered_map<core::RequestId, Entry> plans_;
+  std::unordered_map<core::RequestId, Entry> reservations_;
+  std::unordered_map<Key_, std::vector<NodeId>, KeyHash> lists_;  // owners of 2+ nodes
 };
 
 struct NodeLocation {
@@ -74,7 +129,7 @@ struct Inventory::Impl {
   std::map<std::pair<core::ClusterId, core::ShapeId>, core::PoolId> pool_index;
   std::unordered_map<NodeId, NodeLocation> node_index;
   // Sorted node ids of every owner; each of those nodes holds exactly one booking of it.
-  std::unordered_map<Owner, std::vector<NodeId>, OwnerHash> owners;
+  OwnerIndex owners;
 
   const NodeLocation* Locate(NodeId id) const {
     auto it = node_index.find(id);
@@ -92,7 +147,7 @@ struct Inventory::Impl {
     return at ? &states[at->pool].nodes[at->slot] : nullptr;
   }
   // The owner's booking on its first node; the owner books the same window on every node.
-  const Booking& FirstBooking(const Owner& owner, const std::vector<NodeId>& nodes) const {
+  const Booking& FirstBooking(const Owner& owner, std::span<const NodeId> nodes) const {
     const Booking* b = Timeline(nodes.front())->Find(owner);
     EGS_CHECK(b != nullptr);  // the owner index lists only nodes holding a booking of the owner
     return *b;
@@ -172,9 +227,7 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
   std::vector<std::uint32_t> ignored;  // allocates only when the ignored request has bookings
   if (q.ignore_request) {
     for (BookingKind kind : {BookingKind::kPlan, BookingKind::kReservation}) {
-      auto it = impl_->owners.find({kind, *q.ignore_request});
-      if (it == impl_->owners.end()) continue;
-      for (NodeId id : it->second) {
+      for (NodeId id : impl_->owners.Find({kind, *q.ignore_request})) {
         const NodeLocation* at = impl_->Locate(id);
         if (at->pool == pool_id.value()) ignored.push_back(at->slot);
       }
@@ -185,7 +238,7 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
 }
 
 common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& booking) {
-  if (impl_->owners.contains(booking.owner)) {
+  if (impl_->owners.Contains(booking.owner)) {
     return common::AlreadyExistsError(
         fmt::format("{} already has bookings", OwnerName(booking.owner)));
   }
@@ -206,23 +259,21 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
     }
   }
   for (NodeId id : sorted) impl_->Timeline(id)->Add(booking);
-  impl_->owners.emplace(booking.owner, std::move(sorted));
+  impl_->owners.Insert(booking.owner, std::move(sorted));
   return common::OkStatus();
 }
 
 void Inventory::Unbook(const Owner& owner) {
-  auto it = impl_->owners.find(owner);
-  if (it == impl_->owners.end()) return;
-  for (NodeId id : it->second) impl_->Timeline(id)->Remove(owner);
-  impl_->owners.erase(it);
+  for (NodeId id : impl_->owners.Find(owner)) impl_->Timeline(id)->Remove(owner);
+  impl_->owners.Erase(owner);
 }
 
 common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
-  auto it = impl_->owners.find(owner);
-  if (it == impl_->owners.end()) {
+  const std::span<const NodeId> nodes = impl_->owners.Find(owner);
+  if (nodes.empty()) {
     return common::NotFoundError(fmt::format("{} has no bookings", OwnerName(owner)));
   }
-  const Interval window = impl_->FirstBooking(owner, it->second).window;
+  const Interval window = impl_->FirstBooking(owner, nodes).window;
   if (new_end > window.end) {
     return common::InvalidArgumentError(
         fmt::format("new_end: {} is after the current end {}; use Extend",
@@ -232,16 +283,16 @@ common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
     Unbook(owner);
     return common::OkStatus();
   }
-  for (NodeId id : it->second) impl_->Timeline(id)->SetEnd(owner, new_end);
+  for (NodeId id : nodes) impl_->Timeline(id)->SetEnd(owner, new_end);
   return common::OkStatus();
 }
 
 common::Status Inventory::Extend(const Owner& owner, Time new_end) {
-  auto it = impl_->owners.find(owner);
-  if (it == impl_->owners.end()) {
+  const std::span<const NodeId> nodes = impl_->owners.Find(owner);
+  if (nodes.empty()) {
     return common::NotFoundError(fmt::format("{} has no bookings", OwnerName(owner)));
   }
-  const Booking& mine = impl_->FirstBooking(owner, it->second);
+  const Booking& mine = impl_->FirstBooking(owner, nodes);
   if (new_end < mine.window.end) {
     return common::InvalidArgumentError(
         fmt::format("new_end: {} is before the current end {}; use Truncate",
@@ -252,31 +303,31 @@ common::Status Inventory::Extend(const Owner& owner, Time new_end) {
   // time has no free GPUs (see FreeGpusAt), so it blocks an extension.
   const internal::Demand demand{mine.gpus, mine.workspace, mine.exclusive, true};
   const Interval added{mine.window.end, new_end};
-  for (NodeId id : it->second) {
+  for (NodeId id : nodes) {
     const NodeTimeline& node = *impl_->Timeline(id);
     if (auto t = internal::FirstBlock(node.profile(), node.capacity(), demand, added)) {
       return BlockedError(id, node, demand, *t);
     }
   }
-  for (NodeId id : it->second) impl_->Timeline(id)->SetEnd(owner, new_end);
+  for (NodeId id : nodes) impl_->Timeline(id)->SetEnd(owner, new_end);
   return common::OkStatus();
 }
 
 common::Status Inventory::Promote(core::RequestId request) {
   const Owner plan{BookingKind::kPlan, request};
   const Owner reservation{BookingKind::kReservation, request};
-  auto it = impl_->owners.find(plan);
-  if (it == impl_->owners.end()) {
+  const std::span<const NodeId> planned = impl_->owners.Find(plan);
+  if (planned.empty()) {
     return common::NotFoundError(fmt::format("request {} has no plan", request.value()));
   }
-  if (impl_->owners.contains(reservation)) {
+  if (impl_->owners.Contains(reservation)) {
     return common::FailedPreconditionError(
         fmt::format("request {} already holds a reservation", request.value()));
   }
-  for (NodeId id : it->second) impl_->Timeline(id)->Promote(request);
-  std::vector<NodeId> nodes = std::move(it->second);
-  impl_->owners.erase(it);
-  impl_->owners.emplace(reservation, std::move(nodes));
+  std::vector<NodeId> nodes(planned.begin(), planned.end());
+  for (NodeId id : nodes) impl_->Timeline(id)->Promote(request);
+  impl_->owners.Erase(plan);
+  impl_->owners.Insert(reservation, std::move(nodes));
   return common::OkStatus();
 }
 
@@ -284,7 +335,7 @@ void Inventory::ClearPlans() {
   for (PoolState& state : impl_->states) {
     for (NodeTimeline& node : state.timelines) node.RemovePlans();
   }
-  std::erase_if(impl_->owners, [](const auto& e) { return e.first.kind == BookingKind::kPlan; });
+  impl_->owners.ErasePlans();
 }
 
 common::Status Inventory::MarkUnavailable(NodeId id, Interval window) {
@@ -317,8 +368,8 @@ const std::vector<Interval>& Inventory::UnavailabilityOf(NodeId id) const {
 }
 
 std::vector<NodeId> Inventory::NodesOf(const Owner& owner) const {
-  auto it = impl_->owners.find(owner);
-  return it == impl_->owners.end() ? std::vector<NodeId>{} : it->second;
+  const std::span<const NodeId> nodes = impl_->owners.Find(owner);
+  return {nodes.begin(), nodes.end()};
 }
 
 int Inventory::FreeGpusAt(NodeId id, Time t) const {
@@ -328,10 +379,13 @@ int Inventory::FreeGpusAt(NodeId id, Time t) const {
 
 std::string Inventory::Impl::FindOwnerViolation() const {
   std::size_t indexed = 0;
-  for (const auto& [owner, nodes] : owners) {
+  std::string violation;
+  owners.ForEach([&](const Owner& owner, std::span<const NodeId> nodes) {
+    if (!violation.empty()) return;
     if (nodes.empty() || !std::is_sorted(nodes.begin(), nodes.end()) ||
         std::adjacent_find(nodes.begin(), nodes.end()) != nodes.end()) {
-      return fmt::format("owner index: {} lists no nodes or unsorted nodes", OwnerName(owner));
+      violation = fmt::format("owner index: {} lists no nodes or unsorted nodes", OwnerName(owner));
+      return;
     }
     const NodeTimeline* first = Timeline(nodes.front());
     const Booking* model = first ? first->Find(owner) : nullptr;
@@ -339,12 +393,14 @@ std::string Inventory::Impl::FindOwnerViolation() const {
       const NodeTimeline* node = Timeline(id);
       const Booking* b = node ? node->Find(owner) : nullptr;
       if (!b || b->window != model->window || b->gpus != model->gpus) {
-        return fmt::format("owner index: node {} holds no booking of {} like its other nodes",
-                           id.value(), OwnerName(owner));
+        violation = fmt::format("owner index: node {} holds no booking of {} like its other nodes",
+                                id.value(), OwnerName(owner));
+        return;
       }
     }
     indexed += nodes.size();
-  }
+  });
+  if (!violation.empty()) return violation;
   std::size_t held = 0;
   for (const PoolState& state : states) {
     for (const NodeTimeline& node : state.timelines) held += node.bookings().size();

@@ -63,6 +63,9 @@ struct FitQuery {
   std::int32_t max_plan_rank = INT32_MAX;
   // Bookings of this request (any kind) are ignored: used to re-fit a request in place.
   std::optional<core::RequestId> ignore_request;
+  // Starts after this do not count: EarliestFit returns nullopt when the earliest start is later
+  // (a caller that already has a better option elsewhere stops scanning early).
+  core::Time latest_start = common::kInfiniteFuture;
   // Only the first `nodes` nodes found are returned; ties are broken deterministically.
 };
 
@@ -101,7 +104,8 @@ class Inventory {
   std::size_t node_count() const;
 
   // Earliest fit in one pool, or nullopt when it can never fit (more nodes than the pool has
-  // that are not unavailable forever, or gpus > the shape's GPUs per node).
+  // that are not unavailable forever, or gpus > the shape's GPUs per node) or only starts after
+  // query.latest_start.
   std::optional<Fit> EarliestFit(core::PoolId pool, const FitQuery& query) const;
 
   // Books `gpus` GPUs on every node in `nodes` over `window` for `owner`. All or nothing:

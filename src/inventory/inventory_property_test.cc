@@ -2,7 +2,8 @@
 // reference that reads only the public accessors (BookingsOf, UnavailabilityOf, pools()):
 //   - CheckInvariants is OK (no GPU booked twice, exclusivity, owner index, caches);
 //   - every EarliestFit equals the reference: the earliest start found by trying every candidate
-//     time instant by instant, and the best-fit nodes at that start;
+//     time instant by instant, and the best-fit nodes at that start; capped by a latest start,
+//     it equals the reference's fit when that starts by then and is nullopt otherwise;
 //   - a fit of an unfiltered query is bookable right away, and Book then Unbook restores the
 //     free GPUs of every node at every hour;
 //   - Book and Extend succeed exactly when the reference says the GPUs are free;
@@ -267,12 +268,30 @@ class Run {
     return out;
   }
 
+  // The same query capped by latest_start: the reference's fit when it starts by then (the same
+  // nodes), else nothing. Caps around the expected start are the interesting ones.
+  void CheckLatestStart(const Pool& pool, FitQuery q, const std::optional<Fit>& expected) {
+    const Time around = expected ? expected->start : RandomHour(0, 60);
+    q.latest_start =
+        *rc::gen::element(around, around - core::Duration(1), around + common::Hours(1),
+                          RandomHour(0, 60), q.not_before - core::Duration(1));
+    const std::optional<Fit> capped = inv_.EarliestFit(pool.id, q);
+    if (!expected || expected->start > q.latest_start) {
+      RC_ASSERT(!capped.has_value());
+      return;
+    }
+    RC_ASSERT(capped.has_value());
+    RC_ASSERT(capped->start == expected->start);
+    RC_ASSERT(capped->nodes == expected->nodes);
+  }
+
   void FitAndBook() {
     const Pool& pool = RandomPool();
     const FitQuery q = RandomQuery(pool);
     const std::optional<Fit> fit = inv_.EarliestFit(pool.id, q);
     const std::optional<Fit> expected = Reference(inv_).EarliestFit(pool, q);
     RC_ASSERT(fit.has_value() == expected.has_value());
+    CheckLatestStart(pool, q, expected);
     if (!fit) return;
     RC_ASSERT(fit->start == expected->start);
     RC_ASSERT(fit->nodes == expected->nodes);

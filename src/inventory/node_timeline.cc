@@ -19,8 +19,12 @@ bool Conflict(const Booking& a, const Booking& b) {
 
 NodeTimeline::NodeTimeline(int capacity) : capacity_(capacity) {
   ResetProfile(profile_);
-  ResetProfile(reservation_profile_);
   UpdateDerived();
+}
+
+void NodeTimeline::ShareReservationProfile() {
+  if (has_plans()) return;
+  Profile().swap(reservation_profile_);  // frees it: profile_ counts the same bookings
 }
 
 const Booking* NodeTimeline::Find(const Owner& owner) const {
@@ -49,7 +53,7 @@ void NodeTimeline::BuildFilteredProfile(const BookingFilter& filter, Profile& ou
 }
 
 void NodeTimeline::BuildProfileForRank(std::int32_t max_plan_rank, Profile& out) const {
-  out = reservation_profile_;
+  out = reservation_profile();
   for (const Booking& b : bookings_) {
     if (b.owner.kind == BookingKind::kPlan && b.rank < max_plan_rank) {
       AddBookingToProfile(out, b.window, b.gpus, b.workspace, b.exclusive);
@@ -61,14 +65,17 @@ void NodeTimeline::Add(const Booking& booking) {
   auto pos = std::upper_bound(bookings_.begin(), bookings_.end(), booking.window.start,
                               [](Time t, const Booking& b) { return t < b.window.start; });
   bookings_.insert(pos, booking);
-  AddBookingToProfile(profile_, booking.window, booking.gpus, booking.workspace, booking.exclusive);
   if (booking.owner.kind == BookingKind::kReservation) {
-    AddBookingToProfile(reservation_profile_, booking.window, booking.gpus, booking.workspace,
-                        booking.exclusive);
+    if (has_plans()) {
+      AddBookingToProfile(reservation_profile_, booking.window, booking.gpus, booking.workspace,
+                          booking.exclusive);
+    }
   } else {
+    if (!has_plans()) reservation_profile_ = profile_;  // before the plan is added
     min_plan_rank_ = std::min(min_plan_rank_, booking.rank);
     max_plan_rank_ = std::max(max_plan_rank_, booking.rank);
   }
+  AddBookingToProfile(profile_, booking.window, booking.gpus, booking.workspace, booking.exclusive);
   UpdateDerived();
 }
 
@@ -100,12 +107,15 @@ void NodeTimeline::Promote(core::RequestId request) {
   b->rank = -1;
   AddBookingToProfile(reservation_profile_, b->window, b->gpus, b->workspace, b->exclusive);
   UpdatePlanRanks();  // profile_ counts plans and reservations alike: unchanged
+  ShareReservationProfile();
 }
 
 bool NodeTimeline::RemovePlans() {
-  if (max_plan_rank_ < min_plan_rank_) return false;
+  if (!has_plans()) return false;
   std::erase_if(bookings_, [](const Booking& b) { return b.owner.kind == BookingKind::kPlan; });
-  profile_ = reservation_profile_;  // the same bookings now, so the same canonical profile
+  // The same bookings now, so the same canonical profile; reservation_profile_ is left empty.
+  profile_.swap(reservation_profile_);
+  Profile().swap(reservation_profile_);
   UpdateDerived();
   UpdatePlanRanks();
   return true;
@@ -114,7 +124,7 @@ bool NodeTimeline::RemovePlans() {
 void NodeTimeline::MarkUnavailable(Interval window) {
   if (window.empty()) return;
   AddUnavailableToProfile(profile_, window);
-  AddUnavailableToProfile(reservation_profile_, window);
+  if (has_plans()) AddUnavailableToProfile(reservation_profile_, window);
   // Windows that overlap or touch `window` merge into it.
   auto first = std::find_if(unavailable_.begin(), unavailable_.end(),
                             [&](const Interval& u) { return u.end >= window.start; });
@@ -145,16 +155,23 @@ void NodeTimeline::MarkAvailable(Interval window) {
 }
 
 void NodeTimeline::Rebuild() {
-  BookingFilter reservations_only;
-  reservations_only.max_plan_rank = INT32_MIN;  // no plan has a rank below it
-  BuildProfile(bookings_, unavailable_, reservations_only, reservation_profile_);
-  RebuildFullProfile();
+  BuildProfile(bookings_, unavailable_, BookingFilter{}, profile_);
+  UpdateDerived();
+  UpdatePlanRanks();
+  if (has_plans()) {
+    BookingFilter reservations_only;
+    reservations_only.max_plan_rank = INT32_MIN;  // no plan has a rank below it
+    BuildProfile(bookings_, unavailable_, reservations_only, reservation_profile_);
+  } else {
+    Profile().swap(reservation_profile_);
+  }
 }
 
 void NodeTimeline::RebuildFullProfile() {
   BuildProfile(bookings_, unavailable_, BookingFilter{}, profile_);
   UpdateDerived();
   UpdatePlanRanks();
+  ShareReservationProfile();
 }
 
 void NodeTimeline::UpdateDerived() {
@@ -221,7 +238,8 @@ std::string NodeTimeline::FindViolation() const {
     });
   };
   if (!same(profile_, fresh.profile_)) return "usage profile differs from a rebuild";
-  if (!same(reservation_profile_, fresh.reservation_profile_)) {
+  if (!has_plans() && !reservation_profile_.empty()) return "reservations-only profile kept";
+  if (!same(reservation_profile(), fresh.reservation_profile())) {
     return "reservations-only profile differs from a rebuild";
   }
   auto same_gaps = [](const IdleGap& a, const IdleGap& b) {

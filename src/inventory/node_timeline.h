@@ -29,8 +29,12 @@ class NodeTimeline {
   // if only some do (build one with BuildFilteredProfile).
   const Profile* ProfileForRank(std::int32_t max_plan_rank) const {
     if (max_plan_rank_ < max_plan_rank) return &profile_;
-    if (min_plan_rank_ >= max_plan_rank) return &reservation_profile_;
+    if (min_plan_rank_ >= max_plan_rank) return &reservation_profile();
     return nullptr;
+  }
+  // Counts reservations and unavailability only.
+  const Profile& reservation_profile() const {
+    return has_plans() ? reservation_profile_ : profile_;
   }
   // The idle gaps of profile(): what a demand for every GPU of the node can use.
   const std::vector<IdleGap>& idle_gaps() const { return idle_; }
@@ -67,7 +71,11 @@ class NodeTimeline {
   std::string FindViolation() const;
 
  private:
+  bool has_plans() const { return min_plan_rank_ <= max_plan_rank_; }
   Booking* FindMutable(const Owner& owner);
+  // Keeps reservation_profile_ only while the node holds plans (otherwise it would equal
+  // profile_): copies profile_ into it when the first plan comes, frees it when the last goes.
+  void ShareReservationProfile();
   // Recomputes both profiles from bookings_ and unavailable_, then the caches.
   void Rebuild();
   void RebuildFullProfile();  // profile_ only: after a plan changed
@@ -81,9 +89,11 @@ class NodeTimeline {
   // The lowest and highest rank among the plans here; max < min when there are none.
   std::int32_t min_plan_rank_ = INT32_MAX;
   std::int32_t max_plan_rank_ = INT32_MIN;
-  Profile profile_;              // every booking
-  Profile reservation_profile_;  // kReservation bookings only
-  std::vector<IdleGap> idle_;    // of profile_
+  Profile profile_;  // every booking
+  // kReservation bookings only, while the node holds plans; empty otherwise (see
+  // reservation_profile()).
+  Profile reservation_profile_;
+  std::vector<IdleGap> idle_;  // of profile_
   std::vector<Booking> bookings_;
   std::vector<core::Interval> unavailable_;
 };

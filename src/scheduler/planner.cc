@@ -17,15 +17,28 @@ std::int32_t Scheduler::RankAt(std::size_t position) const {
   return requests_.at(*id).rank;
 }
 
-QuoteOption Scheduler::EvaluatePool(const PlanView& view, const core::RequestSpec& spec,
-                                    const inventory::Pool& pool, const core::GpuShape& shape,
-                                    Time now, Time not_before_in, std::int32_t max_rank,
-                                    std::optional<core::RequestId> ignore) const {
+namespace {
+
+// What evaluating a pool reads besides the request and the pool.
+struct PoolInputs {
+  const inventory::Inventory& inventory;
+  const std::map<core::WorkspaceId, WorkspaceLoad>& loads;
+  const std::map<core::WorkspaceId, core::Workspace>& workspaces;
+  const std::map<core::ShapeId, core::GpuShape>& shapes;
+};
+
+// One pool for one request: Scheduler::EvaluatePool, plus `latest_start`: when the request cannot
+// start there by then, the option comes back without a start as soon as that is known (Place
+// passes the best start found so far, so that later pools stop scanning past it).
+QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec,
+                             const inventory::Pool& pool, const core::GpuShape& shape, Time now,
+                             Time not_before_in, std::int32_t max_rank,
+                             std::optional<core::RequestId> ignore, Time latest_start) {
   QuoteOption opt;
   opt.shape = shape.id;
   opt.cluster = pool.cluster;
   opt.pool = pool.id;
-  const core::Workspace& ws = workspaces_.at(spec.workspace);
+  const core::Workspace& ws = in.workspaces.at(spec.workspace);
   const int gpus = core::GpusPerNode(spec, shape.gpus_per_node);
   if (gpus > shape.gpus_per_node) {
     opt.cause = WaitCause::kUnplaceable;
@@ -55,15 +68,18 @@ QuoteOption Scheduler::EvaluatePool(const PlanView& view, const core::RequestSpe
   q.exclusive = !ws.policy.share_nodes;
   q.max_plan_rank = max_rank;
   q.ignore_request = ignore;
+  q.latest_start = latest_start;
   static const WorkspaceLoad kEmptyLoad;
-  auto load_it = view.loads.find(spec.workspace);
-  const WorkspaceLoad& load = load_it == view.loads.end() ? kEmptyLoad : load_it->second;
+  auto load_it = in.loads.find(spec.workspace);
+  const WorkspaceLoad& load = load_it == in.loads.end() ? kEmptyLoad : load_it->second;
   // Alternate between the two constraints until both agree on a start; each round moves the
   // candidate strictly later, to a boundary of some booking, so the loop ends.
   Time t = not_before;
   for (;;) {
+    if (t > latest_start) return opt;  // no start: another pool is better
     q.not_before = t;
-    auto fit = view.inventory.EarliestFit(pool.id, q);
+    auto fit = in.inventory.EarliestFit(pool.id, q);
+    if (!fit && latest_start < common::kInfiniteFuture) return opt;  // maybe only too late
     if (!fit) {
       opt.cause = WaitCause::kUnplaceable;
       opt.reason = fmt::format("pool {} cannot hold {} node(s) x {} GPU(s) (it has {} nodes)",
@@ -100,33 +116,61 @@ QuoteOption Scheduler::EvaluatePool(const PlanView& view, const core::RequestSpe
   return opt;
 }
 
-std::vector<QuoteOption> Scheduler::EvaluateOptions(const PlanView& view,
-                                                    const core::RequestSpec& spec, Time now,
-                                                    Time not_before, std::int32_t max_rank,
-                                                    std::optional<core::RequestId> ignore) const {
+// Every acceptable pool of `spec`, in preference order (shapes as listed, then pool order). When
+// `bounded`, each pool is searched only for starts strictly before the best start of the pools
+// before it; a pool that cannot beat it comes back without a start.
+std::vector<QuoteOption> EvaluateAllPools(const PoolInputs& in, const core::RequestSpec& spec,
+                                          Time now, Time not_before, std::int32_t max_rank,
+                                          std::optional<core::RequestId> ignore, bool bounded) {
   std::vector<QuoteOption> out;
-  const core::WorkspacePolicy& policy = workspaces_.at(spec.workspace).policy;
+  Time best = common::kInfiniteFuture;
+  const core::WorkspacePolicy& policy = in.workspaces.at(spec.workspace).policy;
   for (core::ShapeId shape_id : spec.shapes) {
-    auto shape_it = shapes_.find(shape_id);
-    if (shape_it == shapes_.end() || !policy.AllowsShape(shape_id)) continue;
-    for (const inventory::Pool& pool : view.inventory.pools()) {
+    auto shape_it = in.shapes.find(shape_id);
+    if (shape_it == in.shapes.end() || !policy.AllowsShape(shape_id)) continue;
+    for (const inventory::Pool& pool : in.inventory.pools()) {
       if (pool.shape != shape_id || !policy.AllowsCluster(pool.cluster)) continue;
       if (!spec.clusters.empty() && std::find(spec.clusters.begin(), spec.clusters.end(),
                                               pool.cluster) == spec.clusters.end()) {
         continue;
       }
-      out.push_back(
-          EvaluatePool(view, spec, pool, shape_it->second, now, not_before, max_rank, ignore));
+      const Time latest = bounded && best < common::kInfiniteFuture ? best - core::Duration(1)
+                                                                    : common::kInfiniteFuture;
+      out.push_back(EvaluatePoolUpTo(in, spec, pool, shape_it->second, now, not_before, max_rank,
+                                     ignore, latest));
+      if (out.back().start) best = std::min(best, *out.back().start);
     }
   }
   return out;
+}
+
+}  // namespace
+
+QuoteOption Scheduler::EvaluatePool(const PlanView& view, const core::RequestSpec& spec,
+                                    const inventory::Pool& pool, const core::GpuShape& shape,
+                                    Time now, Time not_before, std::int32_t max_rank,
+                                    std::optional<core::RequestId> ignore) const {
+  return EvaluatePoolUpTo({view.inventory, view.loads, workspaces_, shapes_}, spec, pool, shape,
+                          now, not_before, max_rank, ignore, common::kInfiniteFuture);
+}
+
+std::vector<QuoteOption> Scheduler::EvaluateOptions(const PlanView& view,
+                                                    const core::RequestSpec& spec, Time now,
+                                                    Time not_before, std::int32_t max_rank,
+                                                    std::optional<core::RequestId> ignore) const {
+  return EvaluateAllPools({view.inventory, view.loads, workspaces_, shapes_}, spec, now, not_before,
+                          max_rank, ignore, /*bounded=*/false);
 }
 
 Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestSpec& spec, Time now,
                                       Time not_before, std::int32_t max_rank,
                                       std::optional<core::RequestId> ignore) const {
   Placement result;
-  std::vector<QuoteOption> options = EvaluateOptions(view, spec, now, not_before, max_rank, ignore);
+  // Only the earliest option is used (the first of equal ones), so each pool after the first
+  // needs to be searched only for starts strictly before the best so far.
+  std::vector<QuoteOption> options =
+      EvaluateAllPools({view.inventory, view.loads, workspaces_, shapes_}, spec, now, not_before,
+                       max_rank, ignore, /*bounded=*/true);
   const QuoteOption* best = nullptr;
   for (const QuoteOption& o : options) {
     if (o.start && (!best || *o.start < *best->start)) best = &o;
@@ -217,6 +261,30 @@ void Scheduler::UnbookPlan(RequestRecord& r) {
   r.rank = -1;
 }
 
+namespace {
+
+// The ids queued at positions >= `from`, in queue order.
+std::vector<core::RequestId> QueueFrom(const queue::RequestQueue& queue, std::size_t from) {
+  std::vector<core::RequestId> tail;
+  const std::size_t size = queue.size();
+  if (from >= size) return tail;
+  tail.reserve(size - from);
+  // A short tail (the common case: a submit lands at the back) is read by position, O(log n)
+  // each, instead of walking the whole queue.
+  if ((size - from) * 32 < size) {
+    for (std::size_t pos = from; pos < size; ++pos) tail.push_back(*queue.At(pos));
+    return tail;
+  }
+  std::size_t pos = 0;
+  queue.ForEach([&](core::RequestId id) {
+    if (pos++ >= from) tail.push_back(id);
+    return true;
+  });
+  return tail;
+}
+
+}  // namespace
+
 void Scheduler::Replan(Time now, CycleStats* stats) {
   if (!dirty_from_) return;
   std::size_t from = *dirty_from_;
@@ -231,12 +299,7 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
     }
   }
   // 1. Drop the plans of every request at or behind `from`.
-  std::vector<core::RequestId> tail;
-  std::size_t pos = 0;
-  queue_.ForEach([&](core::RequestId id) {
-    if (pos++ >= from) tail.push_back(id);
-    return true;
-  });
+  std::vector<core::RequestId> tail = QueueFrom(queue_, from);
   if (from == 0) {
     DropAllPlans();
   } else {
