@@ -32,9 +32,9 @@ class SimulatedClock final : public Clock {
  private:
   mutable std::mutex mu_;
   std::condition_variable advanced_;
-  Time now_;                                        // GUARDED_BY(mu_)
-  std::multiset<Time> sleepers_;                    // GUARDED_BY(mu_)
-  std::set<std::condition_variable*> waiting_cvs_;  // GUARDED_BY(mu_)
+  Time now_;                                             // GUARDED_BY(mu_)
+  std::multiset<Time> sleepers_;                         // GUARDED_BY(mu_)
+  std::multiset<std::condition_variable*> waiting_cvs_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace egs::common
