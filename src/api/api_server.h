@@ -1,0 +1,149 @@
+// ApiServer: the REST API's routing and handlers, Kubernetes-style, over the transport seam
+// (http.h). Reads (get, list, watch) are served from the Store; mutations go through the
+// ControlPlane. Every error is a Kubernetes Status object (k8s_status.h).
+//
+// Routes (group egs.dev, version v1alpha1; kinds and verbs from discovery.h):
+//   GET  /healthz /livez /readyz /version                      no token needed
+//   GET  / /api /apis /apis/egs.dev /apis/egs.dev/v1alpha1 /openapi/v3[/apis/egs.dev/v1alpha1]
+//   GET|POST          /apis/egs.dev/v1alpha1[/namespaces/{ns}]/{plural}
+//   GET|PUT|PATCH|DELETE  .../{plural}/{name}
+//   POST              .../{plural}/{name}/{action}                (approve, release, fail, ...)
+//   POST              /apis/egs.dev/v1alpha1/namespaces/{ns}/quotes
+//   GET on a collection lists (labelSelector, fieldSelector, limit, continue; a meta.k8s.io
+//   Table when the Accept header asks for one) or, with watch=1|true, streams changes as
+//   newline-delimited {"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}.
+//   Namespaced kinds are listed across namespaces through the path without /namespaces/{ns}.
+//   PATCH accepts merge patches (application/merge-patch+json, and strategic merge patches
+//   treated as merge patches) and JSON patches (application/json-patch+json); server-side apply
+//   (application/apply-patch+yaml) and YAML bodies are 415.
+//
+// Every call except the public ones needs a bearer token (`authenticate`; 401 otherwise), passes
+// the rate limit (options.allow; 429 with Retry-After otherwise) and `authorize` for its verb
+// (403). Discovery and OpenAPI documents need a token but no authorization. Mutating calls
+// (POST/PUT/PATCH/DELETE), failed or not, each append one record to the Store log "audit".
+//
+// Watches poll Store::ChangesSince every options.watch_poll_interval on the Clock. A watch from
+// a compacted resourceVersion gets an ERROR event holding a 410 Expired Status. Events for
+// objects that start or stop matching the selectors are ADDED / DELETED, as in Kubernetes; an
+// object first seen in a watch started from a resourceVersion is reported ADDED when it was
+// changed after that version (the change feed does not say whether it existed before).
+//
+// Thread-safety: Handle may be called concurrently from any number of threads. The response
+// of a watch holds a stream function that refers to this server: call Shutdown (or destroy the
+// server) only after the transport has stopped calling handlers; Shutdown ends running watch
+// streams and waits for them.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "api/auth.h"
+#include "api/control_plane.h"
+#include "api/discovery.h"
+#include "api/http.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "store/store.h"
+
+namespace egs::api {
+
+struct ApiServerOptions {
+  std::size_t max_body_bytes = 1 << 20;  // larger bodies: 413
+  int max_watches = 64;                  // concurrent watch streams; more: 429
+  common::Duration watch_poll_interval = std::chrono::milliseconds(100);
+  common::Duration bookmark_interval = common::Seconds(60);
+  common::Duration default_watch_timeout = common::Minutes(30);
+  common::Duration max_watch_timeout = common::Minutes(60);
+  std::size_t watch_batch = 500;  // changes read per ChangesSince call
+  int retry_after_seconds = 1;    // Retry-After of rate-limit and too-many-watches answers
+  // Per-principal rate limit: false -> 429. Empty: no limit.
+  std::function<bool(const Principal&)> allow;
+  // Fills the live parts of an object about to be served by get, list or watch (a queued
+  // request's planned start and queue position, a node's schedule: what the scheduler changes
+  // every cycle without writing the Store). Runs before selectors are matched. Called
+  // concurrently; an exception leaves the object as stored. Empty: objects are served as stored.
+  std::function<void(std::string_view kind, nlohmann::json& object)> decorate;
+  // Also audit mutating calls that fail authentication (401). Off by default: each audit record
+  // is a durable commit, and an unauthenticated client is not rate limited.
+  bool audit_unauthenticated = false;
+  VersionOptions version;
+};
+
+class ApiServer {
+ public:
+  using AuthenticateFn = std::function<common::Result<Principal>(std::string_view authorization)>;
+  using AuthorizeFn = std::function<common::Status(const Principal&, const Access&)>;
+  // Routes served by someone else (tokens): consulted after authentication, before the generic
+  // routes; nullopt = not mine. May be empty.
+  using ExtraRoutesFn =
+      std::function<std::optional<HttpResponse>(const Principal&, const HttpRequest&)>;
+
+  // `store`, `control_plane` and `clock` must outlive the server.
+  ApiServer(store::Store& store, ControlPlane& control_plane, common::Clock& clock,
+            ApiServerOptions options, AuthenticateFn authenticate, AuthorizeFn authorize,
+            ExtraRoutesFn extra_routes);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  HttpResponse Handle(const HttpRequest& request);
+  // Handle bound to this server.
+  HttpHandler handler();
+  // Ends running watch streams (they return at their next poll) and waits for them; new
+  // watches get 503. Idempotent.
+  void Shutdown();
+  int active_watches() const;
+
+ private:
+  struct Target;         // what a request is about (for routing, authorization and audit)
+  struct WatchSpec;      // a parsed watch request
+  struct WatchRegistry;  // watch slots and running streams, shared with stream functions
+  struct WatchSession;   // one running stream's wakeup
+
+  static Target ParseTarget(const HttpRequest& req);
+  HttpResponse Serve(const HttpRequest& req, const Target& target, std::optional<Principal>& who);
+  HttpResponse ServeDiscovery(const HttpRequest& req, std::string_view path);
+  HttpResponse ServeResource(const HttpRequest& req, const Target& target, const Principal& who);
+  HttpResponse GetObject(const HttpRequest& req, const Target& t, const Principal& who);
+  HttpResponse ListObjects(const HttpRequest& req, const Target& t, const Principal& who);
+  HttpResponse StartWatch(const HttpRequest& req, const Target& t, const Principal& who);
+  HttpResponse CreateObject(const HttpRequest& req, const Target& t, const Principal& who);
+  HttpResponse UpdateObject(const HttpRequest& req, const Target& t, const Principal& who);
+  HttpResponse PatchObject(const HttpRequest& req, const Target& t, const Principal& who);
+  HttpResponse DeleteObject(const HttpRequest& req, const Target& t, const Principal& who);
+  HttpResponse RunAction(const HttpRequest& req, const Target& t, const Principal& who);
+  HttpResponse RunQuote(const HttpRequest& req, const Target& t, const Principal& who);
+
+  // authorize_ with the project of workspace `ns` filled in. `project` is the object's.
+  common::Status Authorize(const Principal& who, std::string_view verb, const Target& t,
+                           std::string project);
+  // The project an object belongs to ("" when none or unknown).
+  std::string ProjectOf(std::string_view kind, const nlohmann::json& object);
+  void Audit(const HttpRequest& req, const Target& t, const std::optional<Principal>& who,
+             const HttpResponse& resp);
+  void RunWatch(const WatchSpec& spec, StreamSink& sink);
+  // A stored object as served: store metadata filled in, then options_.decorate.
+  common::Result<nlohmann::json> Present(const store::StoredObject& object) const;
+  // `object` after options_.decorate; unchanged when there is none or it throws.
+  nlohmann::json Decorated(std::string_view kind, nlohmann::json object) const;
+
+  store::Store& store_;
+  ControlPlane& control_plane_;
+  common::Clock& clock_;
+  const ApiServerOptions options_;
+  const AuthenticateFn authenticate_;
+  const AuthorizeFn authorize_;
+  const ExtraRoutesFn extra_routes_;
+  std::shared_ptr<WatchRegistry> watches_;
+};
+
+}  // namespace egs::api

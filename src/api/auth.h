@@ -1,0 +1,145 @@
+// Authentication, authorization (RBAC) and rate limiting for the REST API.
+//
+// Tokens: opaque bearer tokens issued by an admin per user, with a role, the workspaces or
+// projects the role applies to, and an expiry. Only a SHA-256 hash of each token is stored (as
+// objects of kind "Token" in the Store, named by the hash), so a stolen database does not leak
+// usable tokens. Revocation deletes nothing: it marks the token revoked.
+//
+// Roles (each includes what the ones below it may do, within its scope):
+//   admin           everything
+//   project-admin   everything on its projects' workspaces, clusters and nodes, and the requests
+//                   in those workspaces (approve, reject, reprioritize, move)
+//   member          read and write requests in its workspaces (create, edit, delete, quote,
+//                   release, extend, explain, what-if); read inventory, shapes, clusters,
+//                   workspaces
+//   viewer          read everything it can see (no secrets: never tokens)
+//
+// Thread-safety: every class here is safe to use from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "store/store.h"
+
+namespace egs::api {
+
+enum class Role { kViewer, kMember, kProjectAdmin, kAdmin };
+
+std::string_view RoleName(Role role);  // "viewer", "member", "project-admin", "admin"
+common::Result<Role> ParseRole(std::string_view name);  // InvalidArgument naming "role"
+
+struct Principal {
+  std::string user;
+  Role role = Role::kViewer;
+  std::vector<std::string> workspaces;  // member: the workspaces it may write in
+  std::vector<std::string> projects;    // project-admin: its projects
+  std::string token_id;                 // short, non-secret id of the token (for audit, limits)
+};
+
+// What a call wants to do. `resource` is the API plural ("gpuprovisionrequests", "workspaces",
+// "nodes", "tokens", ...); `verb` is get, list, watch, create, update, patch, delete or an action
+// name (approve, reject, release, extend, quote, ...). `ns` is the namespace (the workspace
+// name) for namespaced resources, else "". `project` is the project the object belongs to when
+// known (cluster-scoped objects owned by a project), else "".
+struct Access {
+  std::string verb;
+  std::string resource;
+  std::string ns;
+  std::string project;
+  // For namespaced requests: the project owning workspace `ns`, when known ("" otherwise).
+  std::string ns_project;
+};
+
+// OK, or PermissionDenied with a message naming the user, verb and resource.
+common::Status Authorize(const Principal& who, const Access& access);
+
+struct TokenInfo {
+  std::string id;  // non-secret: first 8 hex characters of the hash
+  std::string user;
+  Role role = Role::kViewer;
+  std::vector<std::string> workspaces;
+  std::vector<std::string> projects;
+  common::Time created;
+  std::optional<common::Time> expires;
+  bool revoked = false;
+};
+
+struct IssuedToken {
+  std::string token;  // the secret, shown once
+  TokenInfo info;
+};
+
+class TokenService {
+ public:
+  // `store` and `clock` must outlive the service.
+  TokenService(store::Store& store, common::Clock& clock);
+
+  // Issues a new token. InvalidArgument ("spec.<field>: reason") for an empty user, an expiry
+  // not in the future, a member without workspaces or a project-admin without projects.
+  common::Result<IssuedToken> Issue(std::string user, Role role,
+                                    std::vector<std::string> workspaces,
+                                    std::vector<std::string> projects,
+                                    std::optional<common::Time> expires);
+  // On first start (no token stored at all): issues an admin token for user "admin" and returns
+  // it; nullopt when tokens already exist. Safe against two processes bootstrapping one store at
+  // once: the token is committed together with a create-only metadata key
+  // ("tokens.bootstrapped"), so only one of them succeeds.
+  common::Result<std::optional<IssuedToken>> BootstrapAdmin();
+  // Unauthenticated (missing, malformed, unknown, expired or revoked token) or the principal.
+  // `authorization` is the raw Authorization header value ("Bearer <token>"). Verified tokens
+  // are cached (expiry is still checked against the Clock on every call); a revocation made
+  // through another TokenService over the same store is seen only after a restart.
+  common::Result<Principal> Authenticate(std::string_view authorization);
+  // Marks the token with this id revoked (idempotent). NotFound for an unknown id.
+  common::Status Revoke(std::string_view id);
+  // Every token, oldest first.
+  common::Result<std::vector<TokenInfo>> List();
+  // The clock expiries are checked against.
+  common::Clock& clock() const { return clock_; }
+
+ private:
+  // Issue, committing `extra_ops` in the same transaction as the token.
+  common::Result<IssuedToken> IssueWith(std::string user, Role role,
+                                        std::vector<std::string> workspaces,
+                                        std::vector<std::string> projects,
+                                        std::optional<common::Time> expires,
+                                        std::vector<store::WriteOp> extra_ops);
+
+  store::Store& store_;
+  common::Clock& clock_;
+  std::mutex mu_;
+  // Cache of verified tokens by hash (tokens are immutable except revocation, which updates it).
+  std::unordered_map<std::string, TokenInfo> cache_;  // GUARDED_BY(mu_)
+};
+
+// Token-bucket rate limit per key (token id): `rate` requests per second with bursts of `burst`
+// (at least 1). A key seen for the first time starts with a full bucket. Buckets are never
+// forgotten; keys are token ids, so their number is bounded by the tokens issued.
+class RateLimiter {
+ public:
+  RateLimiter(common::Clock& clock, double rate, double burst);
+  // True when the call may proceed (and takes one token from the key's bucket).
+  bool Allow(std::string_view key);
+
+ private:
+  struct Bucket {
+    double tokens = 0;
+    common::Time last;
+  };
+  common::Clock& clock_;
+  double rate_;
+  double burst_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Bucket> buckets_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace egs::api

@@ -1,0 +1,315 @@
+#include "api/httplib_server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <utility>
+
+namespace egs::api {
+
+namespace {
+
+// A Kubernetes Status body for errors raised by the transport itself (not by the handler).
+std::string StatusBody(int code, std::string_view reason, std::string_view message) {
+  nlohmann::json j = {
+      {"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
+      {"status", "Failure"}, {"message", message}, {"reason", reason},
+      {"code", code}};
+  return j.dump();
+}
+
+// The transport-level error for an httplib status that reached the client without a body.
+std::string TransportErrorBody(int status) {
+  switch (status) {
+    case 400:
+      return StatusBody(400, "BadRequest", "malformed HTTP request");
+    case 404:
+      return StatusBody(404, "NotFound", "the server could not find the requested resource");
+    case 405:
+      return StatusBody(405, "MethodNotAllowed", "method not allowed");
+    case 413:
+      return StatusBody(413, "RequestEntityTooLarge", "request body too large");
+    case 414:
+      return StatusBody(414, "RequestURITooLong", "request URI too long");
+    case 416:
+      return StatusBody(416, "BadRequest", "requested range not satisfiable");
+    default:
+      return StatusBody(status, status >= 500 ? "InternalError" : "BadRequest",
+                        status >= 500 ? "internal error" : "bad request");
+  }
+}
+
+HttpRequest ToHttpRequest(const httplib::Request& in) {
+  HttpRequest out;
+  out.method = in.method;
+  out.path = in.path;  // httplib has already cut the query and percent-decoded the path
+  for (const auto& [key, value] : in.params) out.query.emplace(key, value);
+  for (const auto& [key, value] : in.headers) {
+    // Repeated headers are combined as RFC 9110 5.3 allows: "a, b".
+    auto [it, inserted] = out.headers.emplace(key, value);
+    if (!inserted) it->second += ", " + value;
+  }
+  out.body = in.body;
+  out.remote_addr = in.remote_addr;
+  return out;
+}
+
+// StreamSink over httplib's DataSink for one streamed response.
+class DataSinkStream final : public StreamSink {
+ public:
+  DataSinkStream(httplib::DataSink& sink, const std::atomic<bool>& stopping)
+      : sink_(sink), stopping_(stopping) {}
+
+  bool Write(std::string_view chunk) override {
+    if (!IsOpen()) return false;
+    if (chunk.empty()) return true;  // an empty chunk would end chunked encoding
+    if (!sink_.write(chunk.data(), chunk.size())) failed_ = true;
+    return !failed_;
+  }
+  bool IsOpen() const override {
+    return !failed_ && !stopping_.load() && (!sink_.is_writable || sink_.is_writable());
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  httplib::DataSink& sink_;
+  const std::atomic<bool>& stopping_;
+  bool failed_ = false;
+};
+
+// httplib::Server (or SSLServer) with access to its listening socket (a protected member), to
+// set the listen backlog that the compiled library hard-codes to 5.
+template <class Base>
+class BacklogServer final : public Base {
+ public:
+  using Base::Base;
+  // httplib closes the listening socket only in stop(), which does nothing unless the server
+  // is running: close a socket that was bound but never served.
+  ~BacklogServer() override {
+    if (!this->is_running()) {
+      socket_t sock = this->svr_sock_.exchange(INVALID_SOCKET);
+      if (sock != INVALID_SOCKET) ::close(sock);
+    }
+  }
+
+  bool SetListenBacklog(int backlog) {
+    socket_t sock = this->svr_sock_;
+    return sock != INVALID_SOCKET && ::listen(sock, backlog) == 0;
+  }
+};
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(HttpServerOptions options, HttpHandler handler)
+      : options_(std::move(options)), handler_(std::move(handler)) {}
+
+  ~Impl() { Stop(); }
+
+  common::Status Start() {
+    if (!options_.tls_cert_file.empty()) {
+      auto tls = std::make_unique<BacklogServer<httplib::SSLServer>>(options_.tls_cert_file.c_str(),
+                                                                     options_.tls_key_file.c_str());
+      if (!tls->is_valid()) {
+        return common::InvalidArgumentError(fmt::format(
+            "tls: cannot load the certificate {} with the key {} (missing file, not PEM, or the "
+            "key does not match)",
+            options_.tls_cert_file, options_.tls_key_file));
+      }
+      set_backlog_ = [s = tls.get()](int backlog) { return s->SetListenBacklog(backlog); };
+      server_ = std::move(tls);
+    } else {
+      auto plain = std::make_unique<BacklogServer<httplib::Server>>();
+      set_backlog_ = [s = plain.get()](int backlog) { return s->SetListenBacklog(backlog); };
+      server_ = std::move(plain);
+    }
+    Configure();
+    // 1. Bind and listen.
+    std::string address = fmt::format("{}:{}", options_.host, options_.port);
+    errno = 0;
+    if (options_.port == 0) {
+      port_ = server_->bind_to_any_port(options_.host);
+    } else {
+      port_ = server_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+    }
+    if (port_ < 0) {
+      int err = errno;
+      return common::UnavailableError(fmt::format("cannot listen on {}: {}", address,
+                                                  err != 0 ? std::strerror(err) : "bind failed"));
+    }
+    if (!set_backlog_(options_.listen_backlog)) {
+      int err = errno;
+      return common::UnavailableError(
+          fmt::format("cannot listen on {}: {}", address, std::strerror(err)));
+    }
+    // 2. Accept on our own thread. Wait until httplib marks itself running: stop() before that
+    // would be a no-op and the listener would then run forever.
+    listener_ = std::thread([this] {
+      server_->listen_after_bind();
+      listener_done_.store(true);
+    });
+    while (!server_->is_running() && !listener_done_.load()) std::this_thread::yield();
+    if (!server_->is_running()) {
+      listener_.join();
+      return common::UnavailableError(fmt::format("cannot accept on {}", address));
+    }
+    return common::OkStatus();
+  }
+
+  int port() const { return port_; }
+
+  void Stop() {
+    stopping_.store(true);
+    if (server_ == nullptr) return;
+    server_->stop();
+    if (listener_.joinable()) listener_.join();
+  }
+
+ private:
+  void Configure() {
+    int threads = options_.threads;
+    // httplib takes ownership of the returned queue and deletes it when listening ends.
+    server_->new_task_queue = [threads] {
+      return std::make_unique<httplib::ThreadPool>(static_cast<std::size_t>(threads)).release();
+    };
+    server_->set_tcp_nodelay(true);
+    server_->set_socket_options([](socket_t sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
+    server_->set_keep_alive_max_count(options_.keep_alive_max_count);
+    server_->set_keep_alive_timeout(static_cast<time_t>(
+        std::chrono::ceil<std::chrono::seconds>(options_.keep_alive_timeout).count()));
+    server_->set_read_timeout(options_.read_timeout);
+    server_->set_write_timeout(options_.write_timeout);
+    server_->set_payload_max_length(options_.max_body_bytes);
+    server_->set_error_handler(
+        httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+          // Only errors httplib produced itself: the handler's answers always carry a body.
+          if (!res.body.empty() || res.content_provider_) {
+            return httplib::Server::HandlerResponse::Unhandled;
+          }
+          res.set_content(TransportErrorBody(res.status), "application/json");
+          // After a refused body the rest of it is still in the socket: do not read it as a
+          // request.
+          if (res.status == 413) res.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    server_->set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+          res.status = 500;
+          res.set_content(StatusBody(500, "InternalError", "internal error"), "application/json");
+        });
+    auto dispatch = [this](const httplib::Request& req, httplib::Response& res) {
+      Dispatch(req, res);
+    };
+    const std::string kAny = ".*";
+    server_->Get(kAny, dispatch);
+    server_->Post(kAny, dispatch);
+    server_->Put(kAny, dispatch);
+    server_->Patch(kAny, dispatch);
+    server_->Delete(kAny, dispatch);
+    server_->Options(kAny, dispatch);
+  }
+
+  void Dispatch(const httplib::Request& req, httplib::Response& res) {
+    HttpResponse out;
+    try {
+      out = handler_(ToHttpRequest(req));
+    } catch (const std::exception& e) {
+      out = InternalError(e.what());
+    } catch (...) {
+      out = InternalError("unknown exception");
+    }
+    res.status = out.status;
+    for (const auto& [key, value] : out.headers) res.set_header(key, value);
+    if (!out.stream) {
+      res.set_content(out.body, out.content_type);
+      return;
+    }
+    // httplib compresses (gzip, brotli) whenever the client accepts it, and its compressors
+    // buffer until the end of the response, which would hold back every chunk of a stream.
+    // Dropping Accept-Encoding turns that off. The Request object is not const (httplib passes
+    // its own local by const reference), so the cast is well defined.
+    const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
+    res.set_chunked_content_provider(out.content_type, [this, stream = std::move(out.stream)](
+                                                           std::size_t, httplib::DataSink& sink) {
+      DataSinkStream adapter(sink, stopping_);
+      try {
+        stream(adapter);
+      } catch (...) {
+        return false;  // abort the response: the client sees a truncated stream
+      }
+      if (adapter.failed()) return false;
+      sink.done();
+      return true;
+    });
+  }
+
+  static HttpResponse InternalError(std::string_view what) {
+    HttpResponse r;
+    r.status = 500;
+    r.body = StatusBody(500, "InternalError", fmt::format("internal error: {}", what));
+    return r;
+  }
+
+  const HttpServerOptions options_;
+  const HttpHandler handler_;
+  std::unique_ptr<httplib::Server> server_;  // BacklogServer<Server or SSLServer>
+  std::function<bool(int)> set_backlog_;
+  std::thread listener_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> listener_done_{false};
+  int port_ = -1;
+};
+
+common::Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
+                                                              HttpHandler handler) {
+  if (!handler) return common::InvalidArgumentError("handler: must be set");
+  if (options.threads < 1) return common::InvalidArgumentError("threads: must be >= 1");
+  if (options.port < 0 || options.port > 65535) {
+    return common::InvalidArgumentError("port: must be in 0..65535");
+  }
+  if (options.listen_backlog < 1) {
+    return common::InvalidArgumentError("listen_backlog: must be >= 1");
+  }
+  if (options.keep_alive_max_count < 1) {
+    return common::InvalidArgumentError("keep_alive_max_count: must be >= 1");
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return common::InvalidArgumentError(
+        "tls: a certificate file and a key file must be given together");
+  }
+  if (options.keep_alive_timeout.count() <= 0 || options.read_timeout.count() <= 0 ||
+      options.write_timeout.count() <= 0) {
+    return common::InvalidArgumentError("timeouts: must be > 0");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(handler));
+  try {
+    EGS_RETURN_IF_ERROR(impl->Start());
+  } catch (const std::exception& e) {
+    return common::InternalError(fmt::format("starting the HTTP server: {}", e.what()));
+  }
+  return std::make_unique<HttpServer>(std::move(impl));
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+int HttpServer::port() const { return impl_->port(); }
+
+void HttpServer::Stop() { impl_->Stop(); }
+
+}  // namespace egs::api
