@@ -1,0 +1,295 @@
+// quote and the GPR actions: approve, reject, release, extend, explain, reprioritize, move, whatif.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+
+#include "egsctl/cli_time.h"
+#include "egsctl/command.h"
+#include "egsctl/yaml_json.h"
+
+namespace egs::egsctl {
+namespace {
+
+using nlohmann::json;
+
+const Resource& Gpr() { return **FindResource("gpuprovisionrequests"); }
+
+// An integer flag; nullopt when absent. InvalidArgument when not an integer in [min, max].
+common::Result<std::optional<int>> IntFlag(const Context& ctx, const char* name, int min, int max) {
+  auto v = ctx.args.Get(name);
+  if (!v) return std::optional<int>();
+  int out = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || end != v->data() + v->size() || out < min || out > max) {
+    return common::InvalidArgumentError(fmt::format(
+        "invalid value \"{}\" for --{}: want an integer in [{}, {}]", *v, name, min, max));
+  }
+  return std::optional<int>(out);
+}
+
+// A duration flag, validated and passed on as typed (the server reads Go-style durations).
+common::Result<std::optional<std::string>> DurationFlag(const Context& ctx, const char* name) {
+  auto v = ctx.args.Get(name);
+  if (!v) return std::optional<std::string>();
+  auto d = ParseDuration(*v);
+  if (!d.ok())
+    return common::InvalidArgumentError(fmt::format("--{}: {}", name, d.error().message()));
+  if (d->count() <= 0)
+    return common::InvalidArgumentError(fmt::format("--{} must be positive", name));
+  return v;
+}
+
+std::string Money(const json& v) {
+  if (!v.is_number()) return "-";
+  return fmt::format("{:.2f}", v.get<double>());
+}
+
+std::string Wait(const json& option) {
+  auto it = option.find("waitSeconds");
+  if (it == option.end() || !it->is_number()) return "-";
+  double secs = std::max(0.0, it->get<double>());
+  return common::FormatDuration(common::Seconds(static_cast<std::int64_t>(std::llround(secs))));
+}
+
+bool SameOption(const json& a, const json& b) {
+  return a.is_object() && b.is_object() && a.value("shape", "") == b.value("shape", "") &&
+         a.value("cluster", "") == b.value("cluster", "");
+}
+
+void PrintQuote(Context& ctx, const json& quote) {
+  const json options = quote.value("options", json::array());
+  const json best = quote.value("best", json());
+  Table t{{"", "SHAPE", "CLUSTER", "START(P50)", "P90", "WAIT", "PRICE", "CAUSE"}, {}};
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    const json& o = options[i];
+    bool is_best = best.is_number_integer() ? best.get<std::size_t>() == i : SameOption(o, best);
+    std::string p50 = TextAt(o, {"startP50"});
+    if (p50.empty()) p50 = TextAt(o, {"start"});
+    std::string cause = TextAt(o, {"cause"});
+    if (std::string reason = TextAt(o, {"reason"}); !reason.empty()) {
+      cause = cause.empty() ? reason : cause + ": " + reason;
+    }
+    t.rows.push_back({is_best ? "*" : "", TextAt(o, {"shape"}), TextAt(o, {"cluster"}),
+                      p50.empty() ? "never" : p50,
+                      TextAt(o, {"startP90"}).empty() ? "-" : TextAt(o, {"startP90"}), Wait(o),
+                      Money(o.value("price", json())), cause.empty() ? "-" : cause});
+  }
+  if (t.rows.empty()) {
+    ctx.out << "No options: no allowed shape and cluster can run this request.\n";
+  } else {
+    ctx.out << RenderTable(t);
+  }
+  if (auto qp = quote.find("queuePosition"); qp != quote.end() && qp->is_number()) {
+    ctx.out << "Queue position: " << qp->dump() << "\n";
+  }
+  if (quote.value("needsApproval", false)) {
+    ctx.out << "Needs approval: this request is outside the workspace policy.\n";
+  }
+  if (!best.is_null() && !t.rows.empty()) ctx.out << "* best option\n";
+}
+
+common::Status Quote(Context& ctx) {
+  EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 0, ""));
+  std::vector<std::string> shapes = ctx.args.GetList("shape");
+  if (shapes.empty()) return common::InvalidArgumentError("--shape is required");
+  EGS_ASSIGN_OR_RETURN(auto nodes, IntFlag(ctx, "nodes", 1, 100000));
+  if (!nodes) return common::InvalidArgumentError("--nodes is required");
+  EGS_ASSIGN_OR_RETURN(auto gpus, IntFlag(ctx, "gpus-per-node", 0, 1024));
+  EGS_ASSIGN_OR_RETURN(auto priority, IntFlag(ctx, "priority", -1000000, 1000000));
+  EGS_ASSIGN_OR_RETURN(auto duration, DurationFlag(ctx, "duration"));
+  if (!duration) return common::InvalidArgumentError("--duration is required");
+  json spec = {{"shapes", shapes}, {"nodes", *nodes}, {"duration", *duration}};
+  if (gpus) spec["gpusPerNode"] = *gpus;
+  if (priority) spec["priority"] = *priority;
+  if (auto clusters = ctx.args.GetList("cluster"); !clusters.empty()) spec["clusters"] = clusters;
+  EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
+  json body = {{"apiVersion", kApiVersion}, {"kind", "Quote"}, {"spec", spec}};
+  EGS_ASSIGN_OR_RETURN(json quote, client->Post(fmt::format("{}/namespaces/{}/quotes", kApiPrefix,
+                                                            EscapePathSegment(Namespace(ctx))),
+                                                body));
+  if (ctx.format == OutputFormat::kJson) {
+    ctx.out << quote.dump(4) << "\n";
+  } else if (ctx.format == OutputFormat::kYaml) {
+    ctx.out << ToYaml(quote);
+  } else {
+    PrintQuote(ctx, quote);
+  }
+  return common::OkStatus();
+}
+
+// POSTs `body` to the action of GPR NAME (the first positional) and prints the outcome.
+common::Status RunAction(Context& ctx, std::string_view action, const json& body,
+                         std::string_view done) {
+  EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 1, "NAME"));
+  const std::string& name = ctx.positionals[0];
+  EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
+  EGS_ASSIGN_OR_RETURN(
+      json result,
+      client->Post(fmt::format("{}/{}", ObjectPath(Gpr(), Namespace(ctx), name), action), body));
+  switch (ctx.format) {
+    case OutputFormat::kJson:
+      ctx.out << result.dump(4) << "\n";
+      break;
+    case OutputFormat::kYaml:
+      ctx.out << ToYaml(result);
+      break;
+    case OutputFormat::kName:
+      ctx.out << "gpuprovisionrequest/" << name << "\n";
+      break;
+    default: {
+      ctx.out << "gpuprovisionrequest/" << name << " " << done << "\n";
+      std::string message = TextAt(result, {"status", "message"});
+      if (!TextAt(result, {"status", "pendingExtension", "duration"}).empty()) {
+        ctx.out << "The extension waits for approval.\n";
+      } else if (!message.empty() && action != "reprioritize" && action != "move") {
+        ctx.out << message << "\n";
+      }
+    }
+  }
+  return common::OkStatus();
+}
+
+// Actions whose answer is the point (explain, whatif): printed as YAML unless -o says otherwise.
+common::Status RunQuery(Context& ctx, std::string_view action, const json& body) {
+  EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 1, "NAME"));
+  EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
+  EGS_ASSIGN_OR_RETURN(
+      json result,
+      client->Post(
+          fmt::format("{}/{}", ObjectPath(Gpr(), Namespace(ctx), ctx.positionals[0]), action),
+          body));
+  if (ctx.format == OutputFormat::kJson) {
+    ctx.out << result.dump(4) << "\n";
+    return common::OkStatus();
+  }
+  // A plain explanation prints as text; anything structured as YAML.
+  for (const char* key : {"explanation", "message", "text"}) {
+    if (result.is_object() && result.size() == 1 && result.contains(key) &&
+        result[key].is_string()) {
+      ctx.out << result[key].get<std::string>() << "\n";
+      return common::OkStatus();
+    }
+  }
+  ctx.out << ToYaml(result);
+  return common::OkStatus();
+}
+
+common::Status Approve(Context& ctx) {
+  json body = json::object();
+  if (auto r = ctx.args.Get("reason")) body["reason"] = *r;
+  return RunAction(ctx, "approve", body, "approved");
+}
+
+common::Status Reject(Context& ctx) {
+  auto reason = ctx.args.Get("reason");
+  if (!reason || reason->empty()) return common::InvalidArgumentError("--reason is required");
+  return RunAction(ctx, "reject", {{"reason", *reason}}, "rejected");
+}
+
+common::Status Release(Context& ctx) {
+  return RunAction(ctx, "release", json::object(), "released");
+}
+
+common::Status Extend(Context& ctx) {
+  EGS_ASSIGN_OR_RETURN(auto by, DurationFlag(ctx, "by"));
+  if (!by) return common::InvalidArgumentError("--by is required (e.g. --by 2h)");
+  json body = {{"duration", *by}};
+  if (auto r = ctx.args.Get("reason")) body["reason"] = *r;
+  return RunAction(ctx, "extend", body, "extended");
+}
+
+common::Status Reprioritize(Context& ctx) {
+  EGS_ASSIGN_OR_RETURN(auto priority, IntFlag(ctx, "priority", -1000000, 1000000));
+  if (!priority) return common::InvalidArgumentError("--priority is required");
+  return RunAction(ctx, "reprioritize", {{"priority", *priority}}, "reprioritized");
+}
+
+common::Status Move(Context& ctx) {
+  auto before = ctx.args.Get("before");
+  auto after = ctx.args.Get("after");
+  if (before.has_value() == after.has_value()) {
+    return common::InvalidArgumentError("give exactly one of --before OTHER or --after OTHER");
+  }
+  json body = before ? json{{"before", *before}} : json{{"after", *after}};
+  return RunAction(ctx, "move", body, "moved");
+}
+
+common::Status Explain(Context& ctx) { return RunQuery(ctx, "explain", json::object()); }
+
+common::Status WhatIf(Context& ctx) {
+  EGS_ASSIGN_OR_RETURN(auto priority, IntFlag(ctx, "priority", -1000000, 1000000));
+  EGS_ASSIGN_OR_RETURN(auto nodes, IntFlag(ctx, "nodes", 1, 100000));
+  EGS_ASSIGN_OR_RETURN(auto extend, DurationFlag(ctx, "extend"));
+  json body = json::object();
+  if (priority) body["priority"] = *priority;
+  if (nodes) body["nodes"] = *nodes;
+  if (extend) body["extend"] = *extend;
+  if (body.empty()) {
+    return common::InvalidArgumentError("give at least one of --priority, --nodes, --extend");
+  }
+  return RunQuery(ctx, "whatif", body);
+}
+
+}  // namespace
+
+std::vector<Command> ActionCommands() {
+  FlagSpec reason{"reason", 0, true, "why (recorded in events and the audit log)"};
+  FlagSpec priority{"priority", 0, true, "priority (higher runs first)"};
+  return {
+      {"quote",
+       "egsctl quote --shape S[,S2] --nodes N --duration 4h [--gpus-per-node G] [--priority P] "
+       "[--cluster C] [-n WORKSPACE]",
+       "Estimate when a request would start, for every allowed shape and cluster",
+       {{"shape", 0, true, "GPU shape(s), in preference order"},
+        {"nodes", 0, true, "number of nodes"},
+        {"gpus-per-node", 0, true, "GPUs per node (0 = whole nodes)"},
+        {"duration", 0, true, "how long (e.g. 4h, 90m)"},
+        priority,
+        {"cluster", 0, true, "allowed cluster(s)"}},
+       &Quote},
+      {"approve",
+       "egsctl approve NAME [--reason R]",
+       "Approve a request pending approval",
+       {reason},
+       &Approve},
+      {"reject",
+       "egsctl reject NAME --reason R",
+       "Reject a request pending approval",
+       {reason},
+       &Reject},
+      {"release",
+       "egsctl release NAME",
+       "Release a request's nodes early (or cancel it)",
+       {},
+       &Release},
+      {"extend",
+       "egsctl extend NAME --by 2h [--reason R]",
+       "Ask for more time on an active request",
+       {{"by", 0, true, "extra time (e.g. 2h)"}, reason},
+       &Extend},
+      {"explain",
+       "egsctl explain NAME",
+       "Explain why a request waits or where it stands",
+       {},
+       &Explain},
+      {"reprioritize",
+       "egsctl reprioritize NAME --priority P",
+       "Change a request's priority",
+       {priority},
+       &Reprioritize},
+      {"move",
+       "egsctl move NAME --before|--after OTHER",
+       "Move a request in the queue",
+       {{"before", 0, true, "place just before this request"},
+        {"after", 0, true, "place just after this request"}},
+       &Move},
+      {"whatif",
+       "egsctl whatif NAME --priority P|--nodes N|--extend 1h",
+       "Show what a change would do, without making it",
+       {priority, {"nodes", 0, true, "node count"}, {"extend", 0, true, "extra time"}},
+       &WhatIf},
+  };
+}
+
+}  // namespace egs::egsctl

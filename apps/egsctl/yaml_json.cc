@@ -1,0 +1,272 @@
+#include "egsctl/yaml_json.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <regex>
+
+namespace egs::egsctl {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kYamlTagPrefix = "tag:yaml.org,2002:";
+
+bool IsDecimalInt(const std::string& text) {
+  static const std::regex kRe("[-+]?[0-9]+");
+  return std::regex_match(text, kRe);
+}
+bool IsOctalInt(const std::string& text) {
+  static const std::regex kRe("0o[0-7]+");
+  return std::regex_match(text, kRe);
+}
+bool IsHexInt(const std::string& text) {
+  static const std::regex kRe("0x[0-9a-fA-F]+");
+  return std::regex_match(text, kRe);
+}
+bool IsFloat(const std::string& text) {
+  static const std::regex kRe("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
+  return std::regex_match(text, kRe);
+}
+
+// Integer text in base 10, 16 or 8 (already checked by the caller's regex) as JSON; falls back
+// to a float when it does not fit 64 bits.
+json ParseInteger(const std::string& text, int base) {
+  std::string digits = text;
+  bool negative = false;
+  if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) {
+    negative = digits[0] == '-';
+    digits.erase(0, 1);
+  }
+  if (base != 10) digits.erase(0, 2);  // "0x" / "0o"
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(digits.c_str(), &end, base);
+  if (errno == ERANGE) return std::strtod(text.c_str(), nullptr);
+  if (!negative) {
+    if (v <= static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max())) {
+      return static_cast<std::int64_t>(v);
+    }
+    return static_cast<std::uint64_t>(v);
+  }
+  if (v <= static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max()) + 1ULL) {
+    return static_cast<std::int64_t>(0 - v);
+  }
+  return -static_cast<double>(v);
+}
+
+common::Result<json> Convert(const YAML::Node& node, std::string_view source);
+
+common::Status ErrorAt(std::string_view source, const YAML::Mark& mark, std::string_view what) {
+  if (mark.is_null()) return common::InvalidArgumentError(fmt::format("{}: {}", source, what));
+  return common::InvalidArgumentError(
+      fmt::format("{}:{}:{}: {}", source, mark.line + 1, mark.column + 1, what));
+}
+
+common::Result<json> ConvertScalar(const YAML::Node& node, std::string_view source) {
+  const std::string& text = node.Scalar();
+  const std::string& tag = node.Tag();
+  // "!" marks a quoted or block scalar: always a string. "?" (or empty) is a plain scalar.
+  if (tag == "!") return json(text);
+  if (tag.empty() || tag == "?") return ResolvePlainScalar(text);
+  std::string short_tag = tag;
+  if (short_tag.rfind(kYamlTagPrefix, 0) == 0) {
+    short_tag = "!!" + short_tag.substr(kYamlTagPrefix.size());
+  }
+  if (short_tag == "!!str") return json(text);
+  json resolved = ResolvePlainScalar(text);
+  bool ok = (short_tag == "!!int" && resolved.is_number_integer()) ||
+            (short_tag == "!!float" && resolved.is_number()) ||
+            (short_tag == "!!bool" && resolved.is_boolean()) ||
+            (short_tag == "!!null" && resolved.is_null());
+  if (short_tag == "!!float" && resolved.is_number_integer()) resolved = resolved.get<double>();
+  if (!ok) {
+    return ErrorAt(source, node.Mark(), fmt::format("cannot read \"{}\" as {}", text, tag));
+  }
+  return resolved;
+}
+
+common::Result<json> Convert(const YAML::Node& node, std::string_view source) {
+  switch (node.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      return json(nullptr);
+    case YAML::NodeType::Scalar:
+      return ConvertScalar(node, source);
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const YAML::Node& item : node) {
+        EGS_ASSIGN_OR_RETURN(json v, Convert(item, source));
+        out.push_back(std::move(v));
+      }
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar()) {
+          return ErrorAt(source, kv.first.Mark(), "mapping keys must be scalars");
+        }
+        EGS_ASSIGN_OR_RETURN(json v, Convert(kv.second, source));
+        out[kv.first.Scalar()] = std::move(v);
+      }
+      return out;
+    }
+  }
+  return json(nullptr);
+}
+
+// Line and column (1-based) of byte `offset` in `text`.
+std::pair<int, int> LineColumn(std::string_view text, std::size_t offset) {
+  int line = 1;
+  int column = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+common::Result<std::vector<json>> ParseJson(std::string_view text, std::string_view source) {
+  try {
+    json j = json::parse(text);
+    if (j.is_array()) return j.get<std::vector<json>>();
+    return std::vector<json>{std::move(j)};
+  } catch (const json::parse_error& e) {
+    auto [line, column] = LineColumn(text, e.byte > 0 ? e.byte - 1 : 0);
+    return common::InvalidArgumentError(
+        fmt::format("{}:{}:{}: invalid JSON: {}", source, line, column, e.what()));
+  } catch (const json::exception& e) {
+    return common::InvalidArgumentError(fmt::format("{}: invalid JSON: {}", source, e.what()));
+  }
+}
+
+bool NeedsQuotes(const std::string& s) {
+  if (s.empty()) return true;
+  if (!ResolvePlainScalar(s).is_string()) return true;
+  // Leading or trailing blanks vanish from plain scalars.
+  return s.front() == ' ' || s.back() == ' ' || s.front() == '\t' || s.back() == '\t';
+}
+
+void Emit(YAML::Emitter& out, const json& j) {
+  switch (j.type()) {
+    case json::value_t::object:
+      if (j.empty()) {
+        out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+        return;
+      }
+      out << YAML::BeginMap;
+      for (const auto& [key, value] : j.items()) {
+        out << YAML::Key;
+        Emit(out, json(key));
+        out << YAML::Value;
+        Emit(out, value);
+      }
+      out << YAML::EndMap;
+      return;
+    case json::value_t::array:
+      if (j.empty()) {
+        out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+        return;
+      }
+      out << YAML::BeginSeq;
+      for (const json& item : j) Emit(out, item);
+      out << YAML::EndSeq;
+      return;
+    case json::value_t::string: {
+      const auto& s = j.get_ref<const std::string&>();
+      // A literal block reads back with exactly one trailing newline ("|" clips); other
+      // multi-line strings are written double-quoted with escapes.
+      bool one_trailing_newline = s.size() >= 2 && s.back() == '\n' && s[s.size() - 2] != '\n';
+      if (s.find('\n') != std::string::npos && one_trailing_newline && s.front() != ' ') {
+        out << YAML::Literal << s;
+      } else if (NeedsQuotes(s)) {
+        out << YAML::DoubleQuoted << s;
+      } else {
+        out << s;
+      }
+      return;
+    }
+    case json::value_t::boolean:
+      out << j.get<bool>();
+      return;
+    case json::value_t::null:
+    case json::value_t::discarded:
+      out << YAML::Null;
+      return;
+    default:  // numbers: JSON's own spelling is valid YAML 1.2
+      out << j.dump();
+      return;
+  }
+}
+
+}  // namespace
+
+json ResolvePlainScalar(const std::string& text) {
+  if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") {
+    return nullptr;
+  }
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
+  if (IsDecimalInt(text)) return ParseInteger(text, 10);
+  if (IsOctalInt(text)) return ParseInteger(text, 8);
+  if (IsHexInt(text)) return ParseInteger(text, 16);
+  if (IsFloat(text)) return std::strtod(text.c_str(), nullptr);
+  // ".inf" and ".nan" have no JSON spelling; they stay strings so nothing changes silently.
+  return text;
+}
+
+common::Result<std::vector<json>> ParseDocuments(std::string_view text, std::string_view source) {
+  std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return std::vector<json>{};
+  if (text[first] == '{' || text[first] == '[') return ParseJson(text, source);
+  std::vector<YAML::Node> nodes;
+  try {
+    nodes = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return ErrorAt(source, e.mark, e.msg);
+  }
+  std::vector<json> docs;
+  for (const YAML::Node& node : nodes) {
+    EGS_ASSIGN_OR_RETURN(json j, Convert(node, source));
+    if (!j.is_null()) docs.push_back(std::move(j));
+  }
+  return docs;
+}
+
+std::vector<json> ExpandLists(std::vector<json> docs) {
+  std::vector<json> out;
+  for (json& doc : docs) {
+    bool is_list = false;
+    if (doc.is_object() && doc.contains("kind") && doc["kind"].is_string()) {
+      const auto& kind = doc["kind"].get_ref<const std::string&>();
+      is_list = kind.size() >= 4 && kind.compare(kind.size() - 4, 4, "List") == 0 &&
+                doc.contains("items") && doc["items"].is_array();
+    }
+    if (!is_list) {
+      out.push_back(std::move(doc));
+      continue;
+    }
+    std::vector<json> items = ExpandLists(doc["items"].get<std::vector<json>>());
+    for (json& item : items) out.push_back(std::move(item));
+  }
+  return out;
+}
+
+std::string ToYaml(const json& j) {
+  YAML::Emitter out;
+  Emit(out, j);
+  std::string s = out.c_str();
+  if (s.empty() || s.back() != '\n') s += '\n';
+  return s;
+}
+
+}  // namespace egs::egsctl

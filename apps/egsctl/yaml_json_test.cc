@@ -1,0 +1,102 @@
+#include "egsctl/yaml_json.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "testing/status_matchers.h"
+
+namespace egs::egsctl {
+namespace {
+
+using ::egs::testing::StatusIs;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+TEST(YamlJsonTest, CoreSchemaTypesPlainScalarsOnly) {
+  auto docs = ParseDocuments(R"(
+a: 12
+b: "12"
+c: true
+d: 'true'
+e: ~
+f: 1.5
+g: 0x1f
+h: 4h
+i: ""
+j: |
+  line1
+  line2
+k: [1, two, null]
+l: !!str 7
+m: -3
+)",
+                             "t.yaml");
+  ASSERT_OK(docs);
+  ASSERT_EQ(docs->size(), 1u);
+  const json& d = (*docs)[0];
+  EXPECT_EQ(d["a"], 12);
+  EXPECT_EQ(d["b"], "12");
+  EXPECT_EQ(d["c"], true);
+  EXPECT_EQ(d["d"], "true");
+  EXPECT_TRUE(d["e"].is_null());
+  EXPECT_DOUBLE_EQ(d["f"].get<double>(), 1.5);
+  EXPECT_EQ(d["g"], 31);
+  EXPECT_EQ(d["h"], "4h");
+  EXPECT_EQ(d["i"], "");
+  EXPECT_EQ(d["j"], "line1\nline2\n");
+  EXPECT_EQ(d["k"], json::parse(R"([1, "two", null])"));
+  EXPECT_EQ(d["l"], "7");
+  EXPECT_EQ(d["m"], -3);
+}
+
+TEST(YamlJsonTest, MultipleDocumentsAndListsExpand) {
+  auto docs = ParseDocuments(R"(---
+kind: GPUProvisionRequest
+metadata: {name: a}
+---
+---
+kind: List
+items:
+- kind: Node
+  metadata: {name: n1}
+- kind: Node
+  metadata: {name: n2}
+)",
+                             "m.yaml");
+  ASSERT_OK(docs);
+  ASSERT_EQ(docs->size(), 2u);  // the empty document is skipped
+  auto expanded = ExpandLists(*docs);
+  ASSERT_EQ(expanded.size(), 3u);
+  EXPECT_EQ(expanded[0]["metadata"]["name"], "a");
+  EXPECT_EQ(expanded[2]["metadata"]["name"], "n2");
+}
+
+TEST(YamlJsonTest, JsonInput) {
+  auto docs = ParseDocuments(R"({"kind": "Node", "metadata": {"name": "n"}, "x": 1.0})", "n.json");
+  ASSERT_OK(docs);
+  ASSERT_EQ(docs->size(), 1u);
+  EXPECT_EQ((*docs)[0]["kind"], "Node");
+}
+
+TEST(YamlJsonTest, MalformedYamlNamesFileAndLine) {
+  auto docs = ParseDocuments("a: 1\nb: [1, 2\nc: 3\n", "bad.yaml");
+  EXPECT_THAT(docs, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(docs.error().message(), HasSubstr("bad.yaml:"));
+  auto bad_json = ParseDocuments("{\n  \"a\": 1,\n  oops\n}", "bad.json");
+  EXPECT_THAT(bad_json, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad_json.error().message(), HasSubstr("bad.json:3:"));
+}
+
+TEST(YamlJsonTest, ToYamlRoundTripsTypes) {
+  json j = json::parse(R"({"s": "true", "n": "12", "e": "", "i": 3, "f": 2.5, "b": false,
+                           "z": null, "l": [], "o": {}, "nested": {"a": ["x", {"y": "multi\nline"}]},
+                           "name": "plain text"})");
+  std::string yaml = ToYaml(j);
+  auto back = ParseDocuments(yaml, "out.yaml");
+  ASSERT_OK(back);
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ((*back)[0], j) << yaml;
+}
+
+}  // namespace
+}  // namespace egs::egsctl
