@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   libfmt-dev libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev
-  libsqlite3-dev libsqlitecpp-dev libcpp-httplib-dev libssl-dev
+  libsqlite3-dev libsqlitecpp-dev libcpp-httplib-dev libssl-dev openssl
   libglpk-dev clang-format
 )
 
@@ -25,5 +25,15 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# kubectl drives egsd in the integration tests; Debian's kubernetes-client provides it when the
+# machine has none.
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "install-deps: installing kubernetes-client (kubectl)"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
 fi
 echo "install-deps: all build dependencies present"

@@ -14,7 +14,7 @@ if grep -rnE 'system_clock::now|steady_clock::now|high_resolution_clock::now|\bt
 fi
 
 echo "== format check"
-files=$(git ls-files 'src/*.cc' 'src/*.h' 'apps/*.cc' 'apps/*.h' 'bench/*.cc' 2>/dev/null || true)
+files=$(git ls-files 'src/*.cc' 'src/*.h' 'apps/*.cc' 'apps/*.h' 'bench/*.cc' 'tests/*.cc' 'tests/*.h' 2>/dev/null || true)
 if [[ -n "$files" ]]; then
   clang-format --dry-run --Werror $files
 fi

@@ -1,0 +1,215 @@
+#include "daemon/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace egs::daemon {
+namespace {
+
+template <typename T>
+std::optional<T> ParseNumber(const std::string& s) {
+  T value{};
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+common::Status CheckLogLevel(const std::string& level, const std::string& field) {
+  for (const char* ok : {"trace", "debug", "info", "warn", "error", "off"}) {
+    if (level == ok) return common::OkStatus();
+  }
+  return common::InvalidArgumentError(fmt::format(
+      "{}: unknown log level \"{}\" (trace, debug, info, warn, error, off)", field, level));
+}
+
+common::Status SetInt(const std::string& value, const std::string& field, int min, int max,
+                      int& out) {
+  auto n = ParseNumber<int>(value);
+  if (!n || *n < min || *n > max) {
+    return common::InvalidArgumentError(
+        fmt::format("{}: must be an integer in [{}, {}], got \"{}\"", field, min, max, value));
+  }
+  out = *n;
+  return common::OkStatus();
+}
+
+common::Status SetDouble(const std::string& value, const std::string& field, double& out) {
+  auto n = ParseNumber<double>(value);
+  if (!n || !(*n > 0)) {
+    return common::InvalidArgumentError(
+        fmt::format("{}: must be a number > 0, got \"{}\"", field, value));
+  }
+  out = *n;
+  return common::OkStatus();
+}
+
+common::Status ApplyNode(const YAML::Node& root, const std::string& source, DaemonConfig& out) {
+  if (!root.IsMap())
+    return common::InvalidArgumentError(fmt::format("{}: must be a mapping", source));
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    const std::string field = fmt::format("{}: {}", source, key);
+    auto scalar = [&]() -> common::Result<std::string> {
+      if (!v.IsScalar()) return common::InvalidArgumentError(field + ": must be a scalar");
+      return v.as<std::string>();
+    };
+    if (key == "listen") {
+      EGS_ASSIGN_OR_RETURN(std::string s, scalar());
+      EGS_RETURN_IF_ERROR(ParseListen(s, field, out));
+    } else if (key == "dataDir") {
+      EGS_ASSIGN_OR_RETURN(out.data_dir, scalar());
+      if (out.data_dir.empty()) return common::InvalidArgumentError(field + ": must not be empty");
+    } else if (key == "fleet") {
+      EGS_ASSIGN_OR_RETURN(out.fleet_file, scalar());
+    } else if (key == "logLevel") {
+      EGS_ASSIGN_OR_RETURN(out.log_level, scalar());
+      EGS_RETURN_IF_ERROR(CheckLogLevel(out.log_level, field));
+    } else if (key == "adminTokenFile") {
+      EGS_ASSIGN_OR_RETURN(out.admin_token_file, scalar());
+    } else if (key == "tls") {
+      if (!v.IsMap()) return common::InvalidArgumentError(field + ": must be a mapping");
+      for (const auto& sub : v) {
+        const std::string k = sub.first.as<std::string>();
+        const std::string f = fmt::format("{}.{}", field, k);
+        if (!sub.second.IsScalar()) return common::InvalidArgumentError(f + ": must be a scalar");
+        if (k == "certFile") {
+          out.tls_cert_file = sub.second.as<std::string>();
+        } else if (k == "keyFile") {
+          out.tls_key_file = sub.second.as<std::string>();
+        } else {
+          return common::InvalidArgumentError(f + ": unknown key");
+        }
+      }
+    } else if (key == "http" || key == "rateLimit") {
+      if (!v.IsMap()) return common::InvalidArgumentError(field + ": must be a mapping");
+      for (const auto& sub : v) {
+        const std::string k = sub.first.as<std::string>();
+        const std::string f = fmt::format("{}.{}", field, k);
+        if (!sub.second.IsScalar()) return common::InvalidArgumentError(f + ": must be a scalar");
+        const std::string s = sub.second.as<std::string>();
+        if (key == "http" && k == "threads") {
+          EGS_RETURN_IF_ERROR(SetInt(s, f, 1, 256, out.http_threads));
+        } else if (key == "http" && k == "maxBodyBytes") {
+          int n = 0;
+          EGS_RETURN_IF_ERROR(SetInt(s, f, 1024, 64 << 20, n));
+          out.max_body_bytes = static_cast<std::size_t>(n);
+        } else if (key == "http" && k == "maxWatches") {
+          EGS_RETURN_IF_ERROR(SetInt(s, f, 1, 100000, out.max_watches));
+        } else if (key == "rateLimit" && k == "perSecond") {
+          EGS_RETURN_IF_ERROR(SetDouble(s, f, out.rate_per_second));
+        } else if (key == "rateLimit" && k == "burst") {
+          EGS_RETURN_IF_ERROR(SetDouble(s, f, out.rate_burst));
+        } else {
+          return common::InvalidArgumentError(f + ": unknown key");
+        }
+      }
+    } else {
+      return common::InvalidArgumentError(field + ": unknown key");
+    }
+  }
+  return common::OkStatus();
+}
+
+}  // namespace
+
+common::Status ParseListen(const std::string& value, const std::string& field, DaemonConfig& out) {
+  const auto colon = value.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return common::InvalidArgumentError(
+        fmt::format("{}: must be ADDR:PORT (e.g. 127.0.0.1:8080), got \"{}\"", field, value));
+  }
+  int port = 0;
+  EGS_RETURN_IF_ERROR(SetInt(value.substr(colon + 1), field + " port", 0, 65535, port));
+  out.listen_host = value.substr(0, colon);
+  out.listen_port = port;
+  return common::OkStatus();
+}
+
+common::Status ApplyConfigYaml(const std::string& text, const std::string& source,
+                               DaemonConfig& out) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return common::InvalidArgumentError(
+        fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (root.IsNull()) return common::OkStatus();  // an empty file configures nothing
+  DaemonConfig copy = out;
+  try {
+    EGS_RETURN_IF_ERROR(ApplyNode(root, source, copy));
+  } catch (const YAML::Exception& e) {
+    return common::InvalidArgumentError(fmt::format("{}: {}", source, e.what()));
+  }
+  out = copy;
+  return common::OkStatus();
+}
+
+common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& args) {
+  DaemonConfig config;
+  // Pass 1: the config file, so that flags override it whatever their order.
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] != "--config") continue;
+    if (i + 1 >= args.size()) return common::InvalidArgumentError("--config: needs a file");
+    const std::string& path = args[i + 1];
+    std::ifstream in(path);
+    if (!in) return common::InvalidArgumentError(fmt::format("--config: cannot read {}", path));
+    std::stringstream text;
+    text << in.rdbuf();
+    EGS_RETURN_IF_ERROR(ApplyConfigYaml(text.str(), path, config));
+  }
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::string value;
+    bool has_value = false;
+    if (auto eq = flag.find('='); flag.starts_with("--") && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> common::Result<std::string> {
+      if (has_value) return value;
+      if (i + 1 >= args.size()) return common::InvalidArgumentError(flag + ": needs a value");
+      return args[++i];
+    };
+    if (flag == "--config") {
+      EGS_ASSIGN_OR_RETURN(value, next());  // applied in pass 1
+    } else if (flag == "--listen") {
+      EGS_ASSIGN_OR_RETURN(value, next());
+      EGS_RETURN_IF_ERROR(ParseListen(value, flag, config));
+    } else if (flag == "--data-dir") {
+      EGS_ASSIGN_OR_RETURN(config.data_dir, next());
+      if (config.data_dir.empty()) return common::InvalidArgumentError("--data-dir: empty");
+    } else if (flag == "--fleet") {
+      EGS_ASSIGN_OR_RETURN(config.fleet_file, next());
+    } else if (flag == "--log-level") {
+      EGS_ASSIGN_OR_RETURN(config.log_level, next());
+      EGS_RETURN_IF_ERROR(CheckLogLevel(config.log_level, flag));
+    } else if (flag == "--admin-token-file") {
+      EGS_ASSIGN_OR_RETURN(config.admin_token_file, next());
+    } else if (flag == "--tls-cert-file") {
+      EGS_ASSIGN_OR_RETURN(config.tls_cert_file, next());
+    } else if (flag == "--tls-key-file") {
+      EGS_ASSIGN_OR_RETURN(config.tls_key_file, next());
+    } else if (flag == "--http-threads") {
+      EGS_ASSIGN_OR_RETURN(value, next());
+      EGS_RETURN_IF_ERROR(SetInt(value, flag, 1, 256, config.http_threads));
+    } else {
+      return common::InvalidArgumentError(fmt::format("{}: unknown flag", args[i]));
+    }
+  }
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
+    return common::InvalidArgumentError(
+        "--tls-cert-file/--tls-key-file: a certificate and a key must be given together");
+  }
+  return config;
+}
+
+}  // namespace egs::daemon

@@ -1,0 +1,52 @@
+// egsd's configuration: a YAML file (--config) overridden by command-line flags.
+//
+//   listen: 127.0.0.1:8080          # ADDR:PORT; port 0 picks a free one
+//   dataDir: ./egs-data             # SQLite database and state
+//   fleet: deploy/fleets/demo.yaml  # simulated fleet loaded on first start
+//   logLevel: info                  # trace, debug, info, warn, error
+//   adminTokenFile: ""              # also write the first-start admin token here (mode 0600)
+//   tls: {certFile: "", keyFile: ""}  # PEM files; serve https (kubectl sends tokens only so)
+//   http: {threads: 8, maxBodyBytes: 1048576, maxWatches: 64}
+//   rateLimit: {perSecond: 200, burst: 400}   # per token
+//
+// Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --fleet FILE, --log-level L,
+// --admin-token-file FILE, --tls-cert-file FILE, --tls-key-file FILE, --http-threads N.
+//
+// Thread-safety: values.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace egs::daemon {
+
+struct DaemonConfig {
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 8080;
+  std::string data_dir = "./egs-data";
+  std::string fleet_file;
+  std::string log_level = "info";
+  std::string admin_token_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  int http_threads = 8;
+  std::size_t max_body_bytes = 1 << 20;
+  int max_watches = 64;
+  double rate_per_second = 200;
+  double rate_burst = 400;
+};
+
+// Parses "ADDR:PORT" into the config. InvalidArgument naming `field`.
+common::Status ParseListen(const std::string& value, const std::string& field, DaemonConfig& out);
+// Applies a YAML config document. InvalidArgument naming "<source>: <key>: <reason>"; unknown
+// keys are errors.
+common::Status ApplyConfigYaml(const std::string& text, const std::string& source,
+                               DaemonConfig& out);
+// Reads --config first (if given), then applies the other flags over it. InvalidArgument naming
+// the flag for unknown flags, missing values and bad values. `args` excludes argv[0].
+common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& args);
+
+}  // namespace egs::daemon

@@ -1,0 +1,61 @@
+#include "daemon/config.h"
+
+#include <gtest/gtest.h>
+
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+
+namespace egs::daemon {
+namespace {
+
+using egs::testing::StatusIs;
+
+TEST(ConfigTest, FlagsOverrideTheConfigFile) {
+  egs::testing::TempDir dir;
+  const std::string path =
+      dir.Write("egsd.yaml",
+                "listen: 0.0.0.0:9000\n"
+                "dataDir: /var/lib/egs\n"
+                "logLevel: debug\n"
+                "http: {threads: 4, maxWatches: 10}\n"
+                "rateLimit: {perSecond: 5, burst: 10}\n"
+                "tls: {certFile: /etc/egs/tls.crt, keyFile: /etc/egs/tls.key}\n");
+  auto c = ParseCommandLine({"--listen", "127.0.0.1:0", "--config", path, "--fleet=f.yaml"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->listen_host, "127.0.0.1");
+  EXPECT_EQ(c->listen_port, 0);
+  EXPECT_EQ(c->data_dir, "/var/lib/egs");
+  EXPECT_EQ(c->fleet_file, "f.yaml");
+  EXPECT_EQ(c->log_level, "debug");
+  EXPECT_EQ(c->http_threads, 4);
+  EXPECT_EQ(c->max_watches, 10);
+  EXPECT_DOUBLE_EQ(c->rate_per_second, 5);
+  EXPECT_EQ(c->tls_cert_file, "/etc/egs/tls.crt");
+  EXPECT_EQ(c->tls_key_file, "/etc/egs/tls.key");
+}
+
+TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
+  auto expect_error = [](std::vector<std::string> args, const std::string& needle) {
+    auto c = ParseCommandLine(args);
+    ASSERT_THAT(c, StatusIs(common::StatusCode::kInvalidArgument));
+    EXPECT_NE(c.error().message().find(needle), std::string::npos) << c.error().message();
+  };
+  expect_error({"--listen", "8080"}, "--listen");
+  expect_error({"--listen", "h:99999"}, "--listen");
+  expect_error({"--bogus"}, "--bogus");
+  expect_error({"--data-dir"}, "--data-dir");
+  expect_error({"--log-level", "loud"}, "--log-level");
+  expect_error({"--http-threads", "0"}, "--http-threads");
+  expect_error({"--config", "/nonexistent/egsd.yaml"}, "--config");
+  expect_error({"--tls-cert-file", "c.pem"}, "--tls-key-file");
+
+  egs::testing::TempDir dir;
+  expect_error({"--config", dir.Write("a.yaml", "listen: [1, 2]\n")}, "listen");
+  expect_error({"--config", dir.Write("b.yaml", "colour: red\n")}, "colour: unknown key");
+  expect_error({"--config", dir.Write("c.yaml", "http: {threads: many}\n")}, "http.threads");
+  expect_error({"--config", dir.Write("d.yaml", "listen: [\n")}, "d.yaml:");
+  expect_error({"--config", dir.Write("e.yaml", "tls: {cert: x}\n")}, "tls.cert: unknown key");
+}
+
+}  // namespace
+}  // namespace egs::daemon

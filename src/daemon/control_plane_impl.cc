@@ -1,0 +1,1069 @@
+#include "daemon/control_plane_impl.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <utility>
+
+#include "daemon/request_state.h"
+
+namespace egs::daemon {
+namespace {
+
+using nlohmann::json;
+using scheduler::RequestRecord;
+
+constexpr std::string_view kGpr = "GPUProvisionRequest";
+constexpr std::string_view kProject = "Project";
+constexpr std::string_view kCluster = "Cluster";
+constexpr std::string_view kShape = "GPUShape";
+constexpr std::string_view kNode = "Node";
+constexpr std::string_view kWorkspace = "Workspace";
+constexpr std::string_view kEvent = "Event";
+// Node events go to this namespace, as Kubernetes does.
+constexpr std::string_view kDefaultNamespace = "default";
+
+common::Result<std::string> StringField(const json& body, const char* key, bool required) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) {
+    if (required) return common::InvalidArgumentError(fmt::format("{}: required", key));
+    return std::string();
+  }
+  if (!it->is_string()) {
+    return common::InvalidArgumentError(fmt::format("{}: expected string", key));
+  }
+  return it->get<std::string>();
+}
+
+common::Result<int> IntField(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end()) return common::InvalidArgumentError(fmt::format("{}: required", key));
+  if (!it->is_number_integer()) {
+    return common::InvalidArgumentError(fmt::format("{}: expected integer", key));
+  }
+  const auto v = it->get<std::int64_t>();
+  if (v < INT32_MIN || v > INT32_MAX) {
+    return common::InvalidArgumentError(fmt::format("{}: out of range", key));
+  }
+  return static_cast<int>(v);
+}
+
+common::Result<common::Duration> DurationField(const json& body, const char* key) {
+  EGS_ASSIGN_OR_RETURN(std::string text, StringField(body, key, true));
+  auto d = api::ParseDuration(text);
+  if (!d.ok()) return d.error().WithContext(key);
+  if (*d <= common::Duration(0)) {
+    return common::InvalidArgumentError(fmt::format("{}: must be > 0", key));
+  }
+  return *d;
+}
+
+}  // namespace
+
+ControlPlaneImpl::ControlPlaneImpl(scheduler::Scheduler& scheduler, store::Store& store,
+                                   common::Clock& clock)
+    : scheduler_(scheduler), store_(store), clock_(clock) {
+  fleet_names_.store(std::make_shared<const FleetNames>());
+}
+
+template <typename F>
+auto ControlPlaneImpl::OnLoop(F fn) -> std::invoke_result_t<F> {
+  if (loop_ == nullptr || loop_->OnLoopThread()) return fn();
+  return loop_->Call([&fn](scheduler::Scheduler&) { return fn(); });
+}
+
+// ---- Loading ------------------------------------------------------------------------------
+
+common::Result<bool> ControlPlaneImpl::HasFleet() {
+  for (std::string_view kind : {kShape, kCluster, kNode, kWorkspace}) {
+    EGS_ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind, std::nullopt));
+    if (!list.objects.empty()) return true;
+  }
+  return false;
+}
+
+common::Status ControlPlaneImpl::LoadFromStore() {
+  // Fleet kinds in dependency order, through the same path as an API create.
+  for (std::string_view kind : {kProject, kShape, kCluster, kNode, kWorkspace}) {
+    EGS_ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind, std::nullopt));
+    for (const store::StoredObject& o : list.objects) {
+      json j = json::parse(o.data, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded()) {
+        return common::InternalError(fmt::format("stored {} {} is not JSON", kind, o.name));
+      }
+      auto created = CreateFleetObject(kind, j, /*dry_run=*/false, /*persist=*/false);
+      if (!created.ok()) {
+        return created.error().WithContext(fmt::format("restore {} {}", kind, o.name));
+      }
+    }
+  }
+  // Requests: the API objects (spec as written) and the scheduler's state.
+  EGS_ASSIGN_OR_RETURN(store::ListResult gprs, store_.List(kGpr, std::nullopt));
+  EGS_ASSIGN_OR_RETURN(store::ListResult states, store_.List(kRequestStateKind, std::nullopt));
+  std::map<std::pair<std::string, std::string>, const store::StoredObject*> state_of;
+  for (const auto& s : states.objects) state_of[{s.ns, s.name}] = &s;
+  std::size_t restored = 0;
+  for (const store::StoredObject& o : gprs.objects) {
+    json j = json::parse(o.data, nullptr, false);
+    auto doc = api::ParseGpr(j);
+    if (!doc.ok()) return doc.error().WithContext(fmt::format("restore GPR {}/{}", o.ns, o.name));
+    auto st = state_of.find({o.ns, o.name});
+    if (st == state_of.end()) {
+      return common::InternalError(fmt::format("GPR {}/{} has no request state", o.ns, o.name));
+    }
+    json sj = json::parse(st->second->data, nullptr, false);
+    auto record = RequestStateFromJson(sj, names_);
+    if (!record.ok()) {
+      return record.error().WithContext(fmt::format("restore GPR {}/{}", o.ns, o.name));
+    }
+    const core::RequestId id = record->id;
+    common::Status restored_ok = scheduler_.Restore(*record);
+    if (!restored_ok.ok() && restored_ok.code() == common::StatusCode::kFailedPrecondition) {
+      // Its nodes are no longer bookable (a node gone or double-booked by a bad state): the
+      // request goes back to the queue rather than being lost.
+      spdlog::warn("GPR {}/{}: {}; requeued", o.ns, o.name, restored_ok.message());
+      record->phase = core::RequestPhase::kQueued;
+      record->plan.reset();
+      record->window.reset();
+      record->reservation.reset();
+      restored_ok = scheduler_.Restore(*record);
+    }
+    if (!restored_ok.ok()) {
+      return restored_ok.WithContext(fmt::format("restore GPR {}/{}", o.ns, o.name));
+    }
+    doc->meta.uid = o.uid;
+    doc->meta.creation_timestamp = o.created;
+    gprs_[id] = GprObject{doc->meta, doc->spec};
+    names_.AddRequest({o.ns, o.name}, id);
+    ++restored;
+  }
+  // Uids are "<prefix>-<n>"; continue after the highest one seen.
+  for (std::string_view kind : {kGpr, kProject, kShape, kCluster, kNode, kWorkspace}) {
+    EGS_ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind, std::nullopt));
+    for (const auto& o : list.objects) {
+      auto dash = o.uid.rfind('-');
+      if (dash == std::string::npos) continue;
+      next_uid_ = std::max<std::uint64_t>(next_uid_,
+                                          std::strtoull(o.uid.c_str() + dash + 1, nullptr, 10) + 1);
+    }
+  }
+  scheduler_.TakeEvents();  // restoring emits nothing new worth persisting
+  PublishNames();
+  spdlog::info("restored {} nodes, {} workspaces, {} requests", names_.nodes.size(),
+               names_.workspaces.size(), restored);
+  return common::OkStatus();
+}
+
+void ControlPlaneImpl::PublishNames() {
+  auto n = std::make_shared<FleetNames>();
+  names_.nodes.ForEach([&](core::NodeId id, const std::string& name) {
+    n->nodes[id] = name;
+    n->node_ids[name] = id;
+  });
+  names_.shapes.ForEach([&](core::ShapeId id, const std::string& name) { n->shapes[id] = name; });
+  names_.clusters.ForEach(
+      [&](core::ClusterId id, const std::string& name) { n->clusters[id] = name; });
+  names_.workspaces.ForEach([&](core::WorkspaceId id, const std::string& name) {
+    n->workspaces[id] = name;
+    n->workspace_ids[name] = id;
+  });
+  fleet_names_.store(std::move(n));
+}
+
+std::vector<core::Node> ControlPlaneImpl::Nodes() const {
+  std::vector<core::Node> out;
+  out.reserve(nodes_.size());
+  for (const auto& [id, n] : nodes_) out.push_back(n);
+  return out;
+}
+
+// ---- Conversions --------------------------------------------------------------------------
+
+common::Result<core::RequestSpec> ControlPlaneImpl::ToRequestSpec(const api::GprSpecDoc& doc,
+                                                                  std::string_view ns,
+                                                                  std::string_view name,
+                                                                  core::WorkspaceId ws) const {
+  core::RequestSpec spec;
+  spec.name = fmt::format("{}/{}", ns, name);
+  spec.workspace = ws;
+  for (std::size_t i = 0; i < doc.shapes.size(); ++i) {
+    auto id = names_.shapes.Find(doc.shapes[i]);
+    if (!id) {
+      return common::InvalidArgumentError(
+          fmt::format("spec.shapes[{}]: unknown shape \"{}\"", i, doc.shapes[i]));
+    }
+    spec.shapes.push_back(*id);
+  }
+  for (std::size_t i = 0; i < doc.clusters.size(); ++i) {
+    auto id = names_.clusters.Find(doc.clusters[i]);
+    if (!id) {
+      return common::InvalidArgumentError(
+          fmt::format("spec.clusters[{}]: unknown cluster \"{}\"", i, doc.clusters[i]));
+    }
+    spec.clusters.push_back(*id);
+  }
+  spec.nodes = doc.nodes;
+  spec.gpus_per_node = doc.gpus_per_node;
+  spec.duration = doc.duration;
+  spec.priority = doc.priority;
+  spec.earliest_start = doc.earliest_start;
+  EGS_RETURN_IF_ERROR(core::ValidateSpec(spec));
+  return spec;
+}
+
+common::Result<core::Workspace> ControlPlaneImpl::ToWorkspace(const api::WorkspaceDoc& doc) const {
+  core::Workspace w;
+  w.name = doc.meta.name;
+  if (!doc.project.empty()) {
+    auto p = names_.projects.Find(doc.project);
+    if (!p) {
+      return common::InvalidArgumentError(
+          fmt::format("spec.project: unknown project \"{}\"", doc.project));
+    }
+    w.project = *p;
+  }
+  w.namespaces = doc.namespaces;
+  const api::WorkspacePolicyDoc& d = doc.policy;
+  core::WorkspacePolicy& p = w.policy;
+  p.gpu_quota = d.gpu_quota;
+  for (std::size_t i = 0; i < d.allowed_shapes.size(); ++i) {
+    auto id = names_.shapes.Find(d.allowed_shapes[i]);
+    if (!id) {
+      return common::InvalidArgumentError(fmt::format(
+          "spec.policy.allowedShapes[{}]: unknown shape \"{}\"", i, d.allowed_shapes[i]));
+    }
+    p.allowed_shapes.push_back(*id);
+  }
+  for (std::size_t i = 0; i < d.allowed_clusters.size(); ++i) {
+    auto id = names_.clusters.Find(d.allowed_clusters[i]);
+    if (!id) {
+      return common::InvalidArgumentError(fmt::format(
+          "spec.policy.allowedClusters[{}]: unknown cluster \"{}\"", i, d.allowed_clusters[i]));
+    }
+    p.allowed_clusters.push_back(*id);
+  }
+  p.min_priority = d.min_priority;
+  p.max_priority = d.max_priority;
+  p.max_nodes_per_request = d.max_nodes_per_request;
+  p.max_duration = d.max_duration;
+  p.max_active_requests = d.max_active_requests;
+  p.share_nodes = d.share_nodes;
+  p.preemptible = d.preemptible;
+  p.may_burst = d.may_burst;
+  p.idle_timeout = d.idle_timeout;
+  p.idle_threshold_percent = d.idle_threshold_percent;
+  p.idle_grace = d.idle_grace;
+  p.promise_tolerance = d.promise_tolerance;
+  p.fair_share_half_life = d.fair_share_half_life;
+  auto valid = core::ValidatePolicy(p);
+  if (!valid.ok()) {
+    // core names fields "policy.x"; the API's path is spec.policy.x.
+    return common::InvalidArgumentError("spec." + valid.message());
+  }
+  return w;
+}
+
+common::Result<core::RequestId> ControlPlaneImpl::FindGpr(std::string_view ns,
+                                                          std::string_view name) const {
+  auto it = names_.requests.find(RequestName{std::string(ns), std::string(name)});
+  if (it == names_.requests.end()) {
+    return common::NotFoundError(
+        fmt::format("gpuprovisionrequests \"{}\" not found in namespace \"{}\"", name, ns));
+  }
+  return it->second;
+}
+
+json ControlPlaneImpl::GprJson(const RequestRecord& r) const {
+  const GprObject& o = gprs_.at(r.id);
+  api::GprDoc doc;
+  doc.meta = o.meta;
+  doc.meta.resource_version = 0;
+  doc.spec = o.spec;
+  api::GprStatusDoc& s = doc.status;
+  s.phase = std::string(core::PhaseName(r.phase));
+  s.reason = r.reason;
+  s.request_id = static_cast<std::int64_t>(r.id.value());
+  s.promised_start = r.promised_start;
+  s.promised_start_p50 = r.promised_p50;
+  s.promised_start_p90 = r.promised_p90;
+  s.start_time = r.actual_start;
+  if (r.window) s.end_time = r.window->end;
+  s.finish_time = r.finish_time;
+  if (r.plan && r.phase != core::RequestPhase::kQueued) {
+    s.cluster = names_.clusters.Name(r.plan->cluster);
+    s.shape = names_.shapes.Name(r.plan->shape);
+    for (core::NodeId n : r.plan->nodes) s.nodes.push_back(names_.nodes.Name(n));
+  }
+  if (r.pending_extension) {
+    s.pending_extension =
+        api::PendingExtensionDoc{r.pending_extension->extra, r.pending_extension->reason};
+  }
+  s.requeues = r.requeue_count;
+  return api::ToJson(doc);
+}
+
+void ControlPlaneImpl::AddRequestWrites(const RequestRecord& r,
+                                        std::vector<store::WriteOp>& ops) const {
+  const GprObject& o = gprs_.at(r.id);
+  store::StoredObject obj;
+  obj.kind = std::string(kGpr);
+  obj.ns = o.meta.ns;
+  obj.name = o.meta.name;
+  obj.uid = o.meta.uid;
+  obj.created = o.meta.creation_timestamp.value_or(clock_.Now());
+  obj.data = GprJson(r).dump();
+  store::StoredObject state = obj;
+  state.kind = kRequestStateKind;
+  state.data = RequestStateToJson(r, names_).dump();
+  ops.push_back(store::WriteOp::Put(std::move(obj), std::nullopt));
+  ops.push_back(store::WriteOp::Put(std::move(state), std::nullopt));
+}
+
+void ControlPlaneImpl::AddEventWrites(const std::vector<core::Event>& events,
+                                      std::vector<store::WriteOp>& ops,
+                                      std::vector<core::RequestId>* requests) {
+  for (const core::Event& e : events) {
+    api::EventDoc doc;
+    doc.type = e.type == core::EventType::kWarning ? "Warning" : "Normal";
+    doc.reason = e.reason;
+    doc.message = e.message;
+    doc.first_timestamp = e.first_time;
+    doc.last_timestamp = e.last_time;
+    doc.count = e.count;
+    std::string object_name;
+    if (e.object.kind == core::ObjectKind::kRequest) {
+      const core::RequestId id(e.object.id);
+      auto it = names_.request_names.find(id);
+      if (it == names_.request_names.end()) continue;  // a request being created: named later
+      doc.involved_object = {std::string(kGpr), it->second.ns, it->second.name};
+      doc.meta.ns = it->second.ns;
+      object_name = it->second.name;
+      if (requests) requests->push_back(id);
+    } else if (e.object.kind == core::ObjectKind::kNode) {
+      const std::string& node =
+          names_.nodes.Name(core::NodeId(static_cast<std::uint32_t>(e.object.id)));
+      doc.involved_object = {std::string(kNode), "", node};
+      doc.meta.ns = std::string(kDefaultNamespace);
+      object_name = node;
+    } else {
+      continue;
+    }
+    doc.meta.name = fmt::format("{}.{:x}", object_name, e.id.value());
+    doc.meta.uid = fmt::format("ev-{}", next_uid_++);
+    doc.meta.creation_timestamp = e.first_time;
+    store::StoredObject obj;
+    obj.kind = std::string(kEvent);
+    obj.ns = doc.meta.ns;
+    obj.name = doc.meta.name;
+    obj.uid = doc.meta.uid;
+    obj.created = e.first_time;
+    obj.data = api::ToJson(doc).dump();
+    ops.push_back(store::WriteOp::Put(std::move(obj), std::nullopt));
+  }
+}
+
+common::Result<store::CommitResult> ControlPlaneImpl::CommitAfterChange(
+    std::vector<store::WriteOp> ops) {
+  common::Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto result = store_.Commit(ops, {});
+    if (result.ok()) return result;
+    last = result.error();
+    if (last.code() != common::StatusCode::kUnavailable) break;
+    clock_.SleepUntil(clock_.Now() + std::chrono::milliseconds(20 << attempt));
+  }
+  spdlog::critical(
+      "the store refused a change the scheduler already applied ({}); exiting so that a restart "
+      "rebuilds state from what is durable",
+      last.ToString());
+  spdlog::default_logger()->flush();
+  std::_Exit(75);
+}
+
+common::Status ControlPlaneImpl::PersistChange(std::vector<store::WriteOp> ops) {
+  std::vector<core::RequestId> touched;
+  AddEventWrites(scheduler_.TakeEvents(), ops, &touched);
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  std::set<std::pair<std::string, std::string>> written;
+  for (const auto& op : ops) {
+    if (op.object.kind == kGpr) written.insert({op.object.ns, op.object.name});
+  }
+  for (core::RequestId id : touched) {
+    const RequestRecord* r = scheduler_.FindRequest(id);
+    if (r == nullptr || !gprs_.contains(id)) continue;
+    const GprObject& o = gprs_.at(id);
+    if (written.contains({o.meta.ns, o.meta.name})) continue;
+    AddRequestWrites(*r, ops);
+  }
+  if (ops.empty()) return common::OkStatus();
+  return CommitAfterChange(std::move(ops)).status();
+}
+
+void ControlPlaneImpl::AfterCycle(const scheduler::CycleStats&) {
+  PersistChange({}).IgnoreError();  // CommitAfterChange exits on failure
+}
+
+common::Result<json> ControlPlaneImpl::ReadBack(std::string_view kind, std::string_view ns,
+                                                std::string_view name) {
+  EGS_ASSIGN_OR_RETURN(auto stored, store_.Get(kind, ns, name));
+  if (!stored) return common::InternalError("object vanished after commit");
+  json j = json::parse(stored->data, nullptr, false);
+  j["metadata"]["resourceVersion"] = std::to_string(stored->resource_version);
+  return j;
+}
+
+// ---- Create -------------------------------------------------------------------------------
+
+common::Result<json> ControlPlaneImpl::Create(const api::Principal&, std::string_view kind,
+                                              std::string_view ns, json object, bool dry_run) {
+  return OnLoop([&] { return CreateOnLoop(kind, ns, object, dry_run); });
+}
+
+common::Result<json> ControlPlaneImpl::CreateOnLoop(std::string_view kind, std::string_view ns,
+                                                    const json& object, bool dry_run) {
+  if (kind == kGpr) return CreateGpr(ns, object, dry_run);
+  if (kind == kEvent) {
+    return common::FailedPreconditionError("events are written by egsd, not created by clients");
+  }
+  if (!ns.empty()) {
+    return common::InvalidArgumentError(
+        fmt::format("metadata.namespace: {} is cluster-scoped", kind));
+  }
+  return CreateFleetObject(kind, object, dry_run, /*persist=*/true);
+}
+
+common::Result<json> ControlPlaneImpl::CreateGpr(std::string_view ns, const json& object,
+                                                 bool dry_run) {
+  EGS_ASSIGN_OR_RETURN(api::GprDoc doc, api::ParseGpr(object));
+  if (!doc.meta.ns.empty() && doc.meta.ns != ns) {
+    return common::InvalidArgumentError(
+        fmt::format("metadata.namespace: \"{}\" does not match the request's namespace \"{}\"",
+                    doc.meta.ns, ns));
+  }
+  doc.meta.ns = std::string(ns);
+  auto ws = names_.workspaces.Find(ns);
+  if (!ws) {
+    return common::NotFoundError(fmt::format("namespace \"{}\": no such workspace", ns));
+  }
+  if (names_.requests.contains(RequestName{std::string(ns), doc.meta.name})) {
+    return common::AlreadyExistsError(fmt::format(
+        "gpuprovisionrequests \"{}\" already exists in namespace \"{}\"", doc.meta.name, ns));
+  }
+  EGS_ASSIGN_OR_RETURN(core::RequestSpec spec, ToRequestSpec(doc.spec, ns, doc.meta.name, *ws));
+  if (dry_run) {
+    EGS_RETURN_IF_ERROR(scheduler_.Quote(spec).status());
+    doc.status.phase = "";
+    return api::ToJson(doc);
+  }
+  EGS_ASSIGN_OR_RETURN(core::RequestId id, scheduler_.Submit(spec));
+  doc.meta.uid = fmt::format("gpr-{}", next_uid_++);
+  doc.meta.creation_timestamp = clock_.Now();
+  doc.meta.resource_version = 0;
+  gprs_[id] = GprObject{doc.meta, doc.spec};
+  names_.AddRequest({std::string(ns), doc.meta.name}, id);
+  std::vector<store::WriteOp> ops;
+  AddRequestWrites(*scheduler_.FindRequest(id), ops);
+  ops[0].expected_version = 0;  // create: must not exist
+  EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
+  return ReadBack(kGpr, ns, doc.meta.name);
+}
+
+common::Result<json> ControlPlaneImpl::CreateFleetObject(std::string_view kind, const json& object,
+                                                         bool dry_run, bool persist) {
+  json stored;
+  std::string name;
+  std::string uid_prefix;
+  std::function<common::Status()> apply;
+  api::ObjectMeta* meta = nullptr;
+
+  api::ProjectDoc project;
+  api::GpuShapeDoc shape;
+  api::ClusterDoc cluster;
+  api::NodeDoc node;
+  api::WorkspaceDoc workspace;
+  if (kind == kProject) {
+    EGS_ASSIGN_OR_RETURN(project, api::ParseProject(object));
+    meta = &project.meta;
+    if (names_.projects.Find(project.meta.name)) {
+      return common::AlreadyExistsError(
+          fmt::format("projects \"{}\" already exists", project.meta.name));
+    }
+    uid_prefix = "proj";
+    apply = [&] {
+      names_.projects.Intern(project.meta.name);
+      return common::OkStatus();
+    };
+  } else if (kind == kShape) {
+    EGS_ASSIGN_OR_RETURN(shape, api::ParseGpuShape(object));
+    meta = &shape.meta;
+    if (names_.shapes.Find(shape.meta.name)) {
+      return common::AlreadyExistsError(
+          fmt::format("gpushapes \"{}\" already exists", shape.meta.name));
+    }
+    uid_prefix = "shape";
+    apply = [&] {
+      core::GpuShape s;
+      s.name = shape.meta.name;
+      s.gpu_model = shape.gpu_model;
+      s.gpus_per_node = shape.gpus_per_node;
+      s.memory_per_gpu_mib = shape.memory_per_gpu_mib;
+      s.interconnect = shape.interconnect;
+      s.price_per_gpu_hour = shape.price_per_gpu_hour;
+      s.provisioning_lead_time = shape.provisioning_lead_time;
+      EGS_RETURN_IF_ERROR(core::ValidateShape(s).WithContext("spec"));
+      if (dry_run) return common::OkStatus();
+      s.id = names_.shapes.Intern(s.name);
+      auto st = scheduler_.AddShape(s);
+      if (!st.ok()) {
+        names_.shapes.Erase(s.name);
+      } else {
+        shapes_[s.id] = s;
+      }
+      return st;
+    };
+  } else if (kind == kCluster) {
+    EGS_ASSIGN_OR_RETURN(cluster, api::ParseCluster(object));
+    meta = &cluster.meta;
+    if (names_.clusters.Find(cluster.meta.name)) {
+      return common::AlreadyExistsError(
+          fmt::format("clusters \"{}\" already exists", cluster.meta.name));
+    }
+    uid_prefix = "cluster";
+    apply = [&] {
+      core::Cluster c;
+      c.name = cluster.meta.name;
+      if (!cluster.project.empty()) {
+        auto p = names_.projects.Find(cluster.project);
+        if (!p) {
+          return common::InvalidArgumentError(
+              fmt::format("spec.project: unknown project \"{}\"", cluster.project));
+        }
+        c.project = *p;
+      }
+      c.provider = cluster.provider.empty() ? "simulated" : cluster.provider;
+      c.cloud = cluster.cloud;
+      c.region = cluster.region;
+      if (dry_run) return common::OkStatus();
+      c.id = names_.clusters.Intern(c.name);
+      auto st = scheduler_.AddCluster(c);
+      if (!st.ok()) names_.clusters.Erase(c.name);
+      return st;
+    };
+  } else if (kind == kNode) {
+    EGS_ASSIGN_OR_RETURN(node, api::ParseNode(object));
+    meta = &node.meta;
+    if (names_.nodes.Find(node.meta.name)) {
+      return common::AlreadyExistsError(fmt::format("nodes \"{}\" already exists", node.meta.name));
+    }
+    uid_prefix = "node";
+    apply = [&] {
+      core::Node n;
+      n.name = node.meta.name;
+      auto c = names_.clusters.Find(node.cluster);
+      if (!c) {
+        return common::InvalidArgumentError(
+            fmt::format("spec.cluster: unknown cluster \"{}\"", node.cluster));
+      }
+      auto s = names_.shapes.Find(node.shape);
+      if (!s) {
+        return common::InvalidArgumentError(
+            fmt::format("spec.shape: unknown shape \"{}\"", node.shape));
+      }
+      n.cluster = *c;
+      n.shape = *s;
+      n.labels = node.meta.labels;
+      for (const api::GpuDoc& g : node.gpus) {
+        n.gpus.push_back(core::Gpu{
+            g.index, g.uuid, g.model, g.memory_mib,
+            g.mig_mode == "Enabled" ? core::MigMode::kEnabled : core::MigMode::kDisabled});
+      }
+      if (n.gpus.empty()) {
+        // No GPUs listed: the shape's, with stable made-up UUIDs.
+        const core::GpuShape& shape_of = shapes_.at(*s);
+        for (int g = 0; g < shape_of.gpus_per_node; ++g) {
+          n.gpus.push_back(core::Gpu{g, fmt::format("GPU-{}-{}", n.name, g), shape_of.gpu_model,
+                                     shape_of.memory_per_gpu_mib, core::MigMode::kDisabled});
+        }
+      }
+      if (node.health == "Unhealthy") n.health = core::NodeHealth::kUnhealthy;
+      if (node.health == "Cordoned") n.health = core::NodeHealth::kCordoned;
+      if (dry_run) return common::OkStatus();
+      n.id = names_.nodes.Intern(n.name);
+      auto st = scheduler_.AddNode(n);
+      if (!st.ok()) {
+        names_.nodes.Erase(n.name);
+      } else {
+        nodes_[n.id] = n;
+      }
+      return st.ok() ? st : st.WithContext("spec");
+    };
+  } else if (kind == kWorkspace) {
+    EGS_ASSIGN_OR_RETURN(workspace, api::ParseWorkspace(object));
+    meta = &workspace.meta;
+    if (names_.workspaces.Find(workspace.meta.name)) {
+      return common::AlreadyExistsError(
+          fmt::format("workspaces \"{}\" already exists", workspace.meta.name));
+    }
+    uid_prefix = "ws";
+    apply = [&]() -> common::Status {
+      EGS_ASSIGN_OR_RETURN(core::Workspace w, ToWorkspace(workspace));
+      if (dry_run) return common::OkStatus();
+      w.id = names_.workspaces.Intern(w.name);
+      auto st = scheduler_.AddWorkspace(w);
+      if (!st.ok()) names_.workspaces.Erase(w.name);
+      return st;
+    };
+  } else {
+    return common::NotFoundError(fmt::format("kind {} cannot be created", kind));
+  }
+  if (!meta->ns.empty()) {
+    return common::InvalidArgumentError(
+        fmt::format("metadata.namespace: {} is cluster-scoped", kind));
+  }
+  EGS_RETURN_IF_ERROR(apply());
+  if (!persist) {
+    PublishNames();
+    return json::object();
+  }
+  if (meta->uid.empty()) meta->uid = fmt::format("{}-{}", uid_prefix, next_uid_++);
+  if (!meta->creation_timestamp) meta->creation_timestamp = clock_.Now();
+  meta->resource_version = 0;
+  if (kind == kProject) stored = api::ToJson(project);
+  if (kind == kShape) stored = api::ToJson(shape);
+  if (kind == kCluster) stored = api::ToJson(cluster);
+  if (kind == kNode) stored = api::ToJson(node);
+  if (kind == kWorkspace) stored = api::ToJson(workspace);
+  if (dry_run) return stored;
+  store::StoredObject obj;
+  obj.kind = std::string(kind);
+  obj.name = meta->name;
+  obj.uid = meta->uid;
+  obj.created = *meta->creation_timestamp;
+  obj.data = stored.dump();
+  std::vector<store::WriteOp> ops;
+  ops.push_back(store::WriteOp::Put(std::move(obj), 0));
+  EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
+  PublishNames();
+  return ReadBack(kind, "", meta->name);
+}
+
+// ---- Update -------------------------------------------------------------------------------
+
+common::Result<json> ControlPlaneImpl::Update(const api::Principal&, std::string_view kind,
+                                              std::string_view ns, std::string_view name,
+                                              json object, bool dry_run) {
+  return OnLoop([&] { return UpdateOnLoop(kind, ns, name, object, dry_run); });
+}
+
+common::Result<json> ControlPlaneImpl::UpdateOnLoop(std::string_view kind, std::string_view ns,
+                                                    std::string_view name, const json& object,
+                                                    bool dry_run) {
+  EGS_ASSIGN_OR_RETURN(auto current, store_.Get(kind, ns, name));
+  if (!current) {
+    return common::NotFoundError(fmt::format("{} \"{}\" not found", kind, name));
+  }
+  if (object.contains("metadata") && object["metadata"].contains("resourceVersion")) {
+    const json& rv = object["metadata"]["resourceVersion"];
+    const std::string want = rv.is_string() ? rv.get<std::string>() : rv.dump();
+    if (!want.empty() && want != std::to_string(current->resource_version)) {
+      return common::AbortedError(fmt::format(
+          "Operation cannot be fulfilled on {} \"{}\": the object has been modified; please "
+          "apply your changes to the latest version and try again",
+          kind, name));
+    }
+  }
+  if (auto st = api::ValidateObject(kind, object); !st.ok()) return st;
+  json old = json::parse(current->data, nullptr, false);
+  auto object_name = object.value("/metadata/name"_json_pointer, std::string(name));
+  if (object_name != name) {
+    return common::InvalidArgumentError(
+        fmt::format("metadata.name: \"{}\" does not match \"{}\"", object_name, name));
+  }
+
+  if (kind == kGpr) {
+    EGS_ASSIGN_OR_RETURN(core::RequestId id, FindGpr(ns, name));
+    EGS_ASSIGN_OR_RETURN(api::GprDoc doc, api::ParseGpr(object));
+    GprObject& o = gprs_.at(id);
+    const bool spec_changed = api::ToJson(doc.spec) != api::ToJson(o.spec);
+    if (spec_changed) {
+      EGS_ASSIGN_OR_RETURN(
+          core::RequestSpec spec,
+          ToRequestSpec(doc.spec, ns, name,
+                        o.meta.ns.empty() ? core::WorkspaceId() : *names_.workspaces.Find(ns)));
+      const RequestRecord* r = scheduler_.FindRequest(id);
+      spec.quota_exempt = r->spec.quota_exempt;
+      if (r->phase != core::RequestPhase::kQueued &&
+          r->phase != core::RequestPhase::kPendingApproval) {
+        return common::FailedPreconditionError(fmt::format(
+            "spec: cannot change while the request is {}, only while it waits (queued or "
+            "pending approval); to end it early: egsctl release {} -n {}",
+            core::PhaseName(r->phase), name, ns));
+      }
+      if (dry_run) {
+        EGS_RETURN_IF_ERROR(scheduler_.Quote(spec).status());
+      } else {
+        EGS_RETURN_IF_ERROR(scheduler_.Edit(id, spec));
+      }
+    }
+    if (dry_run) return object;
+    o.spec = doc.spec;
+    o.meta.labels = doc.meta.labels;
+    o.meta.annotations = doc.meta.annotations;
+    std::vector<store::WriteOp> ops;
+    AddRequestWrites(*scheduler_.FindRequest(id), ops);
+    ops[0].expected_version = current->resource_version;
+    EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
+    return ReadBack(kind, ns, name);
+  }
+
+  json updated = object;
+  updated["metadata"]["uid"] = old["metadata"].value("uid", current->uid);
+  updated["metadata"]["creationTimestamp"] = old["metadata"].value("creationTimestamp", "");
+  updated["metadata"].erase("resourceVersion");
+  if (old.contains("status")) updated["status"] = old["status"];
+  if (kind == kWorkspace) {
+    EGS_ASSIGN_OR_RETURN(api::WorkspaceDoc doc, api::ParseWorkspace(updated));
+    EGS_ASSIGN_OR_RETURN(core::Workspace w, ToWorkspace(doc));
+    if (!dry_run) {
+      EGS_RETURN_IF_ERROR(scheduler_.UpdatePolicy(*names_.workspaces.Find(name), w.policy));
+    }
+  } else if (old.contains("spec") && updated.value("spec", json::object()) != old["spec"]) {
+    return common::InvalidArgumentError(
+        fmt::format("spec: a {}'s spec cannot be changed (only labels and annotations)", kind));
+  }
+  if (dry_run) return updated;
+  store::StoredObject obj = *current;
+  obj.data = updated.dump();
+  std::vector<store::WriteOp> ops;
+  ops.push_back(store::WriteOp::Put(std::move(obj), current->resource_version));
+  EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
+  return ReadBack(kind, ns, name);
+}
+
+// ---- Delete -------------------------------------------------------------------------------
+
+common::Result<json> ControlPlaneImpl::Delete(const api::Principal&, std::string_view kind,
+                                              std::string_view ns, std::string_view name,
+                                              std::optional<std::int64_t> expected_version) {
+  return OnLoop([&] { return DeleteOnLoop(kind, ns, name, expected_version); });
+}
+
+common::Result<json> ControlPlaneImpl::DeleteOnLoop(std::string_view kind, std::string_view ns,
+                                                    std::string_view name,
+                                                    std::optional<std::int64_t> expected_version) {
+  EGS_ASSIGN_OR_RETURN(auto current, store_.Get(kind, ns, name));
+  if (!current) return common::NotFoundError(fmt::format("{} \"{}\" not found", kind, name));
+  if (expected_version && *expected_version != current->resource_version) {
+    return common::AbortedError(fmt::format("{} \"{}\": resourceVersion {} is stale (current {})",
+                                            kind, name, *expected_version,
+                                            current->resource_version));
+  }
+  if (kind != kGpr && kind != kEvent) {
+    return common::FailedPreconditionError(fmt::format(
+        "deleting a {} is not supported: cordon or fail nodes instead, and keep fleet objects "
+        "while requests refer to them",
+        kind));
+  }
+  json last = json::parse(current->data, nullptr, false);
+  std::vector<store::WriteOp> ops;
+  ops.push_back(store::WriteOp::Delete(std::string(kind), std::string(ns), std::string(name),
+                                       current->resource_version));
+  if (kind == kGpr) {
+    EGS_ASSIGN_OR_RETURN(core::RequestId id, FindGpr(ns, name));
+    const RequestRecord* r = scheduler_.FindRequest(id);
+    if (r->phase == core::RequestPhase::kQueued ||
+        r->phase == core::RequestPhase::kPendingApproval) {
+      EGS_RETURN_IF_ERROR(scheduler_.Cancel(id));
+    } else if (!core::IsTerminal(r->phase)) {
+      return common::FailedPreconditionError(
+          fmt::format("status.phase: the request is {}; release it first (egsctl release {} -n {})",
+                      core::PhaseName(r->phase), name, ns));
+    }
+    ops.push_back(store::WriteOp::Delete(kRequestStateKind, std::string(ns), std::string(name),
+                                         std::nullopt));
+    // Persist the cancellation's events while the name still resolves, then forget the name.
+    std::vector<core::RequestId> touched;
+    AddEventWrites(scheduler_.TakeEvents(), ops, &touched);
+    names_.EraseRequest(id);
+    gprs_.erase(id);
+  }
+  EGS_RETURN_IF_ERROR(CommitAfterChange(std::move(ops)).status());
+  return last;
+}
+
+// ---- Actions ------------------------------------------------------------------------------
+
+common::Result<json> ControlPlaneImpl::Action(const api::Principal&, std::string_view kind,
+                                              std::string_view ns, std::string_view name,
+                                              std::string_view action, json body) {
+  if (!body.is_null() && !body.is_object()) {
+    return common::InvalidArgumentError("body: must be a JSON object");
+  }
+  if (body.is_null()) body = json::object();
+  return OnLoop([&]() -> common::Result<json> {
+    if (kind == kGpr) return GprAction(ns, name, action, body);
+    if (kind == kNode) return NodeAction(name, action, body);
+    return common::NotFoundError(fmt::format("{} has no action \"{}\"", kind, action));
+  });
+}
+
+common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::string_view name,
+                                                 std::string_view action, const json& body) {
+  EGS_ASSIGN_OR_RETURN(core::RequestId id, FindGpr(ns, name));
+  auto find_other = [&](const std::string& other) { return FindGpr(ns, other); };
+  if (action == "explain") {
+    EGS_ASSIGN_OR_RETURN(std::string text, scheduler_.Explain(id));
+    return json{{"explanation", text}};
+  }
+  if (action == "whatif") {
+    scheduler::WhatIfChange change;
+    change.request = id;
+    if (body.contains("priority")) {
+      change.kind = scheduler::WhatIfChange::Kind::kPriority;
+      EGS_ASSIGN_OR_RETURN(change.priority, IntField(body, "priority"));
+    } else if (body.contains("nodes")) {
+      change.kind = scheduler::WhatIfChange::Kind::kNodes;
+      EGS_ASSIGN_OR_RETURN(change.nodes, IntField(body, "nodes"));
+    } else if (body.contains("extend")) {
+      change.kind = scheduler::WhatIfChange::Kind::kExtend;
+      EGS_ASSIGN_OR_RETURN(change.extend_by, DurationField(body, "extend"));
+    } else {
+      return common::InvalidArgumentError("body: give one of priority, nodes, extend");
+    }
+    EGS_ASSIGN_OR_RETURN(scheduler::Impact impact, scheduler_.WhatIf(change));
+    json shifts = json::array();
+    for (const auto& s : impact.shifts) {
+      auto it = names_.request_names.find(s.request);
+      json row = {{"namespace", it == names_.request_names.end() ? "" : it->second.ns},
+                  {"name", it == names_.request_names.end() ? "" : it->second.name}};
+      if (s.before) row["before"] = api::FormatTime(*s.before);
+      if (s.after) row["after"] = api::FormatTime(*s.after);
+      if (s.before && s.after) {
+        row["shiftSeconds"] = common::ToSeconds(*s.after - *s.before);
+      }
+      shifts.push_back(std::move(row));
+    }
+    return json{{"shifts", std::move(shifts)}};
+  }
+
+  common::Status st;
+  json extra = json::object();
+  if (action == "approve") {
+    if (body.contains("changes")) {
+      EGS_ASSIGN_OR_RETURN(api::GprSpecDoc changes, api::ParseGprSpec(body["changes"], "changes"));
+      EGS_ASSIGN_OR_RETURN(core::RequestSpec spec,
+                           ToRequestSpec(changes, ns, name, *names_.workspaces.Find(ns)));
+      EGS_RETURN_IF_ERROR(scheduler_.Edit(id, spec));
+      gprs_.at(id).spec = changes;
+    }
+    const RequestRecord* r = scheduler_.FindRequest(id);
+    if (r->phase == core::RequestPhase::kPendingApproval) {
+      st = scheduler_.Approve(id);
+    } else if (!body.contains("changes")) {
+      st = scheduler_.Approve(id);  // reports the phase
+    }
+  } else if (action == "reject") {
+    EGS_ASSIGN_OR_RETURN(std::string reason, StringField(body, "reason", true));
+    if (reason.empty()) return common::InvalidArgumentError("reason: must not be empty");
+    st = scheduler_.Reject(id, reason);
+  } else if (action == "release") {
+    st = scheduler_.EarlyRelease(id);
+  } else if (action == "extend") {
+    EGS_ASSIGN_OR_RETURN(common::Duration by, DurationField(body, "duration"));
+    auto outcome = scheduler_.Extend(id, by);
+    if (!outcome.ok()) return outcome.error();
+    extra["granted"] = outcome->granted;
+    if (!outcome->granted) extra["reason"] = outcome->reason;
+    json slips = json::array();
+    for (const auto& s : outcome->slips) {
+      auto it = names_.request_names.find(s.request);
+      json row = {{"name", it == names_.request_names.end() ? "" : it->second.name}};
+      if (s.before) row["before"] = api::FormatTime(*s.before);
+      if (s.after) row["after"] = api::FormatTime(*s.after);
+      slips.push_back(std::move(row));
+    }
+    extra["slips"] = std::move(slips);
+  } else if (action == "approve-extension") {
+    st = scheduler_.ApproveExtension(id);
+  } else if (action == "reject-extension") {
+    EGS_ASSIGN_OR_RETURN(std::string reason, StringField(body, "reason", true));
+    st = scheduler_.RejectExtension(id, reason);
+  } else if (action == "reprioritize") {
+    EGS_ASSIGN_OR_RETURN(int priority, IntField(body, "priority"));
+    st = scheduler_.Reprioritize(id, priority);
+    if (st.ok()) gprs_.at(id).spec.priority = priority;
+  } else if (action == "move") {
+    EGS_ASSIGN_OR_RETURN(std::string before, StringField(body, "before", false));
+    EGS_ASSIGN_OR_RETURN(std::string after, StringField(body, "after", false));
+    if (before.empty() == after.empty()) {
+      return common::InvalidArgumentError("body: give exactly one of before, after");
+    }
+    EGS_ASSIGN_OR_RETURN(core::RequestId anchor, find_other(before.empty() ? after : before));
+    st = scheduler_.Move(id, anchor, !before.empty());
+  } else {
+    return common::NotFoundError(
+        fmt::format("gpuprovisionrequests has no action \"{}\" (approve, reject, release, extend, "
+                    "approve-extension, reject-extension, reprioritize, move, explain, whatif)",
+                    action));
+  }
+  EGS_RETURN_IF_ERROR(st);
+  std::vector<store::WriteOp> ops;
+  AddRequestWrites(*scheduler_.FindRequest(id), ops);
+  EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
+  EGS_ASSIGN_OR_RETURN(json object, ReadBack(kGpr, ns, name));
+  if (!extra.empty()) object["result"] = std::move(extra);
+  return object;
+}
+
+common::Result<json> ControlPlaneImpl::NodeAction(std::string_view name, std::string_view action,
+                                                  const json& body) {
+  auto id = names_.nodes.Find(name);
+  if (!id) return common::NotFoundError(fmt::format("nodes \"{}\" not found", name));
+  common::Status st;
+  std::string health;
+  if (action == "fail") {
+    st = scheduler_.SetNodeHealth(*id, core::NodeHealth::kUnhealthy);
+    health = "Unhealthy";
+  } else if (action == "cordon") {
+    st = scheduler_.SetNodeHealth(*id, core::NodeHealth::kCordoned);
+    health = "Cordoned";
+  } else if (action == "recover") {
+    st = scheduler_.SetNodeHealth(*id, core::NodeHealth::kHealthy);
+    health = "Healthy";
+  } else if (action == "maintenance") {
+    EGS_ASSIGN_OR_RETURN(std::string from, StringField(body, "start", true));
+    EGS_ASSIGN_OR_RETURN(std::string to, StringField(body, "end", true));
+    auto start = api::ParseTime(from);
+    if (!start.ok()) return start.error().WithContext("start");
+    auto end = api::ParseTime(to);
+    if (!end.ok()) return end.error().WithContext("end");
+    if (*end <= *start) return common::InvalidArgumentError("end: must be after start");
+    st = scheduler_.AddMaintenance(*id, {*start, *end});
+  } else {
+    return common::NotFoundError(
+        fmt::format("nodes has no action \"{}\" (fail, cordon, recover, maintenance)", action));
+  }
+  EGS_RETURN_IF_ERROR(st);
+  std::vector<store::WriteOp> ops;
+  EGS_ASSIGN_OR_RETURN(auto current, store_.Get(kNode, "", name));
+  if (current && !health.empty()) {
+    json j = json::parse(current->data, nullptr, false);
+    j["status"]["health"] = health;
+    store::StoredObject obj = *current;
+    obj.data = j.dump();
+    ops.push_back(store::WriteOp::Put(std::move(obj), current->resource_version));
+  }
+  EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
+  return ReadBack(kNode, "", name);
+}
+
+// ---- Quote --------------------------------------------------------------------------------
+
+common::Result<json> ControlPlaneImpl::Quote(const api::Principal&, std::string_view ns,
+                                             json spec) {
+  return OnLoop([&] { return QuoteOnLoop(ns, spec); });
+}
+
+common::Result<json> ControlPlaneImpl::QuoteOnLoop(std::string_view ns, const json& body) {
+  auto ws = names_.workspaces.Find(ns);
+  if (!ws) return common::NotFoundError(fmt::format("namespace \"{}\": no such workspace", ns));
+  const json& spec_json = body.contains("spec") ? body["spec"] : body;
+  EGS_ASSIGN_OR_RETURN(api::GprSpecDoc doc, api::ParseGprSpec(spec_json, "spec"));
+  EGS_ASSIGN_OR_RETURN(core::RequestSpec spec, ToRequestSpec(doc, ns, "quote", *ws));
+  EGS_ASSIGN_OR_RETURN(scheduler::QuoteResult q, scheduler_.Quote(spec));
+  api::QuoteDoc out;
+  out.queue_position = static_cast<int>(q.queue_position) + 1;
+  out.needs_approval = !q.needs_approval.empty();
+  for (const scheduler::QuoteOption& o : q.options) {
+    api::QuoteOptionDoc d;
+    d.shape = names_.shapes.Name(o.shape);
+    d.cluster = names_.clusters.Name(o.cluster);
+    d.start = o.start;
+    d.start_p50 = o.start_p50;
+    d.start_p90 = o.start_p90;
+    if (o.start) d.wait_seconds = common::ToSeconds(o.wait);
+    d.price = o.price;
+    d.cause = std::string(scheduler::WaitCauseName(o.cause));
+    d.reason = o.reason;
+    for (core::NodeId n : o.nodes) d.nodes.push_back(names_.nodes.Name(n));
+    out.options.push_back(std::move(d));
+  }
+  if (q.best) out.best = out.options[*q.best];
+  json j = api::ToJson(out);
+  if (out.needs_approval) j["approvalReason"] = q.needs_approval;
+  j["at"] = api::FormatTime(q.at);
+  return j;
+}
+
+// ---- Reads --------------------------------------------------------------------------------
+
+void ControlPlaneImpl::Decorate(std::string_view kind, json& object) const {
+  const auto snap = scheduler_.snapshot();
+  const auto fleet = fleet_names_.load();
+  if (kind == kGpr) {
+    auto rid = object.find("status");
+    if (rid == object.end() || !rid->contains("requestId")) return;
+    const core::RequestId id((*rid)["requestId"].get<std::uint64_t>());
+    const RequestRecord* r = snap->FindRequest(id);
+    if (r == nullptr || r->phase != core::RequestPhase::kQueued) return;
+    json& status = object["status"];
+    auto pos = std::find(snap->queue.begin(), snap->queue.end(), id);
+    if (pos != snap->queue.end()) status["queuePosition"] = (pos - snap->queue.begin()) + 1;
+    status["waitCause"] = scheduler::WaitCauseName(r->wait_cause);
+    if (r->plan) {
+      status["plannedStart"] = api::FormatTime(r->plan->start);
+      auto name_of = [](const auto& map, auto key) {
+        auto it = map.find(key);
+        return it == map.end() ? std::string() : it->second;
+      };
+      status["plannedCluster"] = name_of(fleet->clusters, r->plan->cluster);
+      status["plannedShape"] = name_of(fleet->shapes, r->plan->shape);
+      json nodes = json::array();
+      for (core::NodeId n : r->plan->nodes) nodes.push_back(name_of(fleet->nodes, n));
+      status["plannedNodes"] = std::move(nodes);
+    }
+    return;
+  }
+  if (kind == kNode) {
+    const std::string name = object["metadata"].value("name", "");
+    auto it = fleet->node_ids.find(name);
+    if (it == fleet->node_ids.end()) return;
+    json schedule = json::array();
+    for (const inventory::Booking& b : snap->inventory.BookingsOf(it->second)) {
+      if (b.window.end <= snap->taken_at) continue;
+      const RequestRecord* r = snap->FindRequest(b.owner.request);
+      std::string req = r ? r->spec.name : "";
+      schedule.push_back(
+          {{"request", req},
+           {"kind", b.owner.kind == inventory::BookingKind::kPlan ? "Planned" : "Reserved"},
+           {"start", api::FormatTime(b.window.start)},
+           {"end", api::FormatTime(b.window.end)},
+           {"gpus", b.gpus}});
+    }
+    object["status"]["schedule"] = std::move(schedule);
+    object["status"]["freeGpusNow"] = snap->inventory.FreeGpusAt(it->second, snap->taken_at);
+    return;
+  }
+  if (kind == kWorkspace) {
+    const std::string name = object["metadata"].value("name", "");
+    auto it = fleet->workspace_ids.find(name);
+    if (it == fleet->workspace_ids.end()) return;
+    int active = 0;
+    int gpus = 0;
+    for (const RequestRecord& r : snap->requests) {
+      if (r.spec.workspace != it->second) continue;
+      if (r.phase == core::RequestPhase::kActive || r.phase == core::RequestPhase::kProvisioning) {
+        ++active;
+        if (r.plan) gpus += r.plan->gpus_per_node * r.spec.nodes;
+      }
+    }
+    object["status"]["activeRequests"] = active;
+    object["status"]["gpusInUse"] = gpus;
+  }
+}
+
+}  // namespace egs::daemon

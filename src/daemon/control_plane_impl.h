@@ -1,0 +1,145 @@
+// ControlPlaneImpl: egsd's implementation of api::ControlPlane. Every mutation runs on the
+// scheduler loop thread: it is checked, applied to the Scheduler, and committed to the Store
+// (object, internal request state, events) before the caller gets its answer. After every cycle
+// the loop persists what the cycle changed (phases, reservations, events).
+//
+// If the Store cannot take a commit after the Scheduler applied a change (after retries for
+// Unavailable), egsd exits: memory would otherwise disagree with what is durable, and a restart
+// rebuilds memory from the Store, where the unacknowledged change does not exist.
+//
+// Reads do not come here (the API serves them from the Store); Decorate adds the live parts of
+// an object's status (planned start, queue position, a node's schedule) from the published
+// snapshot.
+//
+// Thread-safety: the api::ControlPlane methods and Decorate may be called from any thread;
+// LoadFromStore and AfterCycle run on the loop thread (LoadFromStore before the loop starts).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "api/codec.h"
+#include "api/control_plane.h"
+#include "common/clock.h"
+#include "daemon/names.h"
+#include "daemon/scheduler_loop.h"
+#include "scheduler/scheduler.h"
+#include "store/store.h"
+
+namespace egs::daemon {
+
+class ControlPlaneImpl final : public api::ControlPlane {
+ public:
+  // Everything must outlive the control plane.
+  ControlPlaneImpl(scheduler::Scheduler& scheduler, store::Store& store, common::Clock& clock);
+
+  // Before the loop starts: rebuilds the scheduler and the name maps from every object in the
+  // Store (fleet, workspaces, then requests in their persisted phase).
+  common::Status LoadFromStore();
+  // Mutations run through `loop` from now on.
+  void AttachLoop(SchedulerLoop* loop) { loop_ = loop; }
+  // Loop thread, after each cycle: persists the cycle's events and the requests they concern.
+  void AfterCycle(const scheduler::CycleStats& stats);
+  // Any thread: fills the live status fields of `object` (a stored object's JSON of `kind`).
+  void Decorate(std::string_view kind, nlohmann::json& object) const;
+  // Loop thread (or before the loop starts): every node known, as the scheduler has it.
+  std::vector<core::Node> Nodes() const;
+  // Whether the Store holds any object of the fleet kinds (a first start has none).
+  common::Result<bool> HasFleet();
+
+  common::Result<nlohmann::json> Create(const api::Principal& who, std::string_view kind,
+                                        std::string_view ns, nlohmann::json object,
+                                        bool dry_run) override;
+  common::Result<nlohmann::json> Update(const api::Principal& who, std::string_view kind,
+                                        std::string_view ns, std::string_view name,
+                                        nlohmann::json object, bool dry_run) override;
+  common::Result<nlohmann::json> Delete(const api::Principal& who, std::string_view kind,
+                                        std::string_view ns, std::string_view name,
+                                        std::optional<std::int64_t> expected_version) override;
+  common::Result<nlohmann::json> Action(const api::Principal& who, std::string_view kind,
+                                        std::string_view ns, std::string_view name,
+                                        std::string_view action, nlohmann::json body) override;
+  common::Result<nlohmann::json> Quote(const api::Principal& who, std::string_view ns,
+                                       nlohmann::json spec) override;
+
+ private:
+  // What the loop remembers of each request's API object besides the scheduler's record.
+  struct GprObject {
+    api::ObjectMeta meta;
+    api::GprSpecDoc spec;
+  };
+  // Names of the fleet, published for readers on other threads (Decorate).
+  struct FleetNames {
+    std::map<core::NodeId, std::string> nodes;
+    std::map<core::ShapeId, std::string> shapes;
+    std::map<core::ClusterId, std::string> clusters;
+    std::map<core::WorkspaceId, std::string> workspaces;
+    std::map<std::string, core::NodeId, std::less<>> node_ids;
+    std::map<std::string, core::WorkspaceId, std::less<>> workspace_ids;
+  };
+
+  // Runs `fn` on the loop thread (directly when already there or before the loop exists).
+  template <typename F>
+  auto OnLoop(F fn) -> std::invoke_result_t<F>;
+
+  // Loop-thread implementations.
+  common::Result<nlohmann::json> CreateOnLoop(std::string_view kind, std::string_view ns,
+                                              const nlohmann::json& object, bool dry_run);
+  common::Result<nlohmann::json> CreateGpr(std::string_view ns, const nlohmann::json& object,
+                                           bool dry_run);
+  common::Result<nlohmann::json> CreateFleetObject(std::string_view kind,
+                                                   const nlohmann::json& object, bool dry_run,
+                                                   bool persist);
+  common::Result<nlohmann::json> UpdateOnLoop(std::string_view kind, std::string_view ns,
+                                              std::string_view name, const nlohmann::json& object,
+                                              bool dry_run);
+  common::Result<nlohmann::json> DeleteOnLoop(std::string_view kind, std::string_view ns,
+                                              std::string_view name,
+                                              std::optional<std::int64_t> expected_version);
+  common::Result<nlohmann::json> GprAction(std::string_view ns, std::string_view name,
+                                           std::string_view action, const nlohmann::json& body);
+  common::Result<nlohmann::json> NodeAction(std::string_view name, std::string_view action,
+                                            const nlohmann::json& body);
+  common::Result<nlohmann::json> QuoteOnLoop(std::string_view ns, const nlohmann::json& spec);
+
+  common::Result<core::RequestSpec> ToRequestSpec(const api::GprSpecDoc& doc, std::string_view ns,
+                                                  std::string_view name,
+                                                  core::WorkspaceId ws) const;
+  common::Result<core::Workspace> ToWorkspace(const api::WorkspaceDoc& doc) const;
+  common::Result<core::RequestId> FindGpr(std::string_view ns, std::string_view name) const;
+  // The GPR's full object JSON from its record.
+  nlohmann::json GprJson(const scheduler::RequestRecord& r) const;
+  // Store ops writing the request's object and internal state.
+  void AddRequestWrites(const scheduler::RequestRecord& r, std::vector<store::WriteOp>& ops) const;
+  // Event objects for `events` (and the ids of the requests they concern).
+  void AddEventWrites(const std::vector<core::Event>& events, std::vector<store::WriteOp>& ops,
+                      std::vector<core::RequestId>* requests);
+  // Commits or, when the Store keeps failing after the Scheduler changed, exits the process.
+  common::Result<store::CommitResult> CommitAfterChange(std::vector<store::WriteOp> ops);
+  // Commits the ops and the events the scheduler emitted so far (with their requests).
+  common::Status PersistChange(std::vector<store::WriteOp> ops);
+  common::Result<nlohmann::json> ReadBack(std::string_view kind, std::string_view ns,
+                                          std::string_view name);
+  void PublishNames();
+
+  scheduler::Scheduler& scheduler_;
+  store::Store& store_;
+  common::Clock& clock_;
+  SchedulerLoop* loop_ = nullptr;
+
+  // Loop-thread state.
+  Names names_;
+  std::unordered_map<core::RequestId, GprObject> gprs_;
+  std::map<core::ShapeId, core::GpuShape> shapes_;  // to fill in the GPUs of a node
+  std::map<core::NodeId, core::Node> nodes_;
+  std::uint64_t next_uid_ = 1;
+
+  std::atomic<std::shared_ptr<const FleetNames>> fleet_names_;
+};
+
+}  // namespace egs::daemon

@@ -1,0 +1,205 @@
+// ControlPlaneImpl over a real Scheduler and a FakeStore: objects are created, persisted and
+// restored by a second control plane over the same store, as after an egsd restart.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/simulated_clock.h"
+#include "daemon/control_plane_impl.h"
+#include "scheduler/fake_cluster_connector.h"
+#include "store/fake_store.h"
+#include "testing/status_matchers.h"
+
+namespace egs::daemon {
+namespace {
+
+using egs::testing::StatusIs;
+using nlohmann::json;
+
+const api::Principal kAdmin{"admin", api::Role::kAdmin, {}, {}, "t0"};
+
+json Obj(std::string_view kind, std::string_view name, json spec, std::string_view ns = "") {
+  json j = {{"apiVersion", "egs.dev/v1alpha1"},
+            {"kind", kind},
+            {"metadata", {{"name", name}}},
+            {"spec", std::move(spec)}};
+  if (!ns.empty()) j["metadata"]["namespace"] = ns;
+  return j;
+}
+
+// One egsd "process": scheduler, connector and control plane over a shared store.
+struct Instance {
+  explicit Instance(store::Store& store, common::SimulatedClock& clock)
+      : connector(scheduler::FakeClusterConnector::PostingTo(sched)),
+        sched(std::make_unique<scheduler::Scheduler>(clock, connector)),
+        cp(*sched, store, clock) {}
+  void Cycle(common::Time now) {
+    for (int i = 0; i < 2; ++i) {
+      auto stats = sched->RunCycle(now);
+      cp.AfterCycle(stats);
+    }
+  }
+  scheduler::FakeClusterConnector connector;
+  std::unique_ptr<scheduler::Scheduler> sched;
+  ControlPlaneImpl cp;
+};
+
+void CreateFleet(ControlPlaneImpl& cp) {
+  ASSERT_OK(cp.Create(kAdmin, "Project", "", Obj("Project", "research", json::object()), false));
+  ASSERT_OK(cp.Create(kAdmin, "GPUShape", "",
+                      Obj("GPUShape", "h100", {{"gpuModel", "H100"}, {"gpusPerNode", 8}}), false));
+  ASSERT_OK(cp.Create(kAdmin, "Cluster", "",
+                      Obj("Cluster", "east", {{"project", "research"}, {"provider", "simulated"}}),
+                      false));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK(cp.Create(
+        kAdmin, "Node", "",
+        Obj("Node", "n" + std::to_string(i), {{"cluster", "east"}, {"shape", "h100"}}), false));
+  }
+  ASSERT_OK(cp.Create(
+      kAdmin, "Workspace", "",
+      Obj("Workspace", "team-a",
+          {{"project", "research"}, {"policy", {{"maxActiveRequests", 4}, {"maxPriority", 500}}}}),
+      false));
+}
+
+json Gpr(std::string_view name, int nodes, std::string_view duration, int priority = 100) {
+  return Obj("GPUProvisionRequest", name,
+             {{"shape", "h100"}, {"nodes", nodes}, {"duration", duration}, {"priority", priority}},
+             "team-a");
+}
+
+TEST(ControlPlaneTest, CreatesPersistsAndRestoresRequests) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  {
+    Instance a(store, clock);
+    CreateFleet(a.cp);
+    auto run = a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("train", 3, "4h"), false);
+    ASSERT_OK(run);
+    EXPECT_EQ((*run)["status"]["phase"], "Queued");
+    EXPECT_FALSE((*run)["metadata"]["resourceVersion"].get<std::string>().empty());
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("later", 4, "1h"), false));
+    ASSERT_OK(
+        a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("big-prio", 1, "1h", 900), false));
+    a.Cycle(clock.Now());
+    auto stored = store.Get("GPUProvisionRequest", "team-a", "train");
+    ASSERT_OK(stored);
+    ASSERT_TRUE(stored->has_value());
+    EXPECT_EQ(json::parse((*stored)->data)["status"]["phase"], "Active");
+    auto pending = store.Get("GPUProvisionRequest", "team-a", "big-prio");
+    EXPECT_EQ(json::parse((*pending)->data)["status"]["phase"], "PendingApproval");
+    // Events were written for the request.
+    auto events = store.List("Event", std::string_view("team-a"));
+    ASSERT_OK(events);
+    EXPECT_GE(events->objects.size(), 4u);
+  }
+  clock.AdvanceBy(common::Minutes(30));
+  Instance b(store, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  b.Cycle(clock.Now());
+  // Same phases; "later" (4 nodes) still waits for "train" (3 of 4 nodes, 4 h) to end.
+  auto phase = [&](std::string_view name) {
+    auto o = store.Get("GPUProvisionRequest", "team-a", name);
+    return json::parse((*o)->data)["status"]["phase"].get<std::string>();
+  };
+  EXPECT_EQ(phase("train"), "Active");
+  EXPECT_EQ(phase("later"), "Queued");
+  EXPECT_EQ(phase("big-prio"), "PendingApproval");
+  json later = json::parse((*store.Get("GPUProvisionRequest", "team-a", "later"))->data);
+  b.cp.Decorate("GPUProvisionRequest", later);
+  EXPECT_EQ(later["status"]["plannedStart"],
+            api::FormatTime(common::FromUnixMicros(0) + common::Hours(1004)));
+  // A name taken before the restart is still taken; a new one gets a fresh id.
+  EXPECT_THAT(b.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("train", 1, "1h"), false),
+              StatusIs(common::StatusCode::kAlreadyExists));
+  auto fresh = b.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("fresh", 1, "1h"), false);
+  ASSERT_OK(fresh);
+  // The active request ends at its end and is Completed.
+  clock.AdvanceTo(common::FromUnixMicros(0) + common::Hours(1004));
+  b.Cycle(clock.Now());
+  EXPECT_EQ(phase("train"), "Completed");
+}
+
+TEST(ControlPlaneTest, BadInputChangesNothing) {
+  common::SimulatedClock clock(common::FromUnixMicros(0));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  auto before = store.CurrentRevision();
+  ASSERT_OK(before);
+  EXPECT_THAT(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("x", 0, "1h"), false),
+              StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("x", 1, "4x"), false),
+              StatusIs(common::StatusCode::kInvalidArgument));
+  json elsewhere = Gpr("x", 1, "1h");
+  EXPECT_THAT(a.cp.Create(kAdmin, "GPUProvisionRequest", "nope", elsewhere, false),
+              StatusIs(common::StatusCode::kInvalidArgument));  // namespace mismatch
+  elsewhere["metadata"].erase("namespace");
+  EXPECT_THAT(a.cp.Create(kAdmin, "GPUProvisionRequest", "nope", elsewhere, false),
+              StatusIs(common::StatusCode::kNotFound));
+  json unknown_shape = Gpr("x", 1, "1h");
+  unknown_shape["spec"]["shape"] = "tpu";
+  auto r = a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", unknown_shape, false);
+  EXPECT_THAT(r, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_NE(r.error().message().find("spec.shapes[0]"), std::string::npos) << r.error().ToString();
+  EXPECT_THAT(a.cp.Create(kAdmin, "Node", "",
+                          Obj("Node", "bad", {{"cluster", "west"}, {"shape", "h100"}}), false),
+              StatusIs(common::StatusCode::kInvalidArgument));
+  // Dry run checks but stores nothing.
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("dry", 1, "1h"), true));
+  EXPECT_EQ(*store.CurrentRevision(), *before);
+  EXPECT_EQ(a.sched->requests().size(), 0u);
+}
+
+TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
+  common::SimulatedClock clock(common::FromUnixMicros(0));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("run", 4, "2h"), false));
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("next", 2, "1h"), false));
+  a.Cycle(clock.Now());
+
+  auto quote = a.cp.Quote(kAdmin, "team-a", {{"shape", "h100"}, {"nodes", 1}, {"duration", "1h"}});
+  ASSERT_OK(quote);
+  ASSERT_EQ((*quote)["options"].size(), 1u);
+
+  // Edit a queued request (with a stale resourceVersion first).
+  json edit = Gpr("next", 1, "1h");
+  edit["metadata"]["resourceVersion"] = "1";
+  EXPECT_THAT(a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "next", edit, false),
+              StatusIs(common::StatusCode::kAborted));
+  edit["metadata"].erase("resourceVersion");
+  auto edited = a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "next", edit, false);
+  ASSERT_OK(edited);
+  EXPECT_EQ((*edited)["spec"]["nodes"], 1);
+  // The running one cannot be edited or deleted, but it can be released.
+  EXPECT_THAT(
+      a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "run", Gpr("run", 2, "2h"), false),
+      StatusIs(common::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "run", std::nullopt),
+              StatusIs(common::StatusCode::kFailedPrecondition));
+  auto explain = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "explain", {});
+  ASSERT_OK(explain);
+  EXPECT_FALSE((*explain)["explanation"].get<std::string>().empty());
+  ASSERT_OK(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "run", "release", {}));
+  a.Cycle(clock.Now());
+  auto next = store.Get("GPUProvisionRequest", "team-a", "next");
+  EXPECT_EQ(json::parse((*next)->data)["status"]["phase"], "Active");
+  EXPECT_THAT(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "fly", {}),
+              StatusIs(common::StatusCode::kNotFound));
+
+  // Delete a queued request: cancelled and gone.
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("gone", 4, "1h"), false));
+  ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "gone", std::nullopt));
+  auto gone = store.Get("GPUProvisionRequest", "team-a", "gone");
+  EXPECT_FALSE(gone->has_value());
+  // The name can be used again.
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("gone", 1, "1h"), false));
+}
+
+}  // namespace
+}  // namespace egs::daemon

@@ -1,0 +1,298 @@
+#include "daemon/daemon.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "api/api_server.h"
+#include "api/auth.h"
+#include "api/codec.h"
+#include "api/httplib_server.h"
+#include "api/token_handlers.h"
+#include "cluster/fleet_file.h"
+#include "cluster/simulated_fleet.h"
+#include "common/scaled_clock.h"
+#include "daemon/control_plane_impl.h"
+#include "daemon/forwarding_connector.h"
+#include "daemon/scheduler_loop.h"
+#include "scheduler/scheduler.h"
+#include "store/sqlite/sqlite_store.h"
+
+namespace egs::daemon {
+namespace {
+
+using nlohmann::json;
+
+const api::Principal kSystem{"system:egsd", api::Role::kAdmin, {}, {}, "system"};
+
+// The fleet file as API objects, in the order they must be created.
+std::vector<std::pair<std::string, json>> FleetObjects(const cluster::FleetSpec& fleet) {
+  std::map<core::ShapeId, std::string> shape_names;
+  std::map<core::ClusterId, std::string> cluster_names;
+  std::map<core::ProjectId, std::string> project_names;
+  std::vector<std::pair<std::string, json>> out;
+  for (const core::Project& p : fleet.projects) {
+    project_names[p.id] = p.name;
+    api::ProjectDoc d;
+    d.meta.name = p.name;
+    out.emplace_back("Project", api::ToJson(d));
+  }
+  for (const core::GpuShape& s : fleet.shapes) {
+    shape_names[s.id] = s.name;
+    api::GpuShapeDoc d;
+    d.meta.name = s.name;
+    d.gpu_model = s.gpu_model;
+    d.gpus_per_node = s.gpus_per_node;
+    d.memory_per_gpu_mib = s.memory_per_gpu_mib;
+    d.interconnect = s.interconnect;
+    d.price_per_gpu_hour = s.price_per_gpu_hour;
+    d.provisioning_lead_time = s.provisioning_lead_time;
+    out.emplace_back("GPUShape", api::ToJson(d));
+  }
+  for (const core::Cluster& c : fleet.clusters) {
+    cluster_names[c.id] = c.name;
+    api::ClusterDoc d;
+    d.meta.name = c.name;
+    auto p = project_names.find(c.project);
+    if (p != project_names.end()) d.project = p->second;
+    d.provider = c.provider;
+    d.cloud = c.cloud;
+    d.region = c.region;
+    out.emplace_back("Cluster", api::ToJson(d));
+  }
+  for (const core::Node& n : fleet.nodes) {
+    api::NodeDoc d;
+    d.meta.name = n.name;
+    d.meta.labels = n.labels;
+    d.cluster = cluster_names[n.cluster];
+    d.shape = shape_names[n.shape];
+    for (const core::Gpu& g : n.gpus) {
+      d.gpus.push_back(api::GpuDoc{g.index, g.uuid, g.model, g.memory_mib,
+                                   g.mig_mode == core::MigMode::kEnabled ? "Enabled" : "Disabled"});
+    }
+    out.emplace_back("Node", api::ToJson(d));
+  }
+  for (const cluster::WorkspaceSpec& ws : fleet.workspaces) {
+    const core::Workspace& w = ws.workspace;
+    api::WorkspaceDoc d;
+    d.meta.name = w.name;
+    auto p = project_names.find(w.project);
+    if (p != project_names.end()) d.project = p->second;
+    d.namespaces = w.namespaces;
+    for (const auto& m : ws.members) d.members.push_back(api::MemberDoc{m.user, m.role});
+    const core::WorkspacePolicy& pol = w.policy;
+    api::WorkspacePolicyDoc& pd = d.policy;
+    pd.gpu_quota = pol.gpu_quota;
+    for (core::ShapeId s : pol.allowed_shapes) pd.allowed_shapes.push_back(shape_names[s]);
+    for (core::ClusterId c : pol.allowed_clusters) pd.allowed_clusters.push_back(cluster_names[c]);
+    pd.min_priority = pol.min_priority;
+    pd.max_priority = pol.max_priority;
+    pd.max_nodes_per_request = pol.max_nodes_per_request;
+    pd.max_duration = pol.max_duration;
+    pd.max_active_requests = pol.max_active_requests;
+    pd.share_nodes = pol.share_nodes;
+    pd.preemptible = pol.preemptible;
+    pd.may_burst = pol.may_burst;
+    pd.idle_timeout = pol.idle_timeout;
+    pd.idle_threshold_percent = pol.idle_threshold_percent;
+    pd.idle_grace = pol.idle_grace;
+    pd.promise_tolerance = pol.promise_tolerance;
+    pd.fair_share_half_life = pol.fair_share_half_life;
+    out.emplace_back("Workspace", api::ToJson(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Daemon::Parts {
+  DaemonConfig config;
+  std::unique_ptr<common::ScaledClock> scaled_clock;
+  common::Clock* clock = nullptr;
+  std::unique_ptr<store::SqliteStore> store;
+  ForwardingConnector forwarder;
+  scheduler::Scheduler* scheduler_for_callbacks = nullptr;
+  SchedulerLoop* loop_for_callbacks = nullptr;
+  std::unique_ptr<cluster::SimulatedFleet> fleet;
+  std::unique_ptr<scheduler::Scheduler> scheduler;
+  std::unique_ptr<ControlPlaneImpl> control_plane;
+  std::unique_ptr<SchedulerLoop> loop;
+  std::unique_ptr<api::TokenService> tokens;
+  std::unique_ptr<api::RateLimiter> limiter;
+  std::unique_ptr<api::ApiServer> api;
+  std::unique_ptr<api::HttpServer> http;
+  std::optional<std::string> admin_token;
+  bool stopped = false;
+
+  // Runs `fn` on the scheduler loop (connector outcomes) and wakes it.
+  void PostToScheduler(std::function<void(scheduler::Scheduler&)> fn) {
+    if (scheduler_for_callbacks == nullptr) return;
+    scheduler_for_callbacks->Post(std::move(fn));
+    if (loop_for_callbacks != nullptr) loop_for_callbacks->Wake();
+  }
+};
+
+Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+Daemon::~Daemon() { Stop(); }
+
+common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config,
+                                                      common::Clock& clock) {
+  auto p = std::make_unique<Parts>();
+  p->config = config;
+
+  std::optional<cluster::FleetSpec> fleet;
+  if (!config.fleet_file.empty()) {
+    auto loaded = cluster::LoadFleetFile(config.fleet_file);
+    if (!loaded.ok()) return loaded.error().WithContext("--fleet");
+    fleet = std::move(*loaded);
+  }
+  const cluster::SimulationSettings sim = fleet ? fleet->sim : cluster::SimulationSettings{};
+  if (sim.time_scale != 1.0) {
+    p->scaled_clock = std::make_unique<common::ScaledClock>(clock, sim.time_scale);
+    p->clock = p->scaled_clock.get();
+  } else {
+    p->clock = &clock;
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(config.data_dir, ec);
+  if (ec) {
+    return common::InvalidArgumentError(
+        fmt::format("--data-dir: cannot create {}: {}", config.data_dir, ec.message()));
+  }
+  const std::string db = (std::filesystem::path(config.data_dir) / "egs.db").string();
+  auto store = store::SqliteStore::Open(db);
+  if (!store.ok()) return store.error().WithContext(fmt::format("open {}", db));
+  p->store = std::move(*store);
+
+  Parts* raw = p.get();
+  p->scheduler = std::make_unique<scheduler::Scheduler>(*p->clock, p->forwarder);
+  p->control_plane = std::make_unique<ControlPlaneImpl>(*p->scheduler, *p->store, *p->clock);
+  EGS_RETURN_IF_ERROR(p->control_plane->LoadFromStore().WithContext("restore from the store"));
+  EGS_ASSIGN_OR_RETURN(bool has_fleet, p->control_plane->HasFleet());
+  if (!has_fleet && fleet) {
+    for (auto& [kind, object] : FleetObjects(*fleet)) {
+      auto created = p->control_plane->Create(kSystem, kind, "", object, /*dry_run=*/false);
+      if (!created.ok()) {
+        return created.error().WithContext(fmt::format("--fleet {}: {} {}", config.fleet_file, kind,
+                                                       object["metadata"].value("name", "")));
+      }
+    }
+    spdlog::info("loaded fleet {} into the store: {} clusters, {} shapes, {} nodes, {} workspaces",
+                 config.fleet_file, fleet->clusters.size(), fleet->shapes.size(),
+                 fleet->nodes.size(), fleet->workspaces.size());
+  }
+
+  // The simulated fleet, over the nodes now known; orders held since the restore go to it.
+  cluster::FleetCallbacks callbacks;
+  callbacks.on_provisioned = [raw](const core::ProvisionOutcome& outcome) {
+    raw->PostToScheduler([outcome](scheduler::Scheduler& s) { s.OnProvisioned(outcome); });
+  };
+  callbacks.on_released = [raw](core::RequestId id) {
+    raw->PostToScheduler([id](scheduler::Scheduler& s) { s.OnReleased(id); });
+  };
+  callbacks.on_telemetry = [raw](core::NodeId node, std::vector<double> util, common::Time at) {
+    raw->PostToScheduler([node, util = std::move(util), at](scheduler::Scheduler& s) {
+      s.RecordUtilization(node, util, at).IgnoreError();  // a node removed meanwhile
+    });
+  };
+  callbacks.on_node_health = [raw](core::NodeId node, core::NodeHealth health) {
+    raw->PostToScheduler(
+        [node, health](scheduler::Scheduler& s) { s.SetNodeHealth(node, health).IgnoreError(); });
+  };
+  p->fleet = std::make_unique<cluster::SimulatedFleet>(*p->clock, sim, p->control_plane->Nodes(),
+                                                       std::move(callbacks));
+
+  p->tokens = std::make_unique<api::TokenService>(*p->store, *p->clock);
+  EGS_ASSIGN_OR_RETURN(auto bootstrap, p->tokens->BootstrapAdmin());
+  if (bootstrap) {
+    p->admin_token = bootstrap->token;
+    if (!config.admin_token_file.empty()) {
+      std::ofstream out(config.admin_token_file, std::ios::trunc);
+      out << bootstrap->token << "\n";
+      out.close();
+      ::chmod(config.admin_token_file.c_str(), 0600);
+      if (!out) {
+        return common::InvalidArgumentError(
+            fmt::format("--admin-token-file: cannot write {}", config.admin_token_file));
+      }
+    }
+  }
+  p->limiter =
+      std::make_unique<api::RateLimiter>(*p->clock, config.rate_per_second, config.rate_burst);
+
+  p->loop = std::make_unique<SchedulerLoop>(
+      *p->scheduler, *p->clock,
+      [raw](const scheduler::CycleStats& stats) { raw->control_plane->AfterCycle(stats); });
+  p->control_plane->AttachLoop(p->loop.get());
+  p->scheduler_for_callbacks = p->scheduler.get();
+  p->loop_for_callbacks = p->loop.get();
+  p->loop->Start();
+  p->fleet->Start();
+  p->forwarder.SetTarget(p->fleet.get());
+
+  api::ApiServerOptions options;
+  options.max_body_bytes = config.max_body_bytes;
+  options.max_watches = config.max_watches;
+  options.allow = [raw](const api::Principal& who) { return raw->limiter->Allow(who.token_id); };
+  options.decorate = [raw](std::string_view kind, json& object) {
+    raw->control_plane->Decorate(kind, object);
+  };
+  p->api = std::make_unique<api::ApiServer>(
+      *p->store, *p->control_plane, *p->clock, std::move(options),
+      [raw](std::string_view authorization) { return raw->tokens->Authenticate(authorization); },
+      [](const api::Principal& who, const api::Access& access) {
+        return api::Authorize(who, access);
+      },
+      [raw](const api::Principal& who, const api::HttpRequest& request) {
+        return api::HandleTokenRequest(*raw->tokens, who, request);
+      });
+
+  api::HttpServerOptions http;
+  http.host = config.listen_host;
+  http.port = config.listen_port;
+  http.threads = config.http_threads;
+  http.max_body_bytes = config.max_body_bytes;
+  http.tls_cert_file = config.tls_cert_file;
+  http.tls_key_file = config.tls_key_file;
+  auto server = api::HttpServer::Start(http, p->api->handler());
+  if (!server.ok()) {
+    auto d = std::unique_ptr<Daemon>(new Daemon(std::move(p)));
+    d->Stop();
+    return server.error().WithContext(
+        fmt::format("--listen {}:{}", config.listen_host, config.listen_port));
+  }
+  p->http = std::move(*server);
+  spdlog::info("egsd listening on {}://{}:{}", config.tls_cert_file.empty() ? "http" : "https",
+               config.listen_host, p->http->port());
+  return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
+}
+
+void Daemon::Stop() {
+  if (!parts_ || parts_->stopped) return;
+  parts_->stopped = true;
+  if (parts_->http) parts_->http->Stop();
+  if (parts_->api) parts_->api->Shutdown();
+  if (parts_->fleet) parts_->fleet->Stop();
+  if (parts_->loop) parts_->loop->Stop();
+  parts_->scheduler_for_callbacks = nullptr;
+  spdlog::info("egsd stopped");
+}
+
+int Daemon::port() const { return parts_->http ? parts_->http->port() : 0; }
+
+std::string Daemon::url() const {
+  return fmt::format("{}://{}:{}", parts_->config.tls_cert_file.empty() ? "http" : "https",
+                     parts_->config.listen_host, port());
+}
+
+const std::optional<std::string>& Daemon::admin_token() const { return parts_->admin_token; }
+
+}  // namespace egs::daemon

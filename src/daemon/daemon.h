@@ -1,0 +1,45 @@
+// Daemon: one running egsd — the SQLite store, the scheduler and its loop thread, the control
+// plane, the simulated fleet, tokens, the REST API and the HTTP server, wired together and
+// stopped in reverse order.
+//
+// Start: opens (or creates) <data-dir>/egs.db; on a first start (no fleet objects stored) loads
+// the fleet file into the store; rebuilds the scheduler from the store; issues the first admin
+// token when no token exists; starts the loop, the fleet and the server.
+//
+// Thread-safety: Start/Stop from one thread; the accessors from any thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "daemon/config.h"
+
+namespace egs::daemon {
+
+class Daemon {
+ public:
+  // `clock` must outlive the daemon (the fleet file's timeScale speeds it up).
+  static common::Result<std::unique_ptr<Daemon>> Start(const DaemonConfig& config,
+                                                       common::Clock& clock);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Stops accepting requests, ends watches, stops the loop and the fleet. Idempotent.
+  void Stop();
+  int port() const;
+  std::string url() const;
+  // The admin token issued on this start (first start only).
+  const std::optional<std::string>& admin_token() const;
+
+  struct Parts;
+
+ private:
+  explicit Daemon(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace egs::daemon

@@ -1,0 +1,63 @@
+// SchedulerLoop: the one thread that owns the Scheduler. It runs a cycle, calls the
+// after-cycle hook (which persists what the cycle changed), then sleeps on the injected Clock
+// until the scheduler's next wakeup, a posted call, or at most `max_idle` (so that periodic work
+// such as fair-share refresh and idle checks keeps running).
+//
+// Thread-safety: Call and Wake may be used from any thread; everything passed to Call runs on
+// the loop thread, in the order the calls were made.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+
+#include "common/clock.h"
+#include "scheduler/scheduler.h"
+
+namespace egs::daemon {
+
+class SchedulerLoop {
+ public:
+  using AfterCycle = std::function<void(const scheduler::CycleStats&)>;
+  // `scheduler` and `clock` must outlive the loop.
+  SchedulerLoop(scheduler::Scheduler& scheduler, common::Clock& clock, AfterCycle after_cycle,
+                common::Duration max_idle = std::chrono::seconds(1));
+  ~SchedulerLoop();
+  SchedulerLoop(const SchedulerLoop&) = delete;
+  SchedulerLoop& operator=(const SchedulerLoop&) = delete;
+
+  void Start();
+  // Finishes the cycle in progress and joins the thread. Calls posted after Stop never run
+  // (their futures report broken_promise).
+  void Stop();
+
+  // Runs `fn(scheduler)` on the loop thread at the start of the next cycle and waits for its
+  // result.
+  template <typename F>
+  auto Call(F fn) -> std::invoke_result_t<F, scheduler::Scheduler&> {
+    auto future = scheduler_.Invoke(std::move(fn));
+    Wake();
+    return future.get();
+  }
+  // Makes the loop run a cycle now.
+  void Wake();
+  bool OnLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  void Run();
+
+  scheduler::Scheduler& scheduler_;
+  common::Clock& clock_;
+  AfterCycle after_cycle_;
+  common::Duration max_idle_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wake_ = false;      // GUARDED_BY(mu_)
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace egs::daemon

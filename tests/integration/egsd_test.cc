@@ -1,0 +1,421 @@
+// Integration tests: a real egsd process on a free loopback port, driven over HTTP, with egsctl
+// and with stock kubectl; restarts and kill -9 crashes against the same data directory.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/rng.h"
+#include "subprocess.h"
+#include "testing/temp_dir.h"
+
+namespace egs::integration {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// A small fleet: 2 clusters, 2 shapes, 8 nodes, 2 workspaces. Provisioning is instant-ish so
+// that requests become Active within a test.
+constexpr char kFleet[] = R"(
+projects:
+  - {name: research}
+shapes:
+  - {name: h100x8, gpuModel: H100, gpusPerNode: 8, memoryPerGpuMiB: 81920, interconnect: nvlink, pricePerGpuHour: 4}
+  - {name: l40sx4, gpuModel: L40S, gpusPerNode: 4, memoryPerGpuMiB: 46068}
+clusters:
+  - name: east
+    project: research
+    provider: simulated
+    cloud: aws
+    region: us-east-1
+    pools:
+      - {shape: h100x8, count: 4, namePrefix: east-h100-}
+  - name: west
+    project: research
+    provider: simulated
+    cloud: gcp
+    region: us-west1
+    pools:
+      - {shape: l40sx4, count: 4, namePrefix: west-l40s-}
+workspaces:
+  - name: team-a
+    project: research
+    namespaces: [team-a]
+    members: [{user: alice, role: member}]
+    policy: {maxActiveRequests: 8, maxPriority: 500}
+  - name: team-b
+    project: research
+    namespaces: [team-b]
+    policy: {gpuQuota: 16, maxActiveRequests: 2}
+simulation:
+  provisioningTime: 1s
+  precheckFailureRate: 0
+  releaseTime: 1s
+  telemetryInterval: 30s
+  seed: 7
+)";
+
+std::string GprYaml(const std::string& name, int nodes, const std::string& duration,
+                    const std::string& ns = "team-a") {
+  return "apiVersion: egs.dev/v1alpha1\nkind: GPUProvisionRequest\nmetadata:\n  name: " + name +
+         "\n  namespace: " + ns + "\nspec:\n  shape: h100x8\n  nodes: " + std::to_string(nodes) +
+         "\n  duration: " + duration + "\n  priority: 100\n";
+}
+
+json GprJson(const std::string& name, int nodes, const std::string& duration) {
+  return {{"apiVersion", "egs.dev/v1alpha1"},
+          {"kind", "GPUProvisionRequest"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"shape", "h100x8"}, {"nodes", nodes}, {"duration", duration}}}};
+}
+
+const std::string kGprPath = "/apis/egs.dev/v1alpha1/namespaces/team-a/gpuprovisionrequests";
+
+// One egsd process over a data directory that outlives it (for restarts).
+class Egsd {
+ public:
+  explicit Egsd(const std::filesystem::path& dir) : dir_(dir) {
+    std::ofstream(dir_ / "fleet.yaml") << kFleet;
+  }
+
+  // Serve https with a fresh self-signed certificate for 127.0.0.1 (made by the openssl CLI).
+  void EnableTls() {
+    const std::string cert = (dir_ / "tls.crt").string();
+    const std::string key = (dir_ / "tls.key").string();
+    RunResult made =
+        RunCommand({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert},
+                   {});
+    ASSERT_EQ(made.code, 0) << made.out << made.err;
+    tls_args_ = {"--tls-cert-file", cert, "--tls-key-file", key};
+  }
+  ~Egsd() { Stop(SIGKILL); }
+
+  // Starts egsd and waits until it serves. The admin token is read from the token file, which
+  // egsd writes on the first start only.
+  void Start() {
+    proc_ = std::make_unique<Subprocess>();
+    std::vector<std::string> argv = {EGSD_PATH,
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--data-dir",
+                                     (dir_ / "data").string(),
+                                     "--fleet",
+                                     (dir_ / "fleet.yaml").string(),
+                                     "--admin-token-file",
+                                     (dir_ / "token").string(),
+                                     "--log-level",
+                                     "warn"};
+    argv.insert(argv.end(), tls_args_.begin(), tls_args_.end());
+    ASSERT_TRUE(proc_->Start(argv, {}, (dir_ / "egsd.log").string()));
+    auto line = proc_->WaitForLine("egsd is up: ", 60s);
+    ASSERT_TRUE(line.has_value()) << "egsd did not start; log:\n" << Log();
+    url_ = line->substr(line->find("http"));
+    port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
+    std::ifstream in(dir_ / "token");
+    std::getline(in, token_);
+    ASSERT_FALSE(token_.empty());
+  }
+  // Stops it with `sig` (SIGTERM: graceful; SIGKILL: crash) and returns its exit code.
+  int Stop(int sig) {
+    if (!proc_ || proc_->pid() <= 0) return 0;
+    proc_->Kill(sig);
+    return proc_->Wait();
+  }
+  std::string Log() const {
+    std::ifstream in(dir_ / "egsd.log");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  httplib::Client Client() const {
+    httplib::Client c(url_);
+    c.set_bearer_token_auth(token_);
+    c.set_connection_timeout(5, 0);
+    c.set_read_timeout(10, 0);
+    return c;
+  }
+  const std::string& url() const { return url_; }
+  const std::string& token() const { return token_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::string> tls_args_;
+  std::unique_ptr<Subprocess> proc_;
+  std::string url_;
+  std::string token_;
+  int port_ = 0;
+};
+
+json Body(const httplib::Result& r) {
+  if (!r) return json();
+  return json::parse(r->body, nullptr, false);
+}
+
+TEST(EgsdTest, ServesTheApiOverHttp) {
+  egs::testing::TempDir dir;
+  Egsd egsd(dir.path());
+  ASSERT_NO_FATAL_FAILURE(egsd.Start());
+  httplib::Client c = egsd.Client();
+
+  // Discovery needs no token; the API does.
+  httplib::Client anon("127.0.0.1", std::stoi(egsd.url().substr(egsd.url().rfind(':') + 1)));
+  auto version = anon.Get("/version");
+  ASSERT_TRUE(version);
+  EXPECT_EQ(version->status, 200);
+  auto unauth = anon.Get(kGprPath);
+  ASSERT_TRUE(unauth);
+  EXPECT_EQ(unauth->status, 401);
+  EXPECT_EQ(Body(unauth)["kind"], "Status");
+
+  auto ws = c.Get("/apis/egs.dev/v1alpha1/workspaces");
+  ASSERT_TRUE(ws);
+  ASSERT_EQ(ws->status, 200) << ws->body;
+  EXPECT_EQ(Body(ws)["items"].size(), 2u);
+  auto nodes = c.Get("/apis/egs.dev/v1alpha1/nodes");
+  ASSERT_TRUE(nodes);
+  EXPECT_EQ(Body(nodes)["items"].size(), 8u);
+
+  // Quote, then submit the same request: the quoted start is the planned start.
+  json quote_body = {{"spec", {{"shape", "h100x8"}, {"nodes", 2}, {"duration", "2h"}}}};
+  auto quote = c.Post("/apis/egs.dev/v1alpha1/namespaces/team-a/quotes", quote_body.dump(),
+                      "application/json");
+  ASSERT_TRUE(quote);
+  ASSERT_EQ(quote->status, 200) << quote->body;
+  EXPECT_EQ(Body(quote)["options"].size(), 1u);
+
+  auto created = c.Post(kGprPath, GprJson("first", 2, "2h").dump(), "application/json");
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->status, 201) << created->body;
+  json first = Body(created);
+  EXPECT_EQ(first["metadata"]["namespace"], "team-a");
+  EXPECT_FALSE(first["metadata"]["uid"].get<std::string>().empty());
+
+  // Bad input: a 4xx Status naming the field; nothing stored.
+  auto bad = c.Post(kGprPath, GprJson("bad", 0, "2h").dump(), "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 422) << bad->body;
+  EXPECT_NE(bad->body.find("spec.nodes"), std::string::npos) << bad->body;
+  EXPECT_EQ(c.Get(kGprPath + "/bad")->status, 404);
+  auto dup = c.Post(kGprPath, GprJson("first", 1, "1h").dump(), "application/json");
+  ASSERT_TRUE(dup);
+  EXPECT_EQ(dup->status, 409);
+
+  // It becomes Active once the simulated fleet has provisioned it.
+  std::string phase;
+  common::RealClock clock;
+  const common::Time deadline = clock.Now() + std::chrono::seconds(20);
+  while (clock.Now() < deadline) {
+    phase = Body(c.Get(kGprPath + "/first"))["status"].value("phase", "");
+    if (phase == "Active") break;
+    clock.SleepUntil(clock.Now() + std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(phase, "Active");
+
+  // Merge patch of labels; a stale resourceVersion conflicts.
+  auto patched = c.Patch(kGprPath + "/first", R"({"metadata":{"labels":{"team":"vision"}}})",
+                         "application/merge-patch+json");
+  ASSERT_TRUE(patched);
+  EXPECT_EQ(patched->status, 200) << patched->body;
+  EXPECT_EQ(Body(patched)["metadata"]["labels"]["team"], "vision");
+  json stale = Body(patched);
+  stale["metadata"]["resourceVersion"] = "1";
+  auto conflict = c.Put(kGprPath + "/first", stale.dump(), "application/json");
+  ASSERT_TRUE(conflict);
+  EXPECT_EQ(conflict->status, 409) << conflict->body;
+
+  auto selected = c.Get(kGprPath + "?labelSelector=team%3Dvision");
+  ASSERT_TRUE(selected);
+  EXPECT_EQ(Body(selected)["items"].size(), 1u);
+
+  // Early release.
+  auto released = c.Post(kGprPath + "/first/release", "{}", "application/json");
+  ASSERT_TRUE(released);
+  EXPECT_EQ(released->status, 200) << released->body;
+
+  EXPECT_EQ(egsd.Stop(SIGTERM), 0) << egsd.Log();
+}
+
+TEST(EgsdTest, KubectlAndEgsctlDriveIt) {
+  if (!std::filesystem::exists("/usr/bin/kubectl") && !std::filesystem::exists(KUBECTL_PATH)) {
+    GTEST_SKIP() << "kubectl not installed";
+  }
+  egs::testing::TempDir dir;
+  Egsd egsd(dir.path());
+  // kubectl sends a bearer token only to an https server.
+  ASSERT_NO_FATAL_FAILURE(egsd.EnableTls());
+  ASSERT_NO_FATAL_FAILURE(egsd.Start());
+  const std::map<std::string, std::string> env = {{"HOME", dir.path().string()},
+                                                  {"KUBECONFIG", (dir.path() / "kc").string()}};
+  auto kubectl = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {
+        KUBECTL_PATH, "--server=" + egsd.url(), "--token=" + egsd.token(),
+        "--certificate-authority=" + (dir.path() / "tls.crt").string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, env);
+  };
+  // Hold every h100x8 node so that the next requests stay queued (and so editable/deletable).
+  {
+    httplib::Client c = egsd.Client();
+    c.enable_server_certificate_verification(false);
+    auto blocker = c.Post(kGprPath, GprJson("blocker", 4, "10h").dump(), "application/json");
+    ASSERT_TRUE(blocker) << httplib::to_string(blocker.error());
+    ASSERT_EQ(blocker->status, 201) << blocker->body;
+  }
+  const std::string file = dir.Write("gpr.yaml", GprYaml("from-kubectl", 1, "1h"));
+  RunResult apply = kubectl({"apply", "-f", file});
+  EXPECT_EQ(apply.code, 0) << apply.out << apply.err;
+  RunResult get = kubectl({"get", "gpr", "-n", "team-a"});
+  EXPECT_EQ(get.code, 0) << get.err;
+  EXPECT_NE(get.out.find("from-kubectl"), std::string::npos) << get.out;
+  RunResult json_out = kubectl({"get", "gpr", "from-kubectl", "-n", "team-a", "-o", "json"});
+  ASSERT_EQ(json_out.code, 0) << json_out.err;
+  EXPECT_EQ(json::parse(json_out.out)["spec"]["nodes"], 1);
+  // Apply again with a change: configured.
+  const std::string file2 = dir.Write("gpr2.yaml", GprYaml("from-kubectl", 1, "3h"));
+  RunResult reapply = kubectl({"apply", "-f", file2});
+  EXPECT_EQ(reapply.code, 0) << reapply.out << reapply.err;
+  RunResult ws = kubectl({"get", "workspaces"});
+  EXPECT_EQ(ws.code, 0) << ws.err;
+  EXPECT_NE(ws.out.find("team-b"), std::string::npos) << ws.out;
+
+  // egsctl against the same server.
+  auto egsctl = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {EGSCTL_PATH,
+                                     "--server",
+                                     egsd.url(),
+                                     "--token",
+                                     egsd.token(),
+                                     "--certificate-authority",
+                                     (dir.path() / "tls.crt").string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, env);
+  };
+  RunResult list = egsctl({"get", "gpr", "-n", "team-a"});
+  EXPECT_EQ(list.code, 0) << list.err;
+  EXPECT_NE(list.out.find("from-kubectl"), std::string::npos) << list.out;
+  RunResult quote =
+      egsctl({"quote", "-n", "team-a", "--shape", "h100x8", "--nodes", "2", "--duration", "2h"});
+  EXPECT_EQ(quote.code, 0) << quote.err;
+  EXPECT_NE(quote.out.find("east"), std::string::npos) << quote.out;
+  const std::string file3 = dir.Write("gpr3.yaml", GprYaml("from-egsctl", 1, "1h"));
+  RunResult eapply = egsctl({"apply", "-f", file3});
+  EXPECT_EQ(eapply.code, 0) << eapply.out << eapply.err;
+  RunResult bad = egsctl({"get", "gpr", "nope", "-n", "team-a"});
+  EXPECT_NE(bad.code, 0);
+
+  RunResult del = kubectl({"delete", "gpr", "from-egsctl", "-n", "team-a"});
+  EXPECT_EQ(del.code, 0) << del.out << del.err;
+  RunResult gone = kubectl({"get", "gpr", "from-egsctl", "-n", "team-a"});
+  EXPECT_NE(gone.code, 0);
+}
+
+TEST(EgsdTest, RestartKeepsEverythingAndTokens) {
+  egs::testing::TempDir dir;
+  Egsd egsd(dir.path());
+  ASSERT_NO_FATAL_FAILURE(egsd.Start());
+  {
+    httplib::Client c = egsd.Client();
+    for (int i = 0; i < 6; ++i) {
+      auto r =
+          c.Post(kGprPath, GprJson("r" + std::to_string(i), 2, "4h").dump(), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 201) << r->body;
+    }
+  }
+  ASSERT_EQ(egsd.Stop(SIGTERM), 0);
+  ASSERT_NO_FATAL_FAILURE(egsd.Start());  // same token file, not rewritten
+  httplib::Client c = egsd.Client();
+  auto list = c.Get(kGprPath);
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->status, 200) << list->body;
+  json items = Body(list)["items"];
+  ASSERT_EQ(items.size(), 6u);
+  int running = 0;
+  for (const auto& item : items) {
+    const std::string phase = item["status"].value("phase", "");
+    if (phase == "Active" || phase == "Provisioning") ++running;
+  }
+  EXPECT_EQ(running, 2);  // 4 nodes, 2 per request
+}
+
+// kill -9 during a stream of creates: every acknowledged create is there after the restart, and
+// no node is held by two running requests.
+TEST(EgsdTest, CrashDuringCreatesLosesNothing) {
+  egs::testing::TempDir dir;
+  Egsd egsd(dir.path());
+  std::set<std::string> acknowledged;
+  common::Rng rng(11);
+  int next = 0;
+  constexpr int kRounds = 20;
+  for (int round = 0; round < kRounds; ++round) {
+    ASSERT_NO_FATAL_FAILURE(egsd.Start());
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::vector<std::thread> writers;
+    for (int w = 0; w < 2; ++w) {
+      writers.emplace_back([&, w] {
+        httplib::Client c = egsd.Client();
+        while (!stop) {
+          std::string name;
+          {
+            std::lock_guard lock(mu);
+            name = "c" + std::to_string(next++);
+          }
+          auto r = c.Post(kGprPath, GprJson(name, 1 + w, "1h").dump(), "application/json");
+          if (r && r->status == 201) {
+            std::lock_guard lock(mu);
+            acknowledged.insert(name);
+          }
+        }
+      });
+    }
+    common::RealClock clock;
+    clock.SleepUntil(clock.Now() + std::chrono::milliseconds(50 + rng.UniformInt(0, 250)));
+    egsd.Stop(SIGKILL);
+    stop = true;
+    for (auto& t : writers) t.join();
+  }
+  ASSERT_NO_FATAL_FAILURE(egsd.Start());
+  httplib::Client c = egsd.Client();
+  auto list = c.Get(kGprPath);
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->status, 200);
+  const json listed = Body(list);
+  ASSERT_TRUE(listed.contains("items")) << list->body.substr(0, 2000);
+  std::set<std::string> present;
+  std::map<std::string, std::string> node_holder;
+  for (const auto& item : listed["items"]) {
+    present.insert(item["metadata"]["name"].get<std::string>());
+    const std::string phase = item["status"].value("phase", "");
+    if (phase != "Active" && phase != "Provisioning") continue;
+    for (const auto& n : item["status"].value("nodes", json::array())) {
+      auto [it, fresh] = node_holder.emplace(n.get<std::string>(), item["metadata"]["name"]);
+      EXPECT_TRUE(fresh) << "node " << n << " held by " << it->second << " and "
+                         << item["metadata"]["name"];
+    }
+  }
+  std::size_t lost = 0;
+  for (const auto& name : acknowledged) lost += present.contains(name) ? 0 : 1;
+  EXPECT_EQ(lost, 0u) << "of " << acknowledged.size() << " acknowledged creates; " << present.size()
+                      << " present; egsd log:\n"
+                      << egsd.Log().substr(0, 3000);
+  EXPECT_GT(acknowledged.size(), static_cast<std::size_t>(kRounds));
+  RecordProperty("acknowledged_creates", static_cast<int>(acknowledged.size()));
+  RecordProperty("lost_creates", static_cast<int>(lost));
+}
+
+}  // namespace
+}  // namespace egs::integration
