@@ -104,6 +104,11 @@ class ObjectReader {
     if (it == j_.end() || it->is_null()) return nullptr;
     return &*it;
   }
+  // Whether the key is present and not null (does not mark it as read).
+  bool Has(std::string_view key) const {
+    auto it = j_.find(key);
+    return it != j_.end() && !it->is_null();
+  }
   const json* Require(std::string_view key) {
     const json* v = Find(key);
     if (v == nullptr) Fail(Invalid(Path(key), "is required"));
@@ -1116,6 +1121,7 @@ Result<GprSpecDoc> ParseGprSpec(const json& j, std::string_view path) {
   r.Int("nodes", &s.nodes, 1);
   r.Int("gpusPerNode", &s.gpus_per_node, 0);
   r.Dur("duration", &s.duration, /*positive=*/true, /*required=*/true);
+  s.priority_given = r.Has("priority");
   r.Int("priority", &s.priority);
   r.OptTime("earliestStart", &s.earliest_start);
   EGS_RETURN_IF_ERROR(r.Finish());

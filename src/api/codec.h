@@ -198,6 +198,9 @@ struct GprSpecDoc {
   int gpus_per_node = 0;  // 0 = whole nodes
   common::Duration duration{0};
   int priority = 0;
+  // False when the document has no spec.priority: egsd then fills in the workspace's lowest
+  // allowed priority (its policy's minPriority) and stores that.
+  bool priority_given = false;
   std::optional<common::Time> earliest_start;
 };
 

@@ -98,6 +98,17 @@ common::Status SimulatedFleet::InjectNodeFailure(core::NodeId node) {
   return common::OkStatus();
 }
 
+common::Status SimulatedFleet::AddNode(core::Node node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const core::NodeId id = node.id;
+  if (nodes_.contains(id)) {
+    return common::AlreadyExistsError(fmt::format("node {} is already in the fleet", id.value()));
+  }
+  const bool failed = node.health == core::NodeHealth::kUnhealthy;
+  nodes_.emplace(id, NodeState{.node = std::move(node), .failed = failed});
+  return common::OkStatus();
+}
+
 common::Status SimulatedFleet::RecoverNode(core::NodeId node) {
   const Time now = clock_.Now();
   {

@@ -85,6 +85,9 @@ class SimulatedFleet final : public core::ClusterConnector {
   void Provision(const core::ProvisionOrder& order) override;
   void Release(const core::ReleaseOrder& order) override;
 
+  // Adds a node to the fleet (one created after start, e.g. through the API). AlreadyExists for
+  // a known node id.
+  common::Status AddNode(core::Node node);
   // Marks the node unhealthy (pre-checks on it fail; it stops reporting telemetry) and reports
   // kUnhealthy at the next Step. NotFound for an unknown node. Idempotent.
   common::Status InjectNodeFailure(core::NodeId node);

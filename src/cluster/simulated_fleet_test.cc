@@ -292,6 +292,17 @@ TEST_F(SimulatedFleetTest, UnknownNodeFailsItsPrecheck) {
   EXPECT_THAT(rec_.provisioned[0].message, HasSubstr("node 99: not in the fleet"));
 }
 
+TEST_F(SimulatedFleetTest, AddedNodePassesItsPrecheck) {
+  Make(Settings(), MakeNodes(2));
+  std::vector<core::Node> more = MakeNodes(3);
+  ASSERT_TRUE(fleet_->AddNode(more[2]).ok());
+  EXPECT_EQ(fleet_->AddNode(more[2]).code(), common::StatusCode::kAlreadyExists);
+  fleet_->Provision(Order(1, {1, 3}));
+  StepTo(kT0 + Seconds(30));
+  ASSERT_THAT(rec_.provisioned, SizeIs(1));
+  EXPECT_TRUE(rec_.provisioned[0].ok) << rec_.provisioned[0].message;
+}
+
 TEST_F(SimulatedFleetTest, InjectedFailureIsReportedFailsPrechecksAndRecovers) {
   Make(Settings(), MakeNodes(3));
   EXPECT_THAT(fleet_->InjectNodeFailure(NodeId(42)), StatusIs(StatusCode::kNotFound));

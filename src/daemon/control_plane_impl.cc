@@ -182,6 +182,17 @@ std::vector<core::Node> ControlPlaneImpl::Nodes() const {
 
 // ---- Conversions --------------------------------------------------------------------------
 
+int ControlPlaneImpl::DefaultPriority(core::WorkspaceId ws) const {
+  const core::Workspace* w = scheduler_.FindWorkspace(ws);
+  return w != nullptr ? w->policy.min_priority : 0;
+}
+
+void ControlPlaneImpl::DefaultSpec(api::GprSpecDoc& doc, core::WorkspaceId ws) const {
+  if (doc.priority_given) return;
+  doc.priority = DefaultPriority(ws);
+  doc.priority_given = true;
+}
+
 common::Result<core::RequestSpec> ControlPlaneImpl::ToRequestSpec(const api::GprSpecDoc& doc,
                                                                   std::string_view ns,
                                                                   std::string_view name,
@@ -208,7 +219,7 @@ common::Result<core::RequestSpec> ControlPlaneImpl::ToRequestSpec(const api::Gpr
   spec.nodes = doc.nodes;
   spec.gpus_per_node = doc.gpus_per_node;
   spec.duration = doc.duration;
-  spec.priority = doc.priority;
+  spec.priority = doc.priority_given ? doc.priority : DefaultPriority(ws);
   spec.earliest_start = doc.earliest_start;
   EGS_RETURN_IF_ERROR(core::ValidateSpec(spec));
   return spec;
@@ -404,7 +415,35 @@ common::Status ControlPlaneImpl::PersistChange(std::vector<store::WriteOp> ops) 
 }
 
 void ControlPlaneImpl::AfterCycle(const scheduler::CycleStats&) {
-  PersistChange({}).IgnoreError();  // CommitAfterChange exits on failure
+  std::vector<store::WriteOp> ops;
+  for (const auto& [node, health] : std::exchange(reported_health_, {})) {
+    const std::string& name = names_.nodes.Name(node);
+    if (name.empty()) continue;
+    auto op = NodeHealthWrite(name, health);
+    if (op.ok() && *op) ops.push_back(std::move(**op));
+  }
+  PersistChange(std::move(ops)).IgnoreError();  // CommitAfterChange exits on failure
+}
+
+void ControlPlaneImpl::OnFleetNodeHealth(core::NodeId node, core::NodeHealth health) {
+  if (!scheduler_.SetNodeHealth(node, health).ok()) return;  // a node removed meanwhile
+  reported_health_[node] = health;
+}
+
+common::Result<std::optional<store::WriteOp>> ControlPlaneImpl::NodeHealthWrite(
+    std::string_view name, core::NodeHealth health) {
+  EGS_ASSIGN_OR_RETURN(auto current, store_.Get(kNode, "", name));
+  if (!current) return std::optional<store::WriteOp>();
+  json j = json::parse(current->data, nullptr, false);
+  const char* text = health == core::NodeHealth::kUnhealthy  ? "Unhealthy"
+                     : health == core::NodeHealth::kCordoned ? "Cordoned"
+                                                             : "Healthy";
+  if (j["status"].value("health", "") == text) return std::optional<store::WriteOp>();
+  j["status"]["health"] = text;
+  store::StoredObject obj = *current;
+  obj.data = j.dump();
+  return std::optional<store::WriteOp>(
+      store::WriteOp::Put(std::move(obj), current->resource_version));
 }
 
 common::Result<json> ControlPlaneImpl::ReadBack(std::string_view kind, std::string_view ns,
@@ -453,6 +492,7 @@ common::Result<json> ControlPlaneImpl::CreateGpr(std::string_view ns, const json
     return common::AlreadyExistsError(fmt::format(
         "gpuprovisionrequests \"{}\" already exists in namespace \"{}\"", doc.meta.name, ns));
   }
+  DefaultSpec(doc.spec, *ws);
   EGS_ASSIGN_OR_RETURN(core::RequestSpec spec, ToRequestSpec(doc.spec, ns, doc.meta.name, *ws));
   if (dry_run) {
     EGS_RETURN_IF_ERROR(scheduler_.Quote(spec).status());
@@ -598,6 +638,14 @@ common::Result<json> ControlPlaneImpl::CreateFleetObject(std::string_view kind, 
         names_.nodes.Erase(n.name);
       } else {
         nodes_[n.id] = n;
+        if (fleet_hooks_.node_added) {
+          // The node is in the scheduler already; a connector that cannot take it reports
+          // failed pre-checks later, so this is logged rather than undone.
+          if (auto added = fleet_hooks_.node_added(n); !added.ok()) {
+            spdlog::warn("node {}: the fleet connector did not take it: {}", n.name,
+                         added.ToString());
+          }
+        }
       }
       return st.ok() ? st : st.WithContext("spec");
     };
@@ -688,6 +736,7 @@ common::Result<json> ControlPlaneImpl::UpdateOnLoop(std::string_view kind, std::
     EGS_ASSIGN_OR_RETURN(core::RequestId id, FindGpr(ns, name));
     EGS_ASSIGN_OR_RETURN(api::GprDoc doc, api::ParseGpr(object));
     GprObject& o = gprs_.at(id);
+    if (auto ws = names_.workspaces.Find(ns)) DefaultSpec(doc.spec, *ws);
     const bool spec_changed = api::ToJson(doc.spec) != api::ToJson(o.spec);
     if (spec_changed) {
       EGS_ASSIGN_OR_RETURN(
@@ -855,6 +904,7 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
   if (action == "approve") {
     if (body.contains("changes")) {
       EGS_ASSIGN_OR_RETURN(api::GprSpecDoc changes, api::ParseGprSpec(body["changes"], "changes"));
+      DefaultSpec(changes, *names_.workspaces.Find(ns));
       EGS_ASSIGN_OR_RETURN(core::RequestSpec spec,
                            ToRequestSpec(changes, ns, name, *names_.workspaces.Find(ns)));
       EGS_RETURN_IF_ERROR(scheduler_.Edit(id, spec));
@@ -924,16 +974,18 @@ common::Result<json> ControlPlaneImpl::NodeAction(std::string_view name, std::st
   auto id = names_.nodes.Find(name);
   if (!id) return common::NotFoundError(fmt::format("nodes \"{}\" not found", name));
   common::Status st;
-  std::string health;
+  std::optional<core::NodeHealth> health;
   if (action == "fail") {
+    if (fleet_hooks_.fail_node) EGS_RETURN_IF_ERROR(fleet_hooks_.fail_node(*id));
     st = scheduler_.SetNodeHealth(*id, core::NodeHealth::kUnhealthy);
-    health = "Unhealthy";
+    health = core::NodeHealth::kUnhealthy;
   } else if (action == "cordon") {
     st = scheduler_.SetNodeHealth(*id, core::NodeHealth::kCordoned);
-    health = "Cordoned";
+    health = core::NodeHealth::kCordoned;
   } else if (action == "recover") {
+    if (fleet_hooks_.recover_node) EGS_RETURN_IF_ERROR(fleet_hooks_.recover_node(*id));
     st = scheduler_.SetNodeHealth(*id, core::NodeHealth::kHealthy);
-    health = "Healthy";
+    health = core::NodeHealth::kHealthy;
   } else if (action == "maintenance") {
     EGS_ASSIGN_OR_RETURN(std::string from, StringField(body, "start", true));
     EGS_ASSIGN_OR_RETURN(std::string to, StringField(body, "end", true));
@@ -949,13 +1001,10 @@ common::Result<json> ControlPlaneImpl::NodeAction(std::string_view name, std::st
   }
   EGS_RETURN_IF_ERROR(st);
   std::vector<store::WriteOp> ops;
-  EGS_ASSIGN_OR_RETURN(auto current, store_.Get(kNode, "", name));
-  if (current && !health.empty()) {
-    json j = json::parse(current->data, nullptr, false);
-    j["status"]["health"] = health;
-    store::StoredObject obj = *current;
-    obj.data = j.dump();
-    ops.push_back(store::WriteOp::Put(std::move(obj), current->resource_version));
+  if (health) {
+    reported_health_.erase(*id);  // the API's word is the latest
+    EGS_ASSIGN_OR_RETURN(auto op, NodeHealthWrite(name, *health));
+    if (op) ops.push_back(std::move(*op));
   }
   EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
   return ReadBack(kNode, "", name);
@@ -1046,6 +1095,8 @@ void ControlPlaneImpl::Decorate(std::string_view kind, json& object) const {
     }
     object["status"]["schedule"] = std::move(schedule);
     object["status"]["freeGpusNow"] = snap->inventory.FreeGpusAt(it->second, snap->taken_at);
+    // Stored only once it changed (through the API or as the fleet reported it).
+    if (!object["status"].contains("health")) object["status"]["health"] = "Healthy";
     return;
   }
   if (kind == kWorkspace) {

@@ -41,10 +41,23 @@ class ControlPlaneImpl final : public api::ControlPlane {
   // Before the loop starts: rebuilds the scheduler and the name maps from every object in the
   // Store (fleet, workspaces, then requests in their persisted phase).
   common::Status LoadFromStore();
+  // What the fleet connector must hear about besides provision/release orders: nodes created
+  // through the API, and failures injected or cleared through the API (the simulated fleet then
+  // fails pre-checks on the node and stops its telemetry). Each is optional; set before the loop
+  // starts.
+  struct FleetHooks {
+    std::function<common::Status(const core::Node&)> node_added;
+    std::function<common::Status(core::NodeId)> fail_node;
+    std::function<common::Status(core::NodeId)> recover_node;
+  };
+  void SetFleetHooks(FleetHooks hooks) { fleet_hooks_ = std::move(hooks); }
   // Mutations run through `loop` from now on.
   void AttachLoop(SchedulerLoop* loop) { loop_ = loop; }
   // Loop thread, after each cycle: persists the cycle's events and the requests they concern.
   void AfterCycle(const scheduler::CycleStats& stats);
+  // Loop thread (a command posted by the fleet connector): a node's health as the fleet reports
+  // it. The scheduler learns it now; the node object's status.health is written after the cycle.
+  void OnFleetNodeHealth(core::NodeId node, core::NodeHealth health);
   // Any thread: fills the live status fields of `object` (a stored object's JSON of `kind`).
   void Decorate(std::string_view kind, nlohmann::json& object) const;
   // Loop thread (or before the loop starts): every node known, as the scheduler has it.
@@ -107,6 +120,10 @@ class ControlPlaneImpl final : public api::ControlPlane {
                                             const nlohmann::json& body);
   common::Result<nlohmann::json> QuoteOnLoop(std::string_view ns, const nlohmann::json& spec);
 
+  // The priority of a request that names none: its workspace's minimum.
+  int DefaultPriority(core::WorkspaceId ws) const;
+  // Fills defaulted fields into a spec document (stored as defaulted, like Kubernetes does).
+  void DefaultSpec(api::GprSpecDoc& doc, core::WorkspaceId ws) const;
   common::Result<core::RequestSpec> ToRequestSpec(const api::GprSpecDoc& doc, std::string_view ns,
                                                   std::string_view name,
                                                   core::WorkspaceId ws) const;
@@ -130,6 +147,11 @@ class ControlPlaneImpl final : public api::ControlPlane {
   scheduler::Scheduler& scheduler_;
   store::Store& store_;
   common::Clock& clock_;
+  // The store write of a node's status.health; nullopt when unchanged or unknown.
+  common::Result<std::optional<store::WriteOp>> NodeHealthWrite(std::string_view name,
+                                                                core::NodeHealth health);
+  std::map<core::NodeId, core::NodeHealth> reported_health_;  // loop thread; since last cycle
+  FleetHooks fleet_hooks_;
   SchedulerLoop* loop_ = nullptr;
 
   // Loop-thread state.

@@ -203,12 +203,18 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       s.RecordUtilization(node, util, at).IgnoreError();  // a node removed meanwhile
     });
   };
-  callbacks.on_node_health = [raw](core::NodeId node, core::NodeHealth health) {
+  ControlPlaneImpl* cp = p->control_plane.get();
+  callbacks.on_node_health = [raw, cp](core::NodeId node, core::NodeHealth health) {
     raw->PostToScheduler(
-        [node, health](scheduler::Scheduler& s) { s.SetNodeHealth(node, health).IgnoreError(); });
+        [cp, node, health](scheduler::Scheduler&) { cp->OnFleetNodeHealth(node, health); });
   };
   p->fleet = std::make_unique<cluster::SimulatedFleet>(*p->clock, sim, p->control_plane->Nodes(),
                                                        std::move(callbacks));
+  cluster::SimulatedFleet* fleet_raw = p->fleet.get();
+  p->control_plane->SetFleetHooks(
+      {.node_added = [fleet_raw](const core::Node& n) { return fleet_raw->AddNode(n); },
+       .fail_node = [fleet_raw](core::NodeId n) { return fleet_raw->InjectNodeFailure(n); },
+       .recover_node = [fleet_raw](core::NodeId n) { return fleet_raw->RecoverNode(n); }});
 
   p->tokens = std::make_unique<api::TokenService>(*p->store, *p->clock);
   EGS_ASSIGN_OR_RETURN(auto bootstrap, p->tokens->BootstrapAdmin());

@@ -229,6 +229,11 @@ common::Result<RequestRecord*> Scheduler::Find(core::RequestId id) {
   return &it->second;
 }
 
+const core::Workspace* Scheduler::FindWorkspace(core::WorkspaceId id) const {
+  auto it = workspaces_.find(id);
+  return it == workspaces_.end() ? nullptr : &it->second;
+}
+
 const RequestRecord* Scheduler::FindRequest(core::RequestId id) const {
   auto it = requests_.find(id);
   return it == requests_.end() ? nullptr : &it->second;

@@ -150,6 +150,8 @@ class Scheduler {
   common::Status AddNode(core::Node node);
   common::Status AddWorkspace(core::Workspace workspace);
   common::Status UpdatePolicy(core::WorkspaceId workspace, core::WorkspacePolicy policy);
+  // The workspace with its current policy; nullptr when unknown.
+  const core::Workspace* FindWorkspace(core::WorkspaceId id) const;
 
   // --- Requests.
   // Validates and admits a request at Now(): Queued when within its workspace policy,

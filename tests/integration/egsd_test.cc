@@ -56,7 +56,7 @@ workspaces:
   - name: team-b
     project: research
     namespaces: [team-b]
-    policy: {gpuQuota: 16, maxActiveRequests: 2}
+    policy: {gpuQuota: 16, maxActiveRequests: 2, minPriority: 50}
 simulation:
   provisioningTime: 1s
   precheckFailureRate: 0
@@ -244,6 +244,29 @@ TEST(EgsdTest, ServesTheApiOverHttp) {
   auto released = c.Post(kGprPath + "/first/release", "{}", "application/json");
   ASSERT_TRUE(released);
   EXPECT_EQ(released->status, 200) << released->body;
+
+  // A request without spec.priority gets its workspace's lowest allowed priority, stored.
+  const std::string team_b = "/apis/egs.dev/v1alpha1/namespaces/team-b/gpuprovisionrequests";
+  auto b_quote = c.Post("/apis/egs.dev/v1alpha1/namespaces/team-b/quotes", quote_body.dump(),
+                        "application/json");
+  ASSERT_TRUE(b_quote);
+  EXPECT_EQ(b_quote->status, 200) << b_quote->body;
+  auto b_created = c.Post(team_b, GprJson("defaulted", 1, "1h").dump(), "application/json");
+  ASSERT_TRUE(b_created);
+  ASSERT_EQ(b_created->status, 201) << b_created->body;
+  EXPECT_EQ(Body(c.Get(team_b + "/defaulted"))["spec"]["priority"], 50);
+
+  // Inject a node failure through the API, then recover the node.
+  const std::string node = "/apis/egs.dev/v1alpha1/nodes/west-l40s-000";
+  auto failed = c.Post(node + "/fail", "{}", "application/json");
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, 200) << failed->body;
+  EXPECT_EQ(Body(c.Get(node))["status"].value("health", ""), "Unhealthy");
+  auto recovered = c.Post(node + "/recover", "{}", "application/json");
+  ASSERT_TRUE(recovered);
+  EXPECT_EQ(recovered->status, 200) << recovered->body;
+  EXPECT_EQ(Body(c.Get(node))["status"].value("health", ""), "Healthy");
+  EXPECT_EQ(c.Post(node + "/explode", "{}", "application/json")->status, 404);
 
   EXPECT_EQ(egsd.Stop(SIGTERM), 0) << egsd.Log();
 }
