@@ -169,6 +169,7 @@ common::Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientOptions optio
   http->set_read_timeout(rs, rus);
   http->set_write_timeout(rs, rus);
   http->set_keep_alive(true);
+  http->set_tcp_nodelay(true);  // else Nagle holds a POST body until the header is ACKed
   if (scheme == "https") {
     if (!options.ca_file.empty()) {
       if (!std::filesystem::exists(options.ca_file)) {

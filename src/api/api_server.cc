@@ -527,6 +527,8 @@ ApiServer::Target ApiServer::ParseTarget(const HttpRequest& req) {
   } else {
     t.verb = Lower(m);
   }
+  // POSTs that only compute an answer change nothing and are not audited.
+  if (t.verb == "quote" || t.verb == "explain" || t.verb == "whatif") t.mutating = false;
   return t;
 }
 

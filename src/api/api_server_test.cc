@@ -740,6 +740,9 @@ TEST_F(ApiServerTest, AuditsEveryMutatingCall) {
   ASSERT_EQ(Call("DELETE", std::string(kGprs) + "/train", "", {}, {}, "viewer").status, 403);
   ASSERT_EQ(Patch(std::string(kGprs) + "/train", R"({"spec":{"nodes":0}})").status, 422);
   ASSERT_EQ(Call("POST", kGprs, "{}", {}, {}, "").status, 401);  // unauthenticated: not audited
+  // Quotes compute an answer and change nothing: not audited.
+  Post("/apis/egs.dev/v1alpha1/namespaces/team-a/quotes",
+       R"({"spec":{"shape":"h100","nodes":1,"duration":"1h"}})");
   auto records = AuditRecords();
   ASSERT_EQ(records.size(), before + 3);
   json create = records[before];

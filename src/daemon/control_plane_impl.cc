@@ -71,8 +71,54 @@ ControlPlaneImpl::ControlPlaneImpl(scheduler::Scheduler& scheduler, store::Store
 
 template <typename F>
 auto ControlPlaneImpl::OnLoop(F fn) -> std::invoke_result_t<F> {
-  if (loop_ == nullptr || loop_->OnLoopThread()) return fn();
-  return loop_->Call([&fn](scheduler::Scheduler&) { return fn(); });
+  if (loop_ == nullptr || loop_->OnLoopThread()) {
+    FlushGroup();
+    return fn();
+  }
+  return loop_->Call([this, &fn](scheduler::Scheduler&) {
+    FlushGroup();
+    return fn();
+  });
+}
+
+common::Result<json> ControlPlaneImpl::OnLoopGrouped(std::function<common::Result<json>()> fn) {
+  struct Outcome {
+    common::Result<json> result = json();
+    std::shared_future<void> durable;
+    std::optional<ReadBackKey> readback;
+  };
+  auto run = [this, &fn]() {
+    Outcome out;
+    in_group_command_ = true;
+    out.result = fn();
+    in_group_command_ = false;
+    out.readback = std::exchange(deferred_readback_, std::nullopt);
+    if (group_done_) out.durable = group_durable_;
+    return out;
+  };
+  Outcome out;
+  if (loop_ == nullptr || loop_->OnLoopThread()) {
+    out = run();
+    FlushGroup();
+  } else {
+    out = loop_->Call([&run](scheduler::Scheduler&) { return run(); });
+  }
+  if (out.durable.valid()) {
+    try {
+      out.durable.get();
+    } catch (const std::future_error&) {
+      return common::UnavailableError("egsd is shutting down; the change was not committed");
+    }
+  }
+  if (!out.result.ok() || !out.readback) return out.result;
+  return ReadStored(out.readback->kind, out.readback->ns, out.readback->name);
+}
+
+void ControlPlaneImpl::FlushGroup() {
+  if (!group_done_) return;
+  if (!group_ops_.empty()) CommitAfterChange(std::exchange(group_ops_, {})).status().IgnoreError();
+  std::exchange(group_done_, nullptr)->set_value();
+  group_durable_ = {};
 }
 
 // ---- Loading ------------------------------------------------------------------------------
@@ -410,6 +456,16 @@ common::Status ControlPlaneImpl::PersistChange(std::vector<store::WriteOp> ops) 
     if (written.contains({o.meta.ns, o.meta.name})) continue;
     AddRequestWrites(*r, ops);
   }
+  if (in_group_command_) {
+    if (ops.empty()) return common::OkStatus();
+    if (!group_done_) {
+      group_done_ = std::make_shared<std::promise<void>>();
+      group_durable_ = group_done_->get_future().share();
+    }
+    std::move(ops.begin(), ops.end(), std::back_inserter(group_ops_));
+    return common::OkStatus();
+  }
+  FlushGroup();  // keep commits in the order of the changes
   if (ops.empty()) return common::OkStatus();
   return CommitAfterChange(std::move(ops)).status();
 }
@@ -422,7 +478,11 @@ void ControlPlaneImpl::AfterCycle(const scheduler::CycleStats&) {
     auto op = NodeHealthWrite(name, health);
     if (op.ok() && *op) ops.push_back(std::move(**op));
   }
-  PersistChange(std::move(ops)).IgnoreError();  // CommitAfterChange exits on failure
+  // One commit for this cycle's grouped creates, its events and these writes.
+  in_group_command_ = true;
+  PersistChange(std::move(ops)).IgnoreError();
+  in_group_command_ = false;
+  FlushGroup();  // CommitAfterChange exits on failure
 }
 
 void ControlPlaneImpl::OnFleetNodeHealth(core::NodeId node, core::NodeHealth health) {
@@ -448,6 +508,15 @@ common::Result<std::optional<store::WriteOp>> ControlPlaneImpl::NodeHealthWrite(
 
 common::Result<json> ControlPlaneImpl::ReadBack(std::string_view kind, std::string_view ns,
                                                 std::string_view name) {
+  if (in_group_command_) {  // not committed yet: OnLoopGrouped reads it after the commit
+    deferred_readback_ = ReadBackKey{std::string(kind), std::string(ns), std::string(name)};
+    return json::object();
+  }
+  return ReadStored(kind, ns, name);
+}
+
+common::Result<json> ControlPlaneImpl::ReadStored(std::string_view kind, std::string_view ns,
+                                                  std::string_view name) {
   EGS_ASSIGN_OR_RETURN(auto stored, store_.Get(kind, ns, name));
   if (!stored) return common::InternalError("object vanished after commit");
   json j = json::parse(stored->data, nullptr, false);
@@ -459,7 +528,29 @@ common::Result<json> ControlPlaneImpl::ReadBack(std::string_view kind, std::stri
 
 common::Result<json> ControlPlaneImpl::Create(const api::Principal&, std::string_view kind,
                                               std::string_view ns, json object, bool dry_run) {
+  if (kind == kGpr && !dry_run) {
+    return OnLoopGrouped([&] { return CreateOnLoop(kind, ns, object, dry_run); });
+  }
   return OnLoop([&] { return CreateOnLoop(kind, ns, object, dry_run); });
+}
+
+common::Status ControlPlaneImpl::CreateFleet(
+    const std::vector<std::pair<std::string, json>>& objects) {
+  EGS_CHECK(loop_ == nullptr);
+  std::vector<store::WriteOp> ops;
+  bootstrap_ops_ = &ops;
+  for (const auto& [kind, object] : objects) {
+    auto created = CreateFleetObject(kind, object, /*dry_run=*/false, /*persist=*/true);
+    if (!created.ok()) {
+      bootstrap_ops_ = nullptr;
+      return created.error().WithContext(
+          fmt::format("{} {}", kind, object["metadata"].value("name", "")));
+    }
+  }
+  bootstrap_ops_ = nullptr;
+  EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
+  PublishNames();
+  return common::OkStatus();
 }
 
 common::Result<json> ControlPlaneImpl::CreateOnLoop(std::string_view kind, std::string_view ns,
@@ -692,6 +783,10 @@ common::Result<json> ControlPlaneImpl::CreateFleetObject(std::string_view kind, 
   obj.uid = meta->uid;
   obj.created = *meta->creation_timestamp;
   obj.data = stored.dump();
+  if (bootstrap_ops_ != nullptr) {  // CreateFleet: one commit for everything, at its end
+    bootstrap_ops_->push_back(store::WriteOp::Put(std::move(obj), 0));
+    return stored;
+  }
   std::vector<store::WriteOp> ops;
   ops.push_back(store::WriteOp::Put(std::move(obj), 0));
   EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -51,6 +52,10 @@ class ControlPlaneImpl final : public api::ControlPlane {
     std::function<common::Status(core::NodeId)> recover_node;
   };
   void SetFleetHooks(FleetHooks hooks) { fleet_hooks_ = std::move(hooks); }
+  // Before the loop starts: creates every object (kind, JSON) in order, as Create would, and
+  // commits them in one transaction. A bad object is an error naming it, and nothing is stored
+  // (the scheduler then holds a partial fleet: the caller must give up).
+  common::Status CreateFleet(const std::vector<std::pair<std::string, nlohmann::json>>& objects);
   // Mutations run through `loop` from now on.
   void AttachLoop(SchedulerLoop* loop) { loop_ = loop; }
   // Loop thread, after each cycle: persists the cycle's events and the requests they concern.
@@ -97,8 +102,22 @@ class ControlPlaneImpl final : public api::ControlPlane {
   };
 
   // Runs `fn` on the loop thread (directly when already there or before the loop exists).
+  // First commits what grouped commands of this cycle left pending, so that `fn` sees the
+  // Store as the scheduler has it.
   template <typename F>
   auto OnLoop(F fn) -> std::invoke_result_t<F>;
+  // Group commit (used for GPR creates, the high-rate mutation): runs `fn` on the loop thread
+  // in group mode, where PersistChange only appends to the cycle's pending ops and ReadBack is
+  // deferred; the loop commits all of the cycle's grouped changes once, after the cycle (see
+  // AfterCycle); this waits for that commit and then reads the object back. Nothing is
+  // acknowledged before it is durable.
+  common::Result<nlohmann::json> OnLoopGrouped(std::function<common::Result<nlohmann::json>()> fn);
+  // Loop thread: commits the pending grouped ops (exits the process if the Store refuses, as
+  // CommitAfterChange does) and releases the commands waiting on them.
+  void FlushGroup();
+  // The stored object with its resourceVersion (any thread).
+  common::Result<nlohmann::json> ReadStored(std::string_view kind, std::string_view ns,
+                                            std::string_view name);
 
   // Loop-thread implementations.
   common::Result<nlohmann::json> CreateOnLoop(std::string_view kind, std::string_view ns,
@@ -151,6 +170,16 @@ class ControlPlaneImpl final : public api::ControlPlane {
   common::Result<std::optional<store::WriteOp>> NodeHealthWrite(std::string_view name,
                                                                 core::NodeHealth health);
   std::map<core::NodeId, core::NodeHealth> reported_health_;  // loop thread; since last cycle
+  std::vector<store::WriteOp>* bootstrap_ops_ = nullptr;      // during CreateFleet
+  // Group commit state (loop thread only).
+  struct ReadBackKey {
+    std::string kind, ns, name;
+  };
+  bool in_group_command_ = false;
+  std::vector<store::WriteOp> group_ops_;
+  std::shared_ptr<std::promise<void>> group_done_;  // set once group_ops_ are durable
+  std::shared_future<void> group_durable_;
+  std::optional<ReadBackKey> deferred_readback_;
   FleetHooks fleet_hooks_;
   SchedulerLoop* loop_ = nullptr;
 

@@ -29,8 +29,6 @@ namespace {
 
 using nlohmann::json;
 
-const api::Principal kSystem{"system:egsd", api::Role::kAdmin, {}, {}, "system"};
-
 // The fleet file as API objects, in the order they must be created.
 std::vector<std::pair<std::string, json>> FleetObjects(const cluster::FleetSpec& fleet) {
   std::map<core::ShapeId, std::string> shape_names;
@@ -178,13 +176,8 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   EGS_RETURN_IF_ERROR(p->control_plane->LoadFromStore().WithContext("restore from the store"));
   EGS_ASSIGN_OR_RETURN(bool has_fleet, p->control_plane->HasFleet());
   if (!has_fleet && fleet) {
-    for (auto& [kind, object] : FleetObjects(*fleet)) {
-      auto created = p->control_plane->Create(kSystem, kind, "", object, /*dry_run=*/false);
-      if (!created.ok()) {
-        return created.error().WithContext(fmt::format("--fleet {}: {} {}", config.fleet_file, kind,
-                                                       object["metadata"].value("name", "")));
-      }
-    }
+    EGS_RETURN_IF_ERROR(p->control_plane->CreateFleet(FleetObjects(*fleet))
+                            .WithContext(fmt::format("--fleet {}", config.fleet_file)));
     spdlog::info("loaded fleet {} into the store: {} clusters, {} shapes, {} nodes, {} workspaces",
                  config.fleet_file, fleet->clusters.size(), fleet->shapes.size(),
                  fleet->nodes.size(), fleet->workspaces.size());
