@@ -22,7 +22,8 @@ void PrintUsage() {
   fmt::print(stderr,
              "usage: egsd [--config FILE] [--listen ADDR:PORT] [--data-dir DIR] [--fleet FILE]\n"
              "            [--log-level trace|debug|info|warn|error] [--admin-token-file FILE]\n"
-             "            [--tls-cert-file FILE --tls-key-file FILE] [--http-threads N]\n");
+             "            [--tls-cert-file FILE --tls-key-file FILE] [--portal-dir DIR]\n"
+             "            [--http-threads N]\n");
 }
 
 }  // namespace

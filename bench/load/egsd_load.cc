@@ -6,6 +6,8 @@
 //   list    GET of a namespace holding --list-size GPRs: rate, latency
 //   quote   POST .../quotes with the queue at --queued requests: latency
 //
+// Creates: the first --mixed have random priorities and land anywhere in the queue (re-planning
+// what is behind them); the rest have the lowest priority and are appended at the tail.
 // Before measuring it fills every pool of the fleet with long "filler" requests, so that the
 // created requests queue (and are planned into the future) instead of starting: the quote is
 // then computed against a queue of --queued requests, as in the scheduling-core benchmark.
@@ -13,7 +15,8 @@
 // 1-4 GPUs on one node, 25 % one whole node, 15 % 2-16 whole nodes, durations 1-48 h,
 // priorities 0-999, over the fleet's shapes.
 //
-// Usage: egsd-load --server http://127.0.0.1:PORT --token T [--queued 10000] [--list-size 1000]
+// Usage: egsd-load --server http://127.0.0.1:PORT --token T [--queued 10000] [--mixed 2000]
+//                  [--list-size 1000]
 //                  [--connections 8] [--seconds 5] [--quotes 2000] [--namespace bench]
 //                  [--list-namespace bench-list] [--seed 1]
 // The namespaces must be workspaces with room for the requests (see bench/load/run.sh, which
@@ -47,6 +50,7 @@ struct Options {
   std::string server;
   std::string token;
   int queued = 10000;
+  int mixed = 2000;
   int list_size = 1000;
   int connections = 8;
   double seconds = 5;
@@ -67,7 +71,7 @@ Options ParseArgs(int argc, char** argv) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       std::printf(
-          "usage: egsd-load --server URL --token T [--queued N] [--list-size N] "
+          "usage: egsd-load --server URL --token T [--queued N] [--mixed N] [--list-size N] "
           "[--connections N] [--seconds S] [--quotes N] [--namespace NS] [--list-namespace NS] "
           "[--seed N]\n");
       std::exit(0);
@@ -88,6 +92,8 @@ Options ParseArgs(int argc, char** argv) {
       o.token = value;
     } else if (flag == "--queued") {
       o.queued = static_cast<int>(number(0, 1000000));
+    } else if (flag == "--mixed") {
+      o.mixed = static_cast<int>(number(0, 1000000));
     } else if (flag == "--list-size") {
       o.list_size = static_cast<int>(number(1, 1000000));
     } else if (flag == "--connections") {
@@ -313,15 +319,30 @@ int main(int argc, char** argv) {
                  {"spec", spec}};
     bodies.push_back(std::move(body));
   }
-  {
-    auto [s, wall] = RunCount(o, o.queued, [&](httplib::Client& c, int i) {
-      const std::string& ns = i < o.list_size ? o.list_ns : o.ns;
+  // The first --mixed creates have random priorities (each lands somewhere in the queue and
+  // re-plans the requests behind it); the rest have the lowest priority, so each is appended at
+  // the queue's tail: that is how the queue reaches --queued in reasonable time.
+  const int mixed = std::min(o.mixed, o.queued);
+  for (int i = mixed; i < o.queued; ++i)
+    bodies[static_cast<std::size_t>(i)]["spec"]["priority"] = 0;
+  auto create = [&](int offset) {
+    return [&, offset](httplib::Client& c, int i) {
+      const int k = offset + i;
+      const std::string& ns = k < o.list_size ? o.list_ns : o.ns;
       Check(c.Post(fmt::format("{}/namespaces/{}/gpuprovisionrequests", kApi, ns),
-                   bodies[static_cast<std::size_t>(i)].dump(), "application/json"),
+                   bodies[static_cast<std::size_t>(k)].dump(), "application/json"),
             201, "create");
-    });
-    rows.push_back(
-        Summarize("durable create", s, wall, fmt::format("queue grows 0 -> {}", o.queued)));
+    };
+  };
+  if (mixed > 0) {
+    auto [s, wall] = RunCount(o, mixed, create(0));
+    rows.push_back(Summarize("durable create, random priority", s, wall,
+                             fmt::format("queue grows 0 -> {}", mixed)));
+  }
+  if (o.queued > mixed) {
+    auto [s, wall] = RunCount(o, o.queued - mixed, create(mixed));
+    rows.push_back(Summarize("durable create, appended at the tail", s, wall,
+                             fmt::format("queue grows {} -> {}", mixed, o.queued)));
   }
   json q0 =
       Check(admin->Get(fmt::format("{}/namespaces/{}/gpuprovisionrequests/q0", kApi, o.list_ns)),

@@ -73,6 +73,8 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
       EGS_RETURN_IF_ERROR(CheckLogLevel(out.log_level, field));
     } else if (key == "adminTokenFile") {
       EGS_ASSIGN_OR_RETURN(out.admin_token_file, scalar());
+    } else if (key == "portalDir") {
+      EGS_ASSIGN_OR_RETURN(out.portal_dir, scalar());
     } else if (key == "tls") {
       if (!v.IsMap()) return common::InvalidArgumentError(field + ": must be a mapping");
       for (const auto& sub : v) {
@@ -194,6 +196,8 @@ common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& ar
       EGS_RETURN_IF_ERROR(CheckLogLevel(config.log_level, flag));
     } else if (flag == "--admin-token-file") {
       EGS_ASSIGN_OR_RETURN(config.admin_token_file, next());
+    } else if (flag == "--portal-dir") {
+      EGS_ASSIGN_OR_RETURN(config.portal_dir, next());
     } else if (flag == "--tls-cert-file") {
       EGS_ASSIGN_OR_RETURN(config.tls_cert_file, next());
     } else if (flag == "--tls-key-file") {
@@ -204,6 +208,11 @@ common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& ar
     } else {
       return common::InvalidArgumentError(fmt::format("{}: unknown flag", args[i]));
     }
+  }
+  if (config.max_watches >= config.http_threads) {
+    return common::InvalidArgumentError(fmt::format(
+        "http.maxWatches: {} must be below http.threads ({}): each watch holds a worker thread",
+        config.max_watches, config.http_threads));
   }
   if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
     return common::InvalidArgumentError(

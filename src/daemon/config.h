@@ -5,12 +5,14 @@
 //   fleet: deploy/fleets/demo.yaml  # simulated fleet loaded on first start
 //   logLevel: info                  # trace, debug, info, warn, error
 //   adminTokenFile: ""              # also write the first-start admin token here (mode 0600)
+//   portalDir: ""                   # the portal's built assets, served under /portal/
 //   tls: {certFile: "", keyFile: ""}  # PEM files; serve https (kubectl sends tokens only so)
-//   http: {threads: 8, maxBodyBytes: 1048576, maxWatches: 64}
+//   http: {threads: 64, maxBodyBytes: 1048576, maxWatches: 32}  # a watch holds a thread
 //   rateLimit: {perSecond: 200, burst: 400}   # per token
 //
 // Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --fleet FILE, --log-level L,
-// --admin-token-file FILE, --tls-cert-file FILE, --tls-key-file FILE, --http-threads N.
+// --admin-token-file FILE, --tls-cert-file FILE, --tls-key-file FILE, --portal-dir DIR,
+// --http-threads N.
 //
 // Thread-safety: values.
 #pragma once
@@ -32,9 +34,11 @@ struct DaemonConfig {
   std::string admin_token_file;
   std::string tls_cert_file;
   std::string tls_key_file;
-  int http_threads = 8;
+  std::string portal_dir;  // the portal's built assets, served under /portal/ ("" = none)
+  // Each open connection (kept alive) and each watch holds one worker thread.
+  int http_threads = 64;
   std::size_t max_body_bytes = 1 << 20;
-  int max_watches = 64;
+  int max_watches = 32;  // must be below http_threads
   double rate_per_second = 200;
   double rate_burst = 400;
 };

@@ -17,7 +17,7 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
                 "listen: 0.0.0.0:9000\n"
                 "dataDir: /var/lib/egs\n"
                 "logLevel: debug\n"
-                "http: {threads: 4, maxWatches: 10}\n"
+                "http: {threads: 16, maxWatches: 10}\n"
                 "rateLimit: {perSecond: 5, burst: 10}\n"
                 "tls: {certFile: /etc/egs/tls.crt, keyFile: /etc/egs/tls.key}\n");
   auto c = ParseCommandLine({"--listen", "127.0.0.1:0", "--config", path, "--fleet=f.yaml"});
@@ -27,7 +27,7 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
   EXPECT_EQ(c->data_dir, "/var/lib/egs");
   EXPECT_EQ(c->fleet_file, "f.yaml");
   EXPECT_EQ(c->log_level, "debug");
-  EXPECT_EQ(c->http_threads, 4);
+  EXPECT_EQ(c->http_threads, 16);
   EXPECT_EQ(c->max_watches, 10);
   EXPECT_DOUBLE_EQ(c->rate_per_second, 5);
   EXPECT_EQ(c->tls_cert_file, "/etc/egs/tls.crt");
@@ -46,6 +46,7 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
   expect_error({"--data-dir"}, "--data-dir");
   expect_error({"--log-level", "loud"}, "--log-level");
   expect_error({"--http-threads", "0"}, "--http-threads");
+  expect_error({"--http-threads", "16"}, "http.maxWatches");  // 32 watches need > 32 threads
   expect_error({"--config", "/nonexistent/egsd.yaml"}, "--config");
   expect_error({"--tls-cert-file", "c.pem"}, "--tls-key-file");
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "api/auth.h"
 #include "api/codec.h"
 #include "api/httplib_server.h"
+#include "api/static_files.h"
 #include "api/token_handlers.h"
 #include "cluster/fleet_file.h"
 #include "cluster/simulated_fleet.h"
@@ -261,7 +263,41 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   http.max_body_bytes = config.max_body_bytes;
   http.tls_cert_file = config.tls_cert_file;
   http.tls_key_file = config.tls_key_file;
-  auto server = api::HttpServer::Start(http, p->api->handler());
+  // The portal's assets under /portal/ (when configured); "/" leads there, or says where the
+  // API is when no portal is installed.
+  std::optional<api::StaticFiles> portal;
+  if (!config.portal_dir.empty()) {
+    auto files = api::StaticFiles::Open(config.portal_dir, "/portal");
+    if (!files.ok()) {
+      auto d = std::unique_ptr<Daemon>(new Daemon(std::move(p)));
+      d->Stop();
+      return files.error().WithContext("--portal-dir");
+    }
+    portal.emplace(std::move(*files));
+  }
+  api::HttpHandler handler = [portal = std::move(portal),
+                              api = p->api->handler()](const api::HttpRequest& req) {
+    if (portal) {
+      if (auto r = portal->Serve(req)) return std::move(*r);
+    }
+    if (req.path == "/" && (req.method == "GET" || req.method == "HEAD")) {
+      api::HttpResponse r;
+      if (portal) {
+        r.status = 302;
+        r.headers.emplace_back("Location", "/portal/");
+        r.content_type = "text/plain; charset=utf-8";
+        r.body = "see /portal/\n";
+      } else {
+        r.content_type = "text/plain; charset=utf-8";
+        r.body =
+            "egsd: the API is under /apis/egs.dev/v1alpha1 (egsctl, kubectl). No portal is "
+            "installed: start egsd with --portal-dir DIR to serve one under /portal/.\n";
+      }
+      return r;
+    }
+    return api(req);
+  };
+  auto server = api::HttpServer::Start(http, std::move(handler));
   if (!server.ok()) {
     auto d = std::unique_ptr<Daemon>(new Daemon(std::move(p)));
     d->Stop();

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <span>
 
 #include "common/check.h"
@@ -93,7 +94,9 @@ struct NodeLocation {
 
 struct PoolState {
   std::vector<NodeTimeline> timelines;  // parallel to Pool::nodes
-  std::vector<core::Node> nodes;        // parallel to Pool::nodes
+  // Parallel to Pool::nodes. Immutable once added and shared between copies: the scheduler
+  // copies the inventory into every published snapshot.
+  std::vector<std::shared_ptr<const core::Node>> nodes;
 };
 
 const std::vector<Booking> kNoBookings;
@@ -144,7 +147,7 @@ struct Inventory::Impl {
   }
   const core::Node* Info(NodeId id) const {
     const NodeLocation* at = Locate(id);
-    return at ? &states[at->pool].nodes[at->slot] : nullptr;
+    return at ? states[at->pool].nodes[at->slot].get() : nullptr;
   }
   // The owner's booking on its first node; the owner books the same window on every node.
   const Booking& FirstBooking(const Owner& owner, std::span<const NodeId> nodes) const {
@@ -196,7 +199,7 @@ common::Result<core::PoolId> Inventory::AddNode(const core::Node& node,
   impl_->node_index[node.id] = {pool, static_cast<std::uint32_t>(p.nodes.size())};
   p.nodes.push_back(node.id);
   state.timelines.emplace_back(shape.gpus_per_node);
-  state.nodes.push_back(node);
+  state.nodes.push_back(std::make_shared<const core::Node>(node));
   return p.id;
 }
 
@@ -423,7 +426,7 @@ common::Status Inventory::CheckInvariants() const {
       }
       if (std::string v = state.timelines[slot].FindViolation(); !v.empty()) {
         return common::InternalError(
-            fmt::format("node {} ({}): {}", pool.nodes[slot].value(), state.nodes[slot].name, v));
+            fmt::format("node {} ({}): {}", pool.nodes[slot].value(), state.nodes[slot]->name, v));
       }
     }
   }

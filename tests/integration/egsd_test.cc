@@ -175,6 +175,11 @@ TEST(EgsdTest, ServesTheApiOverHttp) {
   auto version = anon.Get("/version");
   ASSERT_TRUE(version);
   EXPECT_EQ(version->status, 200);
+  // Without --portal-dir, "/" says where the API is.
+  auto root = anon.Get("/");
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->status, 200);
+  EXPECT_NE(root->body.find("/apis/egs.dev/v1alpha1"), std::string::npos) << root->body;
   auto unauth = anon.Get(kGprPath);
   ASSERT_TRUE(unauth);
   EXPECT_EQ(unauth->status, 401);

@@ -264,22 +264,37 @@ class SqliteStore::Writer {
 };
 
 // A read connection borrowed from the pool; returned to it on destruction.
+struct SqliteStore::ReaderConn {
+  std::unique_ptr<SQLite::Database> db;
+  // Get's statement, prepared once per connection (Get is the hottest read: every API GET and
+  // every authorization). Reset after each use so that it holds no read snapshot while idle.
+  std::unique_ptr<SQLite::Statement> get;
+};
+
 class SqliteStore::ReaderLease {
  public:
-  ReaderLease(SqliteStore* store, std::unique_ptr<SQLite::Database> db)
-      : store_(store), db_(std::move(db)) {}
+  ReaderLease(SqliteStore* store, std::unique_ptr<ReaderConn> conn)
+      : store_(store), conn_(std::move(conn)) {}
   ReaderLease(ReaderLease&& other) noexcept = default;
   ReaderLease& operator=(ReaderLease&&) = delete;
   ~ReaderLease() {
-    if (db_ == nullptr) return;  // moved from
+    if (conn_ == nullptr) return;  // moved from
     std::lock_guard lock(store_->mu_);
-    store_->idle_readers_.push_back(std::move(db_));
+    store_->idle_readers_.push_back(std::move(conn_));
   }
-  SQLite::Database& db() { return *db_; }
+  SQLite::Database& db() { return *conn_->db; }
+  SQLite::Statement& GetStatement() {
+    if (conn_->get == nullptr) {
+      conn_->get = std::make_unique<SQLite::Statement>(
+          *conn_->db, fmt::format("SELECT {} FROM objects WHERE kind = ? AND ns = ? AND name = ?",
+                                  kObjectColumns));
+    }
+    return *conn_->get;
+  }
 
  private:
   SqliteStore* store_;
-  std::unique_ptr<SQLite::Database> db_;
+  std::unique_ptr<ReaderConn> conn_;
 };
 
 common::Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
@@ -343,16 +358,18 @@ common::Result<SqliteStore::ReaderLease> SqliteStore::LeaseReader() {
   {
     std::lock_guard lock(mu_);
     if (!idle_readers_.empty()) {
-      std::unique_ptr<SQLite::Database> db = std::move(idle_readers_.back());
+      std::unique_ptr<ReaderConn> conn = std::move(idle_readers_.back());
       idle_readers_.pop_back();
-      return ReaderLease(this, std::move(db));
+      return ReaderLease(this, std::move(conn));
     }
   }
   return RunGuarded("open read connection", [&]() -> common::Result<ReaderLease> {
     auto db = std::make_unique<SQLite::Database>(path_, SQLite::OPEN_READWRITE,
                                                  BusyTimeoutMs(options_.busy_timeout));
     db->exec("PRAGMA query_only = ON");
-    return ReaderLease(this, std::move(db));
+    auto conn = std::make_unique<ReaderConn>();
+    conn->db = std::move(db);
+    return ReaderLease(this, std::move(conn));
   });
 }
 
@@ -361,14 +378,16 @@ common::Result<std::optional<StoredObject>> SqliteStore::Get(std::string_view ki
                                                              std::string_view name) {
   EGS_ASSIGN_OR_RETURN(ReaderLease reader, LeaseReader());
   return RunGuarded("get", [&]() -> common::Result<std::optional<StoredObject>> {
-    SQLite::Statement q(reader.db(), fmt::format("SELECT {} FROM objects WHERE kind = ? AND "
-                                                 "ns = ? AND name = ?",
-                                                 kObjectColumns));
+    SQLite::Statement& q = reader.GetStatement();
+    q.reset();  // a use that threw may have left it mid-step
+    q.clearBindings();
     q.bind(1, std::string(kind));
     q.bind(2, std::string(ns));
     q.bind(3, std::string(name));
-    if (!q.executeStep()) return std::optional<StoredObject>();
-    return std::optional<StoredObject>(ObjectFromRow(q, kind, 0));
+    std::optional<StoredObject> out;
+    if (q.executeStep()) out = ObjectFromRow(q, kind, 0);
+    q.reset();  // end the read snapshot now
+    return out;
   });
 }
 

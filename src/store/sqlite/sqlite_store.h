@@ -92,6 +92,7 @@ class SqliteStore final : public Store {
   struct PendingCommit;
   class Writer;
   class ReaderLease;
+  struct ReaderConn;  // a read connection and its prepared statements
 
   SqliteStore(std::string path, SqliteOptions options, std::unique_ptr<Writer> writer);
 
@@ -110,7 +111,7 @@ class SqliteStore final : public Store {
   std::deque<PendingCommit*> queue_;  // GUARDED_BY(mu_)
   bool stopping_ = false;             // GUARDED_BY(mu_)
   SqliteStats stats_;                 // GUARDED_BY(mu_)
-  std::vector<std::unique_ptr<SQLite::Database>> idle_readers_;  // GUARDED_BY(mu_)
+  std::vector<std::unique_ptr<ReaderConn>> idle_readers_;  // GUARDED_BY(mu_)
 
   std::thread committer_;  // last: starts after everything above is constructed
 };
