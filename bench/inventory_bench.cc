@@ -124,12 +124,14 @@ void BM_EarliestFitBehindRank(benchmark::State& state) { RunQueries(state, 1, 1,
 BENCHMARK(BM_EarliestFitBehindRank);
 
 // The request mix of bench/scheduler_bench.cc: 60 % 1-4 GPUs on one node, 25 % one whole node,
-// 15 % 2-16 whole nodes; each placed at its earliest fit and booked as a plan.
+// 15 % 2-16 whole nodes; each placed at its earliest fit and booked as a plan. bounds:1 runs
+// it with Inventory::EnableFitBounds (as the scheduler does), bounds:0 without.
 void BM_PlaceAll(benchmark::State& state) {
   constexpr int kRequests = 10'000;
   for (auto _ : state) {
     state.PauseTiming();
     Inventory inv = Fleet();
+    if (state.range(0) != 0) inv.EnableFitBounds();
     common::Rng rng(11);
     state.ResumeTiming();
     for (int r = 0; r < kRequests; ++r) {
@@ -158,7 +160,12 @@ void BM_PlaceAll(benchmark::State& state) {
       static_cast<double>(kRequests),
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_PlaceAll)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_PlaceAll)
+    ->ArgName("bounds")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 }  // namespace
 }  // namespace egs::inventory

@@ -148,19 +148,94 @@ class PoolQuery {
 // soon as it passes the best start, and where it stops gives the free GPUs.
 class SingleNodeSearch : public PoolQuery {
  public:
-  SingleNodeSearch(PoolNodes pool, const FitQuery& q, Scratch& scratch)
-      : PoolQuery(pool, q, scratch), buffer_(scratch.filtered.front()) {}
+  SingleNodeSearch(PoolNodes pool, const FitQuery& q, Scratch& scratch, const FitBounds* bounds)
+      : PoolQuery(pool, q, scratch), buffer_(scratch.filtered.front()), bounds_(bounds) {}
 
   std::optional<Fit> Run() {
-    for (std::size_t i = 0; i < size(); ++i) {
-      Prefetch(pool_.timelines, i);
-      Consider(i);
+    if (bounds_ != nullptr) {
+      const std::size_t first = MostPromising();
+      if (!Bounded(first)) Consider(first);
+      for (std::size_t i = 0; i < size(); ++i) {
+        if (i == first) continue;
+        if (!Bounded(i)) Consider(i);
+      }
+    } else {
+      for (std::size_t i = 0; i < size(); ++i) {
+        Prefetch(pool_.timelines, i);
+        Consider(i);
+      }
     }
     if (!best_) return std::nullopt;
     return Fit{best_start_, {Id(best_->slot)}};
   }
 
  private:
+  // The node with the lowest bound among those whose bound is exact from q.not_before (else
+  // the first node): read first, it usually sets a best start that rules out most others.
+  std::size_t MostPromising() const {
+    const Time t = q_.not_before;
+    std::size_t best = 0;
+    Time lowest = kNever;
+    for (std::size_t i = 0; i < size(); ++i) {
+      if (bounds_->since[i] != t || bounds_->fresh[i] == 0) continue;
+      const Time b = std::max(bounds_->bound[i], t);
+      if (b < lowest) {
+        lowest = b;
+        best = i;
+        if (b == t) break;
+      }
+    }
+    return best;
+  }
+
+  // Once a node fits at q.not_before, another can only win if it also fits then with at most
+  // as many GPUs free: its free GPUs at that instant, kept between searches, say whether.
+  // Among equally free nodes the one whose previous booking ended latest wins, so that is kept
+  // too: the end before the step in force at t, which is where a fit at t would lie.
+  bool CanTie(std::size_t slot) {
+    const Time t = q_.not_before;
+    if (bounds_->free_at[slot] != t) {
+      const Profile& p = Node(slot).profile();
+      bounds_->free[slot] = static_cast<std::int16_t>(Node(slot).FreeGpusAt(t));
+      bounds_->previous_end[slot] = PreviousEnd(p, IndexAt(p, t));
+      bounds_->free_at[slot] = t;
+    }
+    const int free = bounds_->free[slot];
+    if (free < q_.gpus || free > best_->free) return false;
+    if (free < best_->free) return true;
+    const Time previous_end = bounds_->previous_end[slot];
+    if (previous_end != *best_->previous_end) return previous_end > *best_->previous_end;
+    return Id(slot) < Id(best_->slot);
+  }
+
+  // Whether the node's lower bound shows that it cannot start by the best start so far (then it
+  // is skipped). A bound that does not hold from q.not_before is recomputed first: the earliest
+  // free run of the class length, which is never later than the node's earliest start.
+  bool Bounded(std::size_t slot) {
+    const Time t = q_.not_before;
+    Time& bound = bounds_->bound[slot];
+    Time& since = bounds_->since[slot];
+    std::uint8_t& fresh = bounds_->fresh[slot];
+    if (since <= t && bound > best_start_) return true;
+    if (best_ && best_start_ == t && !CanTie(slot)) return true;
+    if (since == t && fresh != 0) return false;  // reading it again would find the same
+    const NodeTimeline& node = Node(slot);
+    if (t >= node.tail()) return false;  // idle from t on: no bound to find
+    Time lower;
+    if (whole_node_) {
+      std::size_t gap = 0;
+      lower = EarliestIdleStart(node.idle_gaps(), t, bounds_->class_length, best_start_, &gap);
+    } else {
+      lower = EarliestFreeStart(node.profile(), node.capacity(), q_.gpus, t, bounds_->class_length,
+                                best_start_);
+    }
+    // kNever with a finite limit only says "not by the limit".
+    fresh = lower < kNever || best_start_ >= kNever ? 1 : 0;
+    bound = fresh != 0 ? lower : best_start_ + core::Duration(1);
+    since = t;
+    return bound > best_start_;
+  }
+
   void Consider(std::size_t slot) {
     const Time t = q_.not_before;
     // From the tail on the node is idle, so t is its earliest start whatever the filter; the
@@ -194,6 +269,7 @@ class SingleNodeSearch : public PoolQuery {
   }
 
   Profile& buffer_;
+  const FitBounds* bounds_;
   // Until a node fits, starts after q.latest_start are not wanted: scans stop there.
   Time best_start_ = std::min(q_.latest_start, kNever);
   std::optional<Candidate> best_;
@@ -202,10 +278,19 @@ class SingleNodeSearch : public PoolQuery {
 // n > 1 nodes: rounds, as described in fit_search.h.
 class GangSearch : public PoolQuery {
  public:
-  GangSearch(PoolNodes pool, const FitQuery& q, Scratch& scratch)
+  // With `bounds`, each node starts from its lower bound (e(t) >= bound for every candidate t,
+  // as t never goes below q.not_before), so that rounds skip nodes that cannot be among the n
+  // earliest without reading them. The bounds are only read here.
+  GangSearch(PoolNodes pool, const FitQuery& q, Scratch& scratch, const FitBounds* bounds)
       : PoolQuery(pool, q, scratch), n_(static_cast<std::size_t>(q.nodes)) {
     s_.estimates.assign(size(), Estimate{});
     s_.views.assign(size(), NodeView{});
+    if (bounds == nullptr) return;
+    for (std::size_t i = 0; i < size(); ++i) {
+      if (bounds->since[i] <= q.not_before && bounds->bound[i] > q.not_before) {
+        s_.estimates[i].value = bounds->bound[i] - core::Duration(1);  // e(t) > value
+      }
+    }
   }
 
   std::optional<Fit> Run() {
@@ -310,7 +395,8 @@ class GangSearch : public PoolQuery {
 }  // namespace
 
 std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
-                                     std::span<const std::uint32_t> ignored_slots) {
+                                     std::span<const std::uint32_t> ignored_slots,
+                                     const FitBounds* bounds) {
   if (pool.timelines.empty() || q.nodes < 1 || q.gpus < 1 ||
       q.gpus > pool.timelines.front().capacity() ||
       static_cast<std::size_t>(q.nodes) > pool.timelines.size() || q.length <= core::Duration(0) ||
@@ -319,8 +405,11 @@ std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
   }
   thread_local Scratch scratch;
   scratch.Reset(pool.timelines.size(), ignored_slots);
-  if (q.nodes == 1) return SingleNodeSearch(pool, q, scratch).Run();
-  return GangSearch(pool, q, scratch).Run();
+  const bool bounded = bounds != nullptr && ignored_slots.empty() && q.max_plan_rank == INT32_MAX &&
+                       bounds->class_length <= q.length &&
+                       bounds->bound.size() == pool.timelines.size();
+  if (q.nodes == 1) return SingleNodeSearch(pool, q, scratch, bounded ? bounds : nullptr).Run();
+  return GangSearch(pool, q, scratch, bounded ? bounds : nullptr).Run();
 }
 
 }  // namespace egs::inventory::internal

@@ -35,9 +35,35 @@ struct PoolNodes {
   std::span<const core::NodeId> ids;  // parallel to timelines
 };
 
+// Lower bounds on the single-node earliest start of one demand class (gpus, class_length) in one
+// pool, per node: entry i says "from any t >= since[i], node i has no run of class_length with
+// gpus GPUs free (counting capacity and unavailability only) before bound[i]". A query of that
+// many GPUs for at least class_length, counting every booking, skips a node whose bound is past
+// the best start found so far, and refreshes the bounds of the nodes it reads. fresh[i] != 0
+// says that bound[i] is exactly that earliest run from since[i] and the node has not changed
+// since (so reading the node again would find the same). The owner resets an entry's bound to
+// kInfinitePast whenever a node change could make a run start earlier, and clears fresh[i]
+// when a booking is added there.
+//
+// Per node of the pool, whatever the class: free[i] is the node's free GPUs at free_at[i]
+// (FreeGpusAt) and previous_end[i] the latest booking end at or before the start of the
+// profile step in force then; the owner sets free_at[i] to kInfiniteFuture whenever the node
+// changes.
+struct FitBounds {
+  core::Duration class_length{0};
+  std::span<core::Time> bound;
+  std::span<core::Time> since;
+  std::span<std::uint8_t> fresh;
+  std::span<core::Time> free_at;
+  std::span<std::int16_t> free;
+  std::span<core::Time> previous_end;
+};
+
 // Inventory::EarliestFit for one pool. `ignored_slots` lists the positions in `pool` of nodes
-// holding a booking of q.ignore_request (any order).
+// holding a booking of q.ignore_request (any order). `bounds` (optional) is used only by a
+// single-node query that counts every booking and ignores none.
 std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
-                                     std::span<const std::uint32_t> ignored_slots);
+                                     std::span<const std::uint32_t> ignored_slots,
+                                     const FitBounds* bounds = nullptr);
 
 }  // namespace egs::inventory::internal

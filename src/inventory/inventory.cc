@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <span>
@@ -99,6 +100,122 @@ struct PoolState {
   std::vector<std::shared_ptr<const core::Node>> nodes;
 };
 
+// The lower bounds of EnableFitBounds, per pool and demand class. Not copied: a copy of the
+// inventory starts without them (the scheduler copies its inventory into every snapshot).
+class BoundsCache {
+ public:
+  BoundsCache() = default;
+  BoundsCache(const BoundsCache&) {}
+  BoundsCache& operator=(const BoundsCache&) {
+    enabled_ = false;
+    pools_.clear();
+    return *this;
+  }
+
+  void Enable() { enabled_ = true; }
+  bool enabled() const { return enabled_; }
+
+  // The bounds of (gpus, length's class) in `pool` of `nodes` nodes; made (or recycled from the
+  // least recently used class) on first use. Valid until the next call.
+  const internal::FitBounds* For(std::uint32_t pool, std::size_t nodes, int gpus,
+                                 core::Duration length) {
+    const core::Duration class_length = ClassLength(length);
+    if (pools_.size() <= pool) pools_.resize(pool + 1);
+    PoolBounds& pb = pools_[pool];
+    if (pb.free_at.size() != nodes) {
+      pb.free_at.assign(nodes, common::kInfiniteFuture);
+      pb.free.assign(nodes, 0);
+      pb.previous_end.assign(nodes, common::kInfinitePast);
+    }
+    std::vector<Class>& classes = pb.classes;
+    Class* found = nullptr;
+    for (Class& c : classes) {
+      if (c.gpus == gpus && c.length == class_length) found = &c;
+    }
+    if (found == nullptr) {
+      if (classes.size() < kMaxClasses) {
+        found = &classes.emplace_back();
+      } else {
+        found = &*std::min_element(
+            classes.begin(), classes.end(),
+            [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
+      }
+      found->gpus = gpus;
+      found->length = class_length;
+      found->bound.assign(nodes, common::kInfinitePast);
+      found->since.assign(nodes, common::kInfinitePast);
+      found->fresh.assign(nodes, 0);
+    }
+    found->last_used = ++uses_;
+    view_ = {class_length, found->bound, found->since,   found->fresh,
+             pb.free_at,   pb.free,      pb.previous_end};
+    return &view_;
+  }
+
+  // A change to the node at `slot` of `pool` may let runs start earlier there.
+  void Invalidate(std::uint32_t pool, std::uint32_t slot) {
+    if (pool >= pools_.size()) return;
+    PoolBounds& pb = pools_[pool];
+    for (Class& c : pb.classes) {
+      c.bound[slot] = common::kInfinitePast;
+      c.fresh[slot] = 0;
+    }
+    if (slot < pb.free_at.size()) pb.free_at[slot] = common::kInfiniteFuture;
+  }
+  // A booking was added to the node: its bounds still hold but may now be too low.
+  void Tighten(std::uint32_t pool, std::uint32_t slot) {
+    if (pool >= pools_.size()) return;
+    PoolBounds& pb = pools_[pool];
+    for (Class& c : pb.classes) c.fresh[slot] = 0;
+    if (slot < pb.free_at.size()) pb.free_at[slot] = common::kInfiniteFuture;
+  }
+  void NodeAdded(std::uint32_t pool) {
+    if (pool >= pools_.size()) return;
+    PoolBounds& pb = pools_[pool];
+    for (Class& c : pb.classes) {
+      c.bound.push_back(common::kInfinitePast);
+      c.since.push_back(common::kInfinitePast);
+      c.fresh.push_back(0);
+    }
+    pb.free_at.push_back(common::kInfiniteFuture);
+    pb.free.push_back(0);
+    pb.previous_end.push_back(common::kInfinitePast);
+  }
+  void InvalidateAll() { pools_.clear(); }
+
+ private:
+  static constexpr std::size_t kMaxClasses = 32;
+  struct Class {
+    int gpus = 0;
+    core::Duration length{0};
+    std::uint64_t last_used = 0;
+    std::vector<Time> bound;          // per slot
+    std::vector<Time> since;          // per slot
+    std::vector<std::uint8_t> fresh;  // per slot
+  };
+  struct PoolBounds {
+    std::vector<Class> classes;
+    std::vector<Time> free_at;       // per slot
+    std::vector<std::int16_t> free;  // per slot
+    std::vector<Time> previous_end;  // per slot
+  };
+
+  // The largest 2^(k/4) microseconds <= length (at least 1 us): durations a few percent apart
+  // share a class, and a class never asks for more than the query.
+  static core::Duration ClassLength(core::Duration length) {
+    const auto us = std::max<std::int64_t>(1, length.count());
+    const double k = std::floor(4.0 * std::log2(static_cast<double>(us)));
+    auto rounded = static_cast<std::int64_t>(std::exp2(k / 4.0));
+    rounded = std::clamp<std::int64_t>(rounded, 1, us);
+    return core::Duration(rounded);
+  }
+
+  bool enabled_ = false;
+  std::uint64_t uses_ = 0;
+  std::vector<PoolBounds> pools_;
+  internal::FitBounds view_;
+};
+
 const std::vector<Booking> kNoBookings;
 const std::vector<Interval> kNoIntervals;
 
@@ -133,6 +250,7 @@ struct Inventory::Impl {
   std::unordered_map<NodeId, NodeLocation> node_index;
   // Sorted node ids of every owner; each of those nodes holds exactly one booking of it.
   OwnerIndex owners;
+  mutable BoundsCache bounds;
 
   const NodeLocation* Locate(NodeId id) const {
     auto it = node_index.find(id);
@@ -144,6 +262,20 @@ struct Inventory::Impl {
   }
   NodeTimeline* Timeline(NodeId id) {
     return const_cast<NodeTimeline*>(std::as_const(*this).Timeline(id));
+  }
+  // For a change that may let runs start earlier on the node (see BoundsCache).
+  NodeTimeline* Loosen(NodeId id) {
+    const NodeLocation* at = Locate(id);
+    if (!at) return nullptr;
+    bounds.Invalidate(at->pool, at->slot);
+    return &states[at->pool].timelines[at->slot];
+  }
+  // For a change that can only make runs start later on the node.
+  NodeTimeline* Tighten(NodeId id) {
+    const NodeLocation* at = Locate(id);
+    if (!at) return nullptr;
+    bounds.Tighten(at->pool, at->slot);
+    return &states[at->pool].timelines[at->slot];
   }
   const core::Node* Info(NodeId id) const {
     const NodeLocation* at = Locate(id);
@@ -200,6 +332,7 @@ common::Result<core::PoolId> Inventory::AddNode(const core::Node& node,
   p.nodes.push_back(node.id);
   state.timelines.emplace_back(shape.gpus_per_node);
   state.nodes.push_back(std::make_shared<const core::Node>(node));
+  impl_->bounds.NodeAdded(pool);
   return p.id;
 }
 
@@ -237,7 +370,12 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
     }
   }
   const PoolState& state = impl_->states[pool_id.value()];
-  return internal::SearchEarliestFit({state.timelines, pool->nodes}, q, ignored);
+  const internal::FitBounds* bounds = nullptr;
+  if (impl_->bounds.enabled() && q.nodes >= 1 && ignored.empty() && q.max_plan_rank == INT32_MAX &&
+      q.length > core::Duration(0) && q.gpus >= 1) {
+    bounds = impl_->bounds.For(pool_id.value(), pool->nodes.size(), q.gpus, q.length);
+  }
+  return internal::SearchEarliestFit({state.timelines, pool->nodes}, q, ignored, bounds);
 }
 
 common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& booking) {
@@ -261,13 +399,13 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
       return BlockedError(id, *node, demand, *t);
     }
   }
-  for (NodeId id : sorted) impl_->Timeline(id)->Add(booking);
+  for (NodeId id : sorted) impl_->Tighten(id)->Add(booking);
   impl_->owners.Insert(booking.owner, std::move(sorted));
   return common::OkStatus();
 }
 
 void Inventory::Unbook(const Owner& owner) {
-  for (NodeId id : impl_->owners.Find(owner)) impl_->Timeline(id)->Remove(owner);
+  for (NodeId id : impl_->owners.Find(owner)) impl_->Loosen(id)->Remove(owner);
   impl_->owners.Erase(owner);
 }
 
@@ -286,7 +424,7 @@ common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
     Unbook(owner);
     return common::OkStatus();
   }
-  for (NodeId id : nodes) impl_->Timeline(id)->SetEnd(owner, new_end);
+  for (NodeId id : nodes) impl_->Loosen(id)->SetEnd(owner, new_end);
   return common::OkStatus();
 }
 
@@ -312,7 +450,7 @@ common::Status Inventory::Extend(const Owner& owner, Time new_end) {
       return BlockedError(id, node, demand, *t);
     }
   }
-  for (NodeId id : nodes) impl_->Timeline(id)->SetEnd(owner, new_end);
+  for (NodeId id : nodes) impl_->Tighten(id)->SetEnd(owner, new_end);
   return common::OkStatus();
 }
 
@@ -335,6 +473,7 @@ common::Status Inventory::Promote(core::RequestId request) {
 }
 
 void Inventory::ClearPlans() {
+  impl_->bounds.InvalidateAll();
   for (PoolState& state : impl_->states) {
     for (NodeTimeline& node : state.timelines) node.RemovePlans();
   }
@@ -342,14 +481,14 @@ void Inventory::ClearPlans() {
 }
 
 common::Status Inventory::MarkUnavailable(NodeId id, Interval window) {
-  NodeTimeline* node = impl_->Timeline(id);
+  NodeTimeline* node = impl_->Tighten(id);
   if (!node) return common::NotFoundError(fmt::format("node {} not found", id.value()));
   node->MarkUnavailable(window);
   return common::OkStatus();
 }
 
 common::Status Inventory::MarkAvailable(NodeId id, Interval window) {
-  NodeTimeline* node = impl_->Timeline(id);
+  NodeTimeline* node = impl_->Loosen(id);
   if (!node) return common::NotFoundError(fmt::format("node {} not found", id.value()));
   node->MarkAvailable(window);
   return common::OkStatus();
@@ -413,6 +552,8 @@ std::string Inventory::Impl::FindOwnerViolation() const {
   }
   return {};
 }
+
+void Inventory::EnableFitBounds() { impl_->bounds.Enable(); }
 
 common::Status Inventory::CheckInvariants() const {
   for (std::size_t p = 0; p < impl_->pools.size(); ++p) {

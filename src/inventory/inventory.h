@@ -144,6 +144,14 @@ class Inventory {
   // OK, or Internal describing the first violation of the class invariant.
   common::Status CheckInvariants() const;
 
+  // From now on, single-node EarliestFit calls that count every booking keep lower bounds on
+  // each node's earliest start between calls (per pool and demand class: GPUs per node and the
+  // duration rounded down to a quarter octave; 16 bytes per node per class, at most 32 classes
+  // per pool), so that a search reads only the nodes that could beat the best start found so
+  // far. The answers are unchanged. Such searches then write to this object: a const Inventory
+  // with bounds enabled must not be searched from two threads at once. Copies start without.
+  void EnableFitBounds();
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -426,3 +426,72 @@ TEST_F(InventoryTest, CopiesAreIndependentAndMovesKeepState) {
 
 }  // namespace
 }  // namespace egs::inventory
+
+namespace egs::inventory {
+namespace {
+
+// Fit bounds (EnableFitBounds) remember, between searches, how early each node could start; a
+// change that frees time must make the next search read the node again, and a copy starts
+// without them. Each expectation below is what a search without bounds answers.
+class FitBoundsTest : public InventoryTest {
+ protected:
+  void SetUp() override {
+    InventoryTest::SetUp();
+    inv_.EnableFitBounds();
+  }
+  core::Time StartOf(const FitQuery& q) const {
+    auto fit = FitOf(q);
+    return fit ? fit->start : common::kInfiniteFuture;
+  }
+};
+
+TEST_F(FitBoundsTest, ReleasesAndFreedTimeAreSeenByTheNextSearch) {
+  ASSERT_OK(inv_.Book(Ids({1}), B(1, 0, 10)));
+  ASSERT_OK(inv_.Book(Ids({2}), B(2, 0, 20)));
+  ASSERT_OK(inv_.Book(Ids({3}), B(3, 0, 30)));
+  EXPECT_EQ(StartOf(Q(1, 8, 4)), T(10));
+  EXPECT_EQ(StartOf(Q(1, 2, 4)), T(10));
+  inv_.Unbook(Res(2));  // node 2 is free now: the bounds said "not before 20"
+  EXPECT_EQ(FitOf(Q(1, 8, 4))->nodes, Ids({2}));
+  EXPECT_EQ(StartOf(Q(1, 8, 4)), T(0));
+  ASSERT_OK(inv_.Book(Ids({2}), B(4, 0, 40)));
+  EXPECT_EQ(StartOf(Q(1, 8, 4)), T(10));
+  ASSERT_OK(inv_.Truncate(Res(3), T(5)));  // node 3 ends earlier than node 1 now
+  EXPECT_EQ(FitOf(Q(1, 8, 4))->nodes, Ids({3}));
+  EXPECT_EQ(StartOf(Q(1, 8, 4)), T(5));
+  ASSERT_OK(inv_.MarkUnavailable(NodeId(3), {T(5), T(50)}));
+  EXPECT_EQ(StartOf(Q(1, 8, 4)), T(10));
+  ASSERT_OK(inv_.MarkAvailable(NodeId(3), {T(5), T(50)}));
+  EXPECT_EQ(StartOf(Q(1, 8, 4)), T(5));
+  // Searches from an earlier instant than the bounds were made for still see everything.
+  EXPECT_EQ(StartOf(Q(1, 8, 4, 6)), T(6));
+  EXPECT_EQ(StartOf(Q(1, 8, 4, 0)), T(5));
+}
+
+TEST_F(FitBoundsTest, BestFitAmongNodesFreeAtTheSameInstant) {
+  ASSERT_OK(inv_.Book(Ids({1}), B(1, 0, 10, 4)));
+  ASSERT_OK(inv_.Book(Ids({2}), B(2, 0, 10, 6)));
+  EXPECT_EQ(FitOf(Q(1, 2, 4))->nodes, Ids({2}));  // the fullest node that still fits
+  inv_.Unbook(Res(2));
+  ASSERT_OK(inv_.Book(Ids({2}), B(3, 0, 10, 1)));
+  EXPECT_EQ(FitOf(Q(1, 2, 4))->nodes, Ids({1}));
+  // Equally full at 2 (nodes 1 and 3): the node whose previous booking ended latest.
+  ASSERT_OK(inv_.Book(Ids({3}), B(4, 0, 2)));
+  ASSERT_OK(inv_.Book(Ids({3}), B(5, 2, 10, 4)));
+  EXPECT_EQ(FitOf(Q(1, 2, 4, 2))->nodes, Ids({3}));
+  EXPECT_EQ(FitOf(Q(1, 2, 4))->nodes, Ids({1}));  // at 0 only nodes 1 and 2 fit
+}
+
+TEST_F(FitBoundsTest, CopiesAnswerTheSameWithoutSharingBounds) {
+  ASSERT_OK(inv_.Book(Ids({1, 2, 3}), B(1, 0, 10)));
+  EXPECT_EQ(StartOf(Q(1, 8, 4)), T(10));
+  Inventory copy = inv_;
+  inv_.Unbook(Res(1));
+  EXPECT_EQ(StartOf(Q(1, 8, 4)), T(0));
+  auto fit = copy.EarliestFit(pool_, Q(1, 8, 4));
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->start, T(10));
+}
+
+}  // namespace
+}  // namespace egs::inventory

@@ -92,6 +92,10 @@ bool Admits(const Step& s, int capacity, const Demand& d);
 core::Time EarliestStart(std::span<const Step> p, int capacity, const Demand& d, core::Time from,
                          core::Duration length, core::Time limit = kNever,
                          std::size_t* index = nullptr);
+// EarliestStart for `gpus` GPUs counting capacity and unavailability only, as if every booking
+// were of the requesting workspace: a lower bound on EarliestStart for any workspace.
+core::Time EarliestFreeStart(std::span<const Step> p, int capacity, int gpus, core::Time from,
+                             core::Duration length, core::Time limit);
 // The first instant of `window` at which `d` is not admitted; nullopt if it is admitted
 // throughout.
 std::optional<core::Time> FirstBlock(std::span<const Step> p, int capacity, const Demand& d,
@@ -158,9 +162,12 @@ inline bool Admits(const Step& s, int capacity, const Demand& d) {
   return !other_workspace || (!d.exclusive && (s.flags & Step::kExclusive) == 0);
 }
 
-inline core::Time EarliestStart(std::span<const Step> p, int capacity, const Demand& d,
-                                core::Time from, core::Duration length, core::Time limit,
-                                std::size_t* index) {
+// The scan behind EarliestStart and EarliestFreeStart: `admits(step)` says whether the demand
+// can be added at an instant in that state.
+template <typename Admit>
+inline core::Time EarliestStartWhere(std::span<const Step> p, core::Time from,
+                                     core::Duration length, core::Time limit, std::size_t* index,
+                                     Admit admits) {
   if (from >= kNever) return kNever;
   from = std::max(from, common::kInfinitePast);
   // t + length without overflow, saturating at kNever (t >= kInfinitePast, length > 0).
@@ -170,7 +177,7 @@ inline core::Time EarliestStart(std::span<const Step> p, int capacity, const Dem
   std::size_t first = IndexAt(p, from);
   for (std::size_t i = first; i < p.size(); ++i) {
     if (p[i].at >= end) break;
-    if (Admits(p[i], capacity, d)) continue;
+    if (admits(p[i])) continue;
     if (i + 1 == p.size()) return kNever;
     start = p[i + 1].at;
     if (start > limit || start >= kNever) return kNever;
@@ -179,6 +186,20 @@ inline core::Time EarliestStart(std::span<const Step> p, int capacity, const Dem
   }
   if (index) *index = first;
   return start;
+}
+
+inline core::Time EarliestStart(std::span<const Step> p, int capacity, const Demand& d,
+                                core::Time from, core::Duration length, core::Time limit,
+                                std::size_t* index) {
+  return EarliestStartWhere(p, from, length, limit, index,
+                            [&](const Step& s) { return Admits(s, capacity, d); });
+}
+
+inline core::Time EarliestFreeStart(std::span<const Step> p, int capacity, int gpus,
+                                    core::Time from, core::Duration length, core::Time limit) {
+  return EarliestStartWhere(p, from, length, limit, nullptr, [&](const Step& s) {
+    return (s.flags & Step::kUnavailable) == 0 && s.used + gpus <= capacity;
+  });
 }
 
 }  // namespace egs::inventory::internal

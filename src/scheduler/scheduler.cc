@@ -49,6 +49,8 @@ Scheduler::Scheduler(common::Clock& clock, core::ClusterConnector& connector,
       queue_(fair_share_) {
   fair_share_.set_enabled(options_.fair_share);
   fair_share_.SetNow(clock.Now());
+  // Only this loop searches inventory_ (snapshots hold copies, which start without bounds).
+  inventory_.EnableFitBounds();
   snapshot_.store(std::make_shared<const ClusterSnapshot>());
 }
 
