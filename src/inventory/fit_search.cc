@@ -224,14 +224,14 @@ class SingleNodeSearch : public PoolQuery {
     Time lower;
     if (whole_node_) {
       std::size_t gap = 0;
-      lower = EarliestIdleStart(node.idle_gaps(), t, bounds_->class_length, best_start_, &gap);
+      lower = EarliestIdleStart(node.idle_gaps(), t, bounds_->class_length, kNever, &gap);
     } else {
       lower = EarliestFreeStart(node.profile(), node.capacity(), q_.gpus, t, bounds_->class_length,
-                                best_start_);
+                                kNever);
     }
-    // kNever with a finite limit only says "not by the limit".
-    fresh = lower < kNever || best_start_ >= kNever ? 1 : 0;
-    bound = fresh != 0 ? lower : best_start_ + core::Duration(1);
+    // Not limited by the best start: an exact bound serves every later search of the class.
+    fresh = 1;
+    bound = lower;
     since = t;
     return bound > best_start_;
   }

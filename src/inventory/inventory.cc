@@ -152,22 +152,40 @@ class BoundsCache {
     return &view_;
   }
 
-  // A change to the node at `slot` of `pool` may let runs start earlier there.
-  void Invalidate(std::uint32_t pool, std::uint32_t slot) {
+  // `window` of the node at `slot` of `pool` was freed (released or made available again). A
+  // run that exists only now overlaps `window`, so it starts after window.start - length: a
+  // bound whose run ends by window.start stays exact, and any other drops to that instant.
+  void Loosen(std::uint32_t pool, std::uint32_t slot, Interval window) {
     if (pool >= pools_.size()) return;
     PoolBounds& pb = pools_[pool];
     for (Class& c : pb.classes) {
-      c.bound[slot] = common::kInfinitePast;
+      Time& bound = c.bound[slot];
+      if (bound <= common::kInfinitePast) continue;
+      if (bound < internal::kNever && c.length <= window.start - bound) continue;
+      const Time after = window.start - c.length;  // new runs start after this
+      bound = after <= common::kInfinitePast ? common::kInfinitePast
+                                             : std::min(bound, after + core::Duration(1));
       c.fresh[slot] = 0;
     }
-    if (slot < pb.free_at.size()) pb.free_at[slot] = common::kInfiniteFuture;
+    if (slot < pb.free_at.size() && window.start <= pb.free_at[slot]) {
+      pb.free_at[slot] = common::kInfiniteFuture;
+    }
   }
-  // A booking was added to the node: its bounds still hold but may now be too low.
-  void Tighten(std::uint32_t pool, std::uint32_t slot) {
+  // `window` of the node was booked or made unavailable: its bounds still hold, and stay exact
+  // where the run they found lies outside `window` (nothing can start earlier than before).
+  // The free GPUs and previous end at an instant change only if `window` starts by then.
+  void Tighten(std::uint32_t pool, std::uint32_t slot, Interval window) {
     if (pool >= pools_.size()) return;
     PoolBounds& pb = pools_[pool];
-    for (Class& c : pb.classes) c.fresh[slot] = 0;
-    if (slot < pb.free_at.size()) pb.free_at[slot] = common::kInfiniteFuture;
+    for (Class& c : pb.classes) {
+      const Time start = c.bound[slot];
+      if (c.fresh[slot] == 0 || start >= internal::kNever) continue;
+      const Time end = c.length >= internal::kNever - start ? internal::kNever : start + c.length;
+      if (window.Overlaps({start, end})) c.fresh[slot] = 0;
+    }
+    if (slot < pb.free_at.size() && window.start <= pb.free_at[slot]) {
+      pb.free_at[slot] = common::kInfiniteFuture;
+    }
   }
   void NodeAdded(std::uint32_t pool) {
     if (pool >= pools_.size()) return;
@@ -263,18 +281,18 @@ struct Inventory::Impl {
   NodeTimeline* Timeline(NodeId id) {
     return const_cast<NodeTimeline*>(std::as_const(*this).Timeline(id));
   }
-  // For a change that may let runs start earlier on the node (see BoundsCache).
-  NodeTimeline* Loosen(NodeId id) {
+  // For a change that frees `window` of the node (see BoundsCache).
+  NodeTimeline* Loosen(NodeId id, Interval window) {
     const NodeLocation* at = Locate(id);
     if (!at) return nullptr;
-    bounds.Invalidate(at->pool, at->slot);
+    bounds.Loosen(at->pool, at->slot, window);
     return &states[at->pool].timelines[at->slot];
   }
-  // For a change that can only make runs start later on the node.
-  NodeTimeline* Tighten(NodeId id) {
+  // For a change that only adds use of the node over `window`.
+  NodeTimeline* Tighten(NodeId id, Interval window) {
     const NodeLocation* at = Locate(id);
     if (!at) return nullptr;
-    bounds.Tighten(at->pool, at->slot);
+    bounds.Tighten(at->pool, at->slot, window);
     return &states[at->pool].timelines[at->slot];
   }
   const core::Node* Info(NodeId id) const {
@@ -399,13 +417,16 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
       return BlockedError(id, *node, demand, *t);
     }
   }
-  for (NodeId id : sorted) impl_->Tighten(id)->Add(booking);
+  for (NodeId id : sorted) impl_->Tighten(id, booking.window)->Add(booking);
   impl_->owners.Insert(booking.owner, std::move(sorted));
   return common::OkStatus();
 }
 
 void Inventory::Unbook(const Owner& owner) {
-  for (NodeId id : impl_->owners.Find(owner)) impl_->Loosen(id)->Remove(owner);
+  const std::span<const NodeId> nodes = impl_->owners.Find(owner);
+  if (nodes.empty()) return;
+  const Interval window = impl_->FirstBooking(owner, nodes).window;
+  for (NodeId id : nodes) impl_->Loosen(id, window)->Remove(owner);
   impl_->owners.Erase(owner);
 }
 
@@ -424,7 +445,7 @@ common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
     Unbook(owner);
     return common::OkStatus();
   }
-  for (NodeId id : nodes) impl_->Loosen(id)->SetEnd(owner, new_end);
+  for (NodeId id : nodes) impl_->Loosen(id, {new_end, window.end})->SetEnd(owner, new_end);
   return common::OkStatus();
 }
 
@@ -450,7 +471,7 @@ common::Status Inventory::Extend(const Owner& owner, Time new_end) {
       return BlockedError(id, node, demand, *t);
     }
   }
-  for (NodeId id : nodes) impl_->Tighten(id)->SetEnd(owner, new_end);
+  for (NodeId id : nodes) impl_->Tighten(id, added)->SetEnd(owner, new_end);
   return common::OkStatus();
 }
 
@@ -481,14 +502,14 @@ void Inventory::ClearPlans() {
 }
 
 common::Status Inventory::MarkUnavailable(NodeId id, Interval window) {
-  NodeTimeline* node = impl_->Tighten(id);
+  NodeTimeline* node = impl_->Tighten(id, window);
   if (!node) return common::NotFoundError(fmt::format("node {} not found", id.value()));
   node->MarkUnavailable(window);
   return common::OkStatus();
 }
 
 common::Status Inventory::MarkAvailable(NodeId id, Interval window) {
-  NodeTimeline* node = impl_->Loosen(id);
+  NodeTimeline* node = impl_->Loosen(id, window);
   if (!node) return common::NotFoundError(fmt::format("node {} not found", id.value()));
   node->MarkAvailable(window);
   return common::OkStatus();

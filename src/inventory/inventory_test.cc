@@ -468,6 +468,24 @@ TEST_F(FitBoundsTest, ReleasesAndFreedTimeAreSeenByTheNextSearch) {
   EXPECT_EQ(StartOf(Q(1, 8, 4, 0)), T(5));
 }
 
+TEST_F(FitBoundsTest, ReleasingABookingUnderTheRunFoundLetsItStartEarlier) {
+  // Node 1 has room for 2 GPUs from 5 (4 + 4 booked until then); node 2 is free from 3.
+  ASSERT_OK(inv_.Book(Ids({1}), B(1, 0, 20, 4)));
+  ASSERT_OK(inv_.Book(Ids({1}), B(2, 0, 5, 4)));
+  ASSERT_OK(inv_.Book(Ids({2}), B(3, 0, 3)));
+  ASSERT_OK(inv_.Book(Ids({3}), B(4, 0, 100)));
+  auto fit = FitOf(Q(1, 2, 4));
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->start, T(3));
+  EXPECT_EQ(fit->nodes, Ids({2}));
+  // Releasing the booking the run on node 1 lay over frees room there at once.
+  inv_.Unbook(Res(1));
+  fit = FitOf(Q(1, 2, 4));
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->start, T(0));
+  EXPECT_EQ(fit->nodes, Ids({1}));
+}
+
 TEST_F(FitBoundsTest, BestFitAmongNodesFreeAtTheSameInstant) {
   ASSERT_OK(inv_.Book(Ids({1}), B(1, 0, 10, 4)));
   ASSERT_OK(inv_.Book(Ids({2}), B(2, 0, 10, 6)));
