@@ -36,18 +36,21 @@ bool IsTerminal(RequestPhase phase);
 // except through requeue paths listed in request.cc).
 bool IsValidTransition(RequestPhase from, RequestPhase to);
 
+// Field order keeps the struct free of padding (one per request).
 struct RequestSpec {
   std::string name;
-  WorkspaceId workspace;
   std::vector<ShapeId> shapes;      // acceptable shapes in preference order; non-empty
   std::vector<ClusterId> clusters;  // acceptable clusters; empty = any the workspace allows
+  Duration duration = Duration(0);
+  std::optional<Time> earliest_start;
+  WorkspaceId workspace;
   int nodes = 1;
   int gpus_per_node = 0;  // 0 = whole nodes
-  Duration duration = Duration(0);
   int priority = 0;
-  std::optional<Time> earliest_start;
   // Set by an admin approval: the request may exceed the workspace quota.
   bool quota_exempt = false;
+
+  friend bool operator==(const RequestSpec&, const RequestSpec&) = default;
 };
 
 // InvalidArgument naming the field, e.g. "spec.nodes: must be >= 1". Only checks the spec's own

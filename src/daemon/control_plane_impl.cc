@@ -1200,7 +1200,8 @@ void ControlPlaneImpl::Decorate(std::string_view kind, json& object) const {
     if (it == fleet->workspace_ids.end()) return;
     int active = 0;
     int gpus = 0;
-    for (const RequestRecord& r : snap->requests) {
+    for (const auto& record : snap->requests) {
+      const RequestRecord& r = *record;
       if (r.spec.workspace != it->second) continue;
       if (r.phase == core::RequestPhase::kActive || r.phase == core::RequestPhase::kProvisioning) {
         ++active;

@@ -201,6 +201,20 @@ class BoundsCache {
   }
   void InvalidateAll() { pools_.clear(); }
 
+  std::size_t Bytes() const {
+    std::size_t bytes = pools_.capacity() * sizeof(PoolBounds);
+    for (const PoolBounds& pb : pools_) {
+      bytes += pb.classes.capacity() * sizeof(Class);
+      for (const Class& c : pb.classes) {
+        bytes += c.bound.capacity() * sizeof(Time) + c.since.capacity() * sizeof(Time) +
+                 c.fresh.capacity();
+      }
+      bytes += pb.free_at.capacity() * sizeof(Time) + pb.free.capacity() * sizeof(std::int16_t) +
+               pb.previous_end.capacity() * sizeof(Time);
+    }
+    return bytes;
+  }
+
  private:
   static constexpr std::size_t kMaxClasses = 32;
   struct Class {
@@ -269,6 +283,10 @@ struct Inventory::Impl {
   // Sorted node ids of every owner; each of those nodes holds exactly one booking of it.
   OwnerIndex owners;
   mutable BoundsCache bounds;
+  bool reads_only = false;  // made by CopyForReading: no owner index
+
+  // Aborts on a reading copy (see CopyForReading).
+  void NeedOwners() const { EGS_CHECK(!reads_only); }
 
   const NodeLocation* Locate(NodeId id) const {
     auto it = node_index.find(id);
@@ -317,6 +335,17 @@ Inventory& Inventory::operator=(const Inventory& o) {
 }
 Inventory::Inventory(Inventory&&) noexcept = default;
 Inventory& Inventory::operator=(Inventory&&) noexcept = default;
+
+Inventory Inventory::CopyForReading() const {
+  Inventory copy;
+  Impl& c = *copy.impl_;
+  c.pools = impl_->pools;
+  c.states = impl_->states;
+  c.pool_index = impl_->pool_index;
+  c.node_index = impl_->node_index;
+  c.reads_only = true;
+  return copy;
+}
 
 common::Result<core::PoolId> Inventory::AddNode(const core::Node& node,
                                                 const core::GpuShape& shape) {
@@ -380,6 +409,7 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
   if (!pool) return std::nullopt;
   std::vector<std::uint32_t> ignored;  // allocates only when the ignored request has bookings
   if (q.ignore_request) {
+    impl_->NeedOwners();
     for (BookingKind kind : {BookingKind::kPlan, BookingKind::kReservation}) {
       for (NodeId id : impl_->owners.Find({kind, *q.ignore_request})) {
         const NodeLocation* at = impl_->Locate(id);
@@ -397,6 +427,7 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
 }
 
 common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& booking) {
+  impl_->NeedOwners();
   if (impl_->owners.Contains(booking.owner)) {
     return common::AlreadyExistsError(
         fmt::format("{} already has bookings", OwnerName(booking.owner)));
@@ -423,6 +454,7 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
 }
 
 void Inventory::Unbook(const Owner& owner) {
+  impl_->NeedOwners();
   const std::span<const NodeId> nodes = impl_->owners.Find(owner);
   if (nodes.empty()) return;
   const Interval window = impl_->FirstBooking(owner, nodes).window;
@@ -431,6 +463,7 @@ void Inventory::Unbook(const Owner& owner) {
 }
 
 common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
+  impl_->NeedOwners();
   const std::span<const NodeId> nodes = impl_->owners.Find(owner);
   if (nodes.empty()) {
     return common::NotFoundError(fmt::format("{} has no bookings", OwnerName(owner)));
@@ -450,6 +483,7 @@ common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
 }
 
 common::Status Inventory::Extend(const Owner& owner, Time new_end) {
+  impl_->NeedOwners();
   const std::span<const NodeId> nodes = impl_->owners.Find(owner);
   if (nodes.empty()) {
     return common::NotFoundError(fmt::format("{} has no bookings", OwnerName(owner)));
@@ -476,6 +510,7 @@ common::Status Inventory::Extend(const Owner& owner, Time new_end) {
 }
 
 common::Status Inventory::Promote(core::RequestId request) {
+  impl_->NeedOwners();
   const Owner plan{BookingKind::kPlan, request};
   const Owner reservation{BookingKind::kReservation, request};
   const std::span<const NodeId> planned = impl_->owners.Find(plan);
@@ -494,6 +529,7 @@ common::Status Inventory::Promote(core::RequestId request) {
 }
 
 void Inventory::ClearPlans() {
+  impl_->NeedOwners();
   impl_->bounds.InvalidateAll();
   for (PoolState& state : impl_->states) {
     for (NodeTimeline& node : state.timelines) node.RemovePlans();
@@ -531,6 +567,7 @@ const std::vector<Interval>& Inventory::UnavailabilityOf(NodeId id) const {
 }
 
 std::vector<NodeId> Inventory::NodesOf(const Owner& owner) const {
+  impl_->NeedOwners();
   const std::span<const NodeId> nodes = impl_->owners.Find(owner);
   return {nodes.begin(), nodes.end()};
 }
@@ -576,7 +613,10 @@ std::string Inventory::Impl::FindOwnerViolation() const {
 
 void Inventory::EnableFitBounds() { impl_->bounds.Enable(); }
 
+std::size_t Inventory::FitBoundsBytes() const { return impl_->bounds.Bytes(); }
+
 common::Status Inventory::CheckInvariants() const {
+  impl_->NeedOwners();
   for (std::size_t p = 0; p < impl_->pools.size(); ++p) {
     const Pool& pool = impl_->pools[p];
     const PoolState& state = impl_->states[p];

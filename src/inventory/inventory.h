@@ -91,6 +91,12 @@ class Inventory {
   Inventory(Inventory&&) noexcept;
   Inventory& operator=(Inventory&&) noexcept;
 
+  // A copy for readers (the scheduler publishes one in every snapshot): everything except the
+  // index from owners to their nodes, which is the costly part to copy. On it only the reads
+  // that do not name an owner may be used (pools, nodes, BookingsOf, UnavailabilityOf,
+  // FreeGpusAt, IsAvailable, EarliestFit without ignore_request); the others abort.
+  Inventory CopyForReading() const;
+
   // Adds a node; creates the pool (node.cluster, node.shape) on first use. AlreadyExists for a
   // known node id; InvalidArgument if node.gpus.size() != shape.gpus_per_node or the shape id
   // differs from node.shape.
@@ -151,6 +157,8 @@ class Inventory {
   // far. The answers are unchanged. Such searches then write to this object: a const Inventory
   // with bounds enabled must not be searched from two threads at once. Copies start without.
   void EnableFitBounds();
+  // Heap bytes the fit bounds hold now (for memory accounting); 0 when not enabled.
+  std::size_t FitBoundsBytes() const;
 
  private:
   struct Impl;

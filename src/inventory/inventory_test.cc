@@ -513,3 +513,36 @@ TEST_F(FitBoundsTest, CopiesAnswerTheSameWithoutSharingBounds) {
 
 }  // namespace
 }  // namespace egs::inventory
+
+namespace egs::inventory {
+namespace {
+
+TEST_F(InventoryTest, CopyForReadingAnswersReadsLikeTheOriginal) {
+  ASSERT_OK(inv_.Book(Ids({1, 2}), B(1, 0, 10, 4)));
+  ASSERT_OK(inv_.MarkUnavailable(NodeId(3), {T(2), T(4)}));
+  const Inventory copy = inv_.CopyForReading();
+  for (std::uint32_t n = 1; n <= 3; ++n) {
+    EXPECT_EQ(copy.BookingsOf(NodeId(n)).size(), inv_.BookingsOf(NodeId(n)).size());
+    EXPECT_EQ(copy.UnavailabilityOf(NodeId(n)), inv_.UnavailabilityOf(NodeId(n)));
+    for (int h : {0, 3, 9, 10}) {
+      EXPECT_EQ(copy.FreeGpusAt(NodeId(n), T(h)), inv_.FreeGpusAt(NodeId(n), T(h)));
+    }
+  }
+  auto fit = copy.EarliestFit(pool_, Q(2, 8, 2));
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->start, inv_.EarliestFit(pool_, Q(2, 8, 2))->start);
+  // Later changes to the original do not show in the copy.
+  inv_.Unbook(Res(1));
+  EXPECT_EQ(copy.FreeGpusAt(NodeId(1), T(0)), 4);
+  EXPECT_EQ(inv_.FreeGpusAt(NodeId(1), T(0)), 8);
+}
+
+TEST_F(InventoryTest, CopyForReadingRefusesWhatNeedsOwners) {
+  ASSERT_OK(inv_.Book(Ids({1}), B(1, 0, 10)));
+  Inventory copy = inv_.CopyForReading();
+  EXPECT_DEATH(copy.Unbook(Res(1)), "");
+  EXPECT_DEATH((void)copy.NodesOf(Res(1)), "");
+}
+
+}  // namespace
+}  // namespace egs::inventory

@@ -13,6 +13,14 @@ using core::Time;
 
 namespace {
 constexpr std::uint8_t kExitNoticeBit = 3;
+
+bool FindInSorted(const std::vector<std::shared_ptr<const RequestRecord>>& records,
+                  core::RequestId id) {
+  auto it = std::lower_bound(
+      records.begin(), records.end(), id,
+      [](const std::shared_ptr<const RequestRecord>& r, core::RequestId x) { return r->id < x; });
+  return it != records.end() && (*it)->id == id;
+}
 }  // namespace
 
 void Scheduler::Post(std::function<void(Scheduler&)> command) {
@@ -302,16 +310,43 @@ void Scheduler::Publish(Time now) {
   auto snap = std::make_shared<ClusterSnapshot>();
   snap->version = ++snapshot_version_;
   snap->taken_at = now;
-  snap->requests.reserve(requests_.size());
-  for (const auto& [id, r] : requests_) snap->requests.push_back(r);
-  std::sort(snap->requests.begin(), snap->requests.end(),
-            [](const RequestRecord& a, const RequestRecord& b) { return a.id < b.id; });
+  // Records equal to the previous snapshot's are shared with it, so a cycle that changed a few
+  // requests copies only those. The previous snapshot is in id order; requests it lacks (new
+  // ones, or any left over) are copied and the result sorted only if they are not all newer.
+  const std::shared_ptr<const ClusterSnapshot> previous = snapshot_.load();
+  auto& out = snap->requests;
+  out.reserve(requests_.size());
+  std::size_t matched = 0;
+  for (const std::shared_ptr<const RequestRecord>& old : previous->requests) {
+    auto it = requests_.find(old->id);
+    if (it == requests_.end()) continue;
+    ++matched;
+    out.push_back(*old == it->second ? old : std::make_shared<const RequestRecord>(it->second));
+  }
+  if (matched < requests_.size()) {
+    const std::size_t shared = out.size();
+    const core::RequestId last = shared == 0 ? core::RequestId() : out.back()->id;
+    bool in_order = true;
+    for (const auto& [id, r] : requests_) {
+      if (shared > 0 && id <= last) {
+        if (FindInSorted(previous->requests, id)) continue;  // already taken above
+        in_order = false;
+      }
+      out.push_back(std::make_shared<const RequestRecord>(r));
+    }
+    auto by_id = [](const auto& a, const auto& b) { return a->id < b->id; };
+    if (in_order) {
+      std::sort(out.begin() + static_cast<std::ptrdiff_t>(shared), out.end(), by_id);
+    } else {
+      std::sort(out.begin(), out.end(), by_id);
+    }
+  }
   snap->queue.reserve(queue_.size());
   queue_.ForEach([&](core::RequestId id) {
     snap->queue.push_back(id);
     return true;
   });
-  snap->inventory = inventory_;
+  snap->inventory = inventory_.CopyForReading();
   snap->shapes = shapes_;
   snap->clusters = clusters_;
   snap->workspaces = workspaces_;

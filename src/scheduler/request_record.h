@@ -27,13 +27,16 @@ enum class WaitCause : std::uint8_t {
 
 std::string_view WaitCauseName(WaitCause cause);
 
+// Field order keeps records small: a queued request holds one.
 struct Plan {
   core::Time start;
+  std::vector<core::NodeId> nodes;
   core::PoolId pool;
   core::ShapeId shape;
   core::ClusterId cluster;
-  std::vector<core::NodeId> nodes;
   int gpus_per_node = 0;
+
+  friend bool operator==(const Plan&, const Plan&) = default;
 };
 
 struct PendingExtension {
@@ -42,15 +45,14 @@ struct PendingExtension {
   std::string reason;  // why it needs approval
 };
 
+// Fields are grouped by size (small ones last) so that a record has no padding to speak of:
+// there is one per request, queued or running.
 struct RequestRecord {
   core::RequestId id;
   core::RequestSpec spec;
-  core::RequestPhase phase = core::RequestPhase::kQueued;
   std::string reason;  // why it is in its phase (approval reason, failure, wait explanation)
   core::Time submit_time;
-  std::int32_t rank = -1;    // planning rank while queued
-  std::optional<Plan> plan;  // queued: its planned slot; nullopt if unplaceable
-  WaitCause wait_cause = WaitCause::kNone;
+  std::optional<Plan> plan;                  // queued: its planned slot; nullopt if unplaceable
   std::optional<core::Time> promised_start;  // planned start at submit
   std::optional<core::Time> promised_p50;    // calibrated estimate at submit
   std::optional<core::Time> promised_p90;
@@ -59,16 +61,23 @@ struct RequestRecord {
   std::optional<core::Interval> window;
   std::optional<core::Time> actual_start;
   std::optional<core::Time> finish_time;
-  bool early_release = false;
   // Idle reclaim: since when every GPU of the request has been below the idle threshold (by
   // the latest sample of each of its nodes), and when the idle warning went out.
   std::optional<core::Time> idle_since;
   std::optional<core::Time> idle_warned_at;
-  // Progress events already emitted: bit 0 = 25 %, 1 = 50 %, 2 = 75 %, 3 = exit notice.
-  std::uint8_t milestones_done = 0;
   // Rare, so kept out of line (immutable once made; replaced, never modified).
   std::shared_ptr<const PendingExtension> pending_extension;
+  core::RequestPhase phase = core::RequestPhase::kQueued;
+  std::int32_t rank = -1;  // planning rank while queued
   int requeue_count = 0;
+  WaitCause wait_cause = WaitCause::kNone;
+  bool early_release = false;
+  // Progress events already emitted: bit 0 = 25 %, 1 = 50 %, 2 = 75 %, 3 = exit notice.
+  std::uint8_t milestones_done = 0;
+
+  // Field by field (a pending extension by identity: it is replaced, never modified). Publish
+  // uses it to share unchanged records between snapshots.
+  friend bool operator==(const RequestRecord&, const RequestRecord&) = default;
 };
 
 }  // namespace egs::scheduler

@@ -33,9 +33,10 @@ std::string_view WaitCauseName(WaitCause cause) {
 }
 
 const RequestRecord* ClusterSnapshot::FindRequest(core::RequestId id) const {
-  auto it = std::lower_bound(requests.begin(), requests.end(), id,
-                             [](const RequestRecord& r, core::RequestId x) { return r.id < x; });
-  return it != requests.end() && it->id == id ? &*it : nullptr;
+  auto it = std::lower_bound(
+      requests.begin(), requests.end(), id,
+      [](const std::shared_ptr<const RequestRecord>& r, core::RequestId x) { return r->id < x; });
+  return it != requests.end() && (*it)->id == id ? it->get() : nullptr;
 }
 
 Scheduler::Scheduler(common::Clock& clock, core::ClusterConnector& connector,

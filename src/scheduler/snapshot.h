@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "core/fleet.h"
@@ -17,8 +18,9 @@ namespace egs::scheduler {
 struct ClusterSnapshot {
   std::uint64_t version = 0;  // increases with every publish
   core::Time taken_at;
-  std::vector<RequestRecord> requests;  // sorted by id
-  std::vector<core::RequestId> queue;   // queued requests in order
+  // Sorted by id. A record that did not change between two snapshots is shared by them.
+  std::vector<std::shared_ptr<const RequestRecord>> requests;
+  std::vector<core::RequestId> queue;  // queued requests in order
   inventory::Inventory inventory;
   std::map<core::ShapeId, core::GpuShape> shapes;
   std::map<core::ClusterId, core::Cluster> clusters;
