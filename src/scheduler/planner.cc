@@ -319,10 +319,13 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
     }
     BookPlan(r, rank++, now, walk);
   }
-  // 3. Compact the start heap when stale entries dominate it.
+  // 3. Compact the start heap when stale entries dominate it. A request re-planned to the same
+  // start has two live entries, so duplicates go too (or they would keep the heap above the
+  // threshold and make every re-plan compact it); sorted ascending, it is a min-heap.
   if (plan_starts_.size() > 2 * queue_.size() + 64) {
     std::erase_if(plan_starts_, [&](const auto& e) { return !IsLivePlanStart(e); });
-    std::make_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
+    std::sort(plan_starts_.begin(), plan_starts_.end());
+    plan_starts_.erase(std::unique(plan_starts_.begin(), plan_starts_.end()), plan_starts_.end());
   }
   if (stats) {
     stats->planned += std::min(tail.size(), options_.max_planned ? options_.max_planned : SIZE_MAX);
