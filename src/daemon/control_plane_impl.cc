@@ -114,7 +114,26 @@ common::Result<json> ControlPlaneImpl::OnLoopGrouped(std::function<common::Resul
   return ReadStored(out.readback->kind, out.readback->ns, out.readback->name);
 }
 
+void ControlPlaneImpl::OpenGroup() {
+  if (group_done_) return;
+  group_done_ = std::make_shared<std::promise<void>>();
+  group_durable_ = group_done_->get_future().share();
+}
+
 void ControlPlaneImpl::FlushGroup() {
+  if (!group_creates_.empty()) {
+    // The group's requests are planned together, then written with their promises.
+    scheduler_.RecordDeferredPromises();
+    std::vector<store::WriteOp> ops;
+    for (core::RequestId id : std::exchange(group_creates_, {})) {
+      const std::size_t first = ops.size();
+      AddRequestWrites(*scheduler_.FindRequest(id), ops);
+      ops[first].expected_version = 0;  // create: must not exist
+    }
+    const bool grouped = std::exchange(in_group_command_, true);
+    PersistChange(std::move(ops)).IgnoreError();  // grouped: only appends to group_ops_
+    in_group_command_ = grouped;
+  }
   if (!group_done_) return;
   if (!group_ops_.empty()) CommitAfterChange(std::exchange(group_ops_, {})).status().IgnoreError();
   std::exchange(group_done_, nullptr)->set_value();
@@ -452,16 +471,17 @@ common::Status ControlPlaneImpl::PersistChange(std::vector<store::WriteOp> ops) 
   for (core::RequestId id : touched) {
     const RequestRecord* r = scheduler_.FindRequest(id);
     if (r == nullptr || !gprs_.contains(id)) continue;
+    // Created in the open group: written (as a create) when the group is flushed.
+    if (std::find(group_creates_.begin(), group_creates_.end(), id) != group_creates_.end()) {
+      continue;
+    }
     const GprObject& o = gprs_.at(id);
     if (written.contains({o.meta.ns, o.meta.name})) continue;
     AddRequestWrites(*r, ops);
   }
   if (in_group_command_) {
     if (ops.empty()) return common::OkStatus();
-    if (!group_done_) {
-      group_done_ = std::make_shared<std::promise<void>>();
-      group_durable_ = group_done_->get_future().share();
-    }
+    OpenGroup();
     std::move(ops.begin(), ops.end(), std::back_inserter(group_ops_));
     return common::OkStatus();
   }
@@ -590,12 +610,20 @@ common::Result<json> ControlPlaneImpl::CreateGpr(std::string_view ns, const json
     doc.status.phase = "";
     return api::ToJson(doc);
   }
-  EGS_ASSIGN_OR_RETURN(core::RequestId id, scheduler_.Submit(spec));
+  // In a group commit the request is planned and written when the group is flushed.
+  const bool grouped = in_group_command_;
+  EGS_ASSIGN_OR_RETURN(core::RequestId id,
+                       grouped ? scheduler_.SubmitDeferred(spec) : scheduler_.Submit(spec));
   doc.meta.uid = fmt::format("gpr-{}", next_uid_++);
   doc.meta.creation_timestamp = clock_.Now();
   doc.meta.resource_version = 0;
   gprs_[id] = GprObject{doc.meta, doc.spec};
   names_.AddRequest({std::string(ns), doc.meta.name}, id);
+  if (grouped) {
+    group_creates_.push_back(id);
+    OpenGroup();
+    return ReadBack(kGpr, ns, doc.meta.name);
+  }
   std::vector<store::WriteOp> ops;
   AddRequestWrites(*scheduler_.FindRequest(id), ops);
   ops[0].expected_version = 0;  // create: must not exist

@@ -180,6 +180,11 @@ class ControlPlaneImpl final : public api::ControlPlane {
   std::shared_ptr<std::promise<void>> group_done_;  // set once group_ops_ are durable
   std::shared_future<void> group_durable_;
   std::optional<ReadBackKey> deferred_readback_;
+  // GPRs created in the current group whose plan, promise and stored objects are made when the
+  // group is flushed (one re-plan for all: Scheduler::SubmitDeferred).
+  std::vector<core::RequestId> group_creates_;
+  // Starts a group commit if none is open (the caller is a grouped command).
+  void OpenGroup();
   FleetHooks fleet_hooks_;
   SchedulerLoop* loop_ = nullptr;
 

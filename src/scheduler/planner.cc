@@ -369,9 +369,9 @@ WaitRange Scheduler::EstimateWait(core::PoolId pool, core::Duration planned) con
   return estimator_.Estimate(pool.value(), planned);
 }
 
-void Scheduler::RecordPromise(RequestRecord& r) {
+void Scheduler::RecordPromise(RequestRecord& r, std::optional<Time> at) {
   if (!r.plan) return;
-  const Time now = clock_.Now();
+  const Time now = at.value_or(clock_.Now());
   WaitRange range = EstimateWait(r.plan->pool, r.plan->start - now);
   r.promised_start = r.plan->start;
   r.promised_p50 = now + range.p50;

@@ -198,6 +198,25 @@ Status Scheduler::CheckPolicy(const core::RequestSpec& spec, std::string* approv
 }
 
 common::Result<core::RequestId> Scheduler::Submit(core::RequestSpec spec) {
+  return SubmitImpl(std::move(spec), /*defer=*/false);
+}
+
+common::Result<core::RequestId> Scheduler::SubmitDeferred(core::RequestSpec spec) {
+  return SubmitImpl(std::move(spec), /*defer=*/true);
+}
+
+void Scheduler::RecordDeferredPromises() {
+  if (deferred_promises_.empty()) return;
+  EnsurePlanned();
+  for (core::RequestId id : std::exchange(deferred_promises_, {})) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second.promised_start) continue;
+    RecordPromise(it->second, it->second.submit_time);
+  }
+  changed_since_publish_ = true;
+}
+
+common::Result<core::RequestId> Scheduler::SubmitImpl(core::RequestSpec spec, bool defer) {
   std::string approval_reason;
   EGS_RETURN_IF_ERROR(CheckPolicy(spec, &approval_reason).WithContext("submit"));
   RequestRecord r;
@@ -217,8 +236,12 @@ common::Result<core::RequestId> Scheduler::Submit(core::RequestSpec spec) {
   } else {
     Enqueue(rec);
     // The promise: the plan the request gets now, as a quote would have said.
-    EnsurePlanned();
-    RecordPromise(rec);
+    if (defer) {
+      deferred_promises_.push_back(rec.id);
+    } else {
+      EnsurePlanned();
+      RecordPromise(rec);
+    }
   }
   changed_since_publish_ = true;
   return rec.id;

@@ -159,6 +159,13 @@ class Scheduler {
   // InvalidArgument for a bad spec or a shape the workspace may not use; NotFound for an unknown
   // workspace.
   common::Result<core::RequestId> Submit(core::RequestSpec spec);
+  // Submit without planning: a queued request's plan and promise are made by the next re-plan
+  // and RecordDeferredPromises, so that many submits (egsd groups the creates of a cycle) cost
+  // one re-plan instead of one each. Until then its plan and promise are unset.
+  common::Result<core::RequestId> SubmitDeferred(core::RequestSpec spec);
+  // Plans what changed and records the promise of every request submitted through
+  // SubmitDeferred since the last call that is still queued.
+  void RecordDeferredPromises();
   // PendingApproval -> Queued. The request becomes quota-exempt. FailedPrecondition otherwise.
   common::Status Approve(core::RequestId id);
   // PendingApproval -> Rejected with `reason`.
@@ -328,7 +335,8 @@ class Scheduler {
   void PrunePlanStarts() const;
   void PushPlanStart(core::Time start, core::RequestId id);
   // Records the promise (plan start and calibrated P50/P90) of a request just queued.
-  void RecordPromise(RequestRecord& r);
+  // The promise as seen at `at` (default: now): the planned start and its calibrated estimates.
+  void RecordPromise(RequestRecord& r, std::optional<core::Time> at = std::nullopt);
   WaitRange EstimateWait(core::PoolId pool, core::Duration planned) const;
   void RefreshFairShare(core::Time now);
   int TotalGpus(const RequestRecord& r) const;
@@ -357,6 +365,8 @@ class Scheduler {
   queue::RequestQueue queue_;
   std::unordered_map<core::RequestId, RequestRecord> requests_;
   std::uint64_t next_request_id_ = 1;
+  std::vector<core::RequestId> deferred_promises_;  // see SubmitDeferred
+  common::Result<core::RequestId> SubmitImpl(core::RequestSpec spec, bool defer);
   int fleet_gpus_ = 0;
   std::uint64_t next_reservation_id_ = 1;
   std::uint64_t next_event_id_ = 1;

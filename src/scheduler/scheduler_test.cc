@@ -82,6 +82,36 @@ TEST(SchedulerTest, HigherPrioritySubmittedLaterGoesFirst) {
   EXPECT_EQ(h.Get(low).promised_start, T(2));
 }
 
+TEST(SchedulerTest, DeferredSubmitsArePlannedTogetherLikeOneByOne) {
+  // The same submits, one by one and deferred: the same plans; a deferred request has no plan or
+  // promise until RecordDeferredPromises, then its promise is its plan.
+  auto specs = {RequestBuilder().Nodes(2).Hours(4).Build(),
+                RequestBuilder().Nodes(3).Hours(1).Priority(20).Build(),
+                RequestBuilder().Nodes(1).Hours(2).Build(),
+                RequestBuilder().Nodes(1).Hours(5).Priority(5).Build()};
+  SchedulerHarness one;
+  SchedulerHarness grouped;
+  one.SimpleFleet(3);
+  grouped.SimpleFleet(3);
+  std::vector<core::RequestId> ids;
+  for (const auto& spec : specs) {
+    MustSubmit(one, spec);
+    auto id = grouped.sched->SubmitDeferred(spec);
+    ASSERT_OK(id);
+    EXPECT_FALSE(grouped.Get(*id).promised_start.has_value());
+    ids.push_back(*id);
+  }
+  grouped.sched->RecordDeferredPromises();
+  for (core::RequestId id : ids) {
+    const RequestRecord& g = grouped.Get(id);
+    const RequestRecord& o = one.Get(id);
+    ASSERT_TRUE(g.plan.has_value());
+    EXPECT_EQ(g.plan->start, o.plan->start);
+    EXPECT_EQ(g.plan->nodes, o.plan->nodes);
+    EXPECT_EQ(g.promised_start, g.plan->start);
+  }
+}
+
 TEST(SchedulerTest, QuoteEqualsPlannedStartAfterSubmit) {
   SchedulerHarness h;
   h.SimpleFleet(4);

@@ -207,6 +207,13 @@ TEST(EgsdTest, ServesTheApiOverHttp) {
   json first = Body(created);
   EXPECT_EQ(first["metadata"]["namespace"], "team-a");
   EXPECT_FALSE(first["metadata"]["uid"].get<std::string>().empty());
+  // Creates are planned together per cycle; the answer already carries the promise: the start
+  // planned at submit (here at once: the fleet is idle).
+  const std::string promised = first["status"].value("promisedStart", "");
+  EXPECT_FALSE(promised.empty()) << created->body;
+  if (first["status"].contains("startTime")) {
+    EXPECT_EQ(promised, first["status"]["startTime"]) << created->body;
+  }
 
   // Bad input: a 4xx Status naming the field; nothing stored.
   auto bad = c.Post(kGprPath, GprJson("bad", 0, "2h").dump(), "application/json");
