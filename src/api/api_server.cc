@@ -761,13 +761,13 @@ Result<json> ApiServer::Present(const store::StoredObject& object) const {
 
 json ApiServer::Decorated(std::string_view kind, json object) const {
   if (!options_.decorate) return object;
-  json copy = object;
   try {
-    options_.decorate(kind, copy);
+    options_.decorate(kind, object);
   } catch (const std::exception&) {
-    return object;  // the live fields are an extra, not worth failing the read for
+    // The live fields are an extra, not worth failing the read for (those set before the
+    // failure stay: each is right on its own).
   }
-  return copy;
+  return object;
 }
 
 HttpResponse ApiServer::GetObject(const HttpRequest& req, const Target& t, const Principal& who) {
@@ -854,10 +854,13 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
     return JsonResponse(200, TableOf(r, items, std::move(meta), clock_.Now(), f,
                                      req.Query("includeObject").value_or("Metadata")));
   }
-  return JsonResponse(200, {{"kind", r.list_kind()},
-                            {"apiVersion", kApiVersion},
-                            {"metadata", std::move(meta)},
-                            {"items", std::move(items)}});
+  // Built field by field: an initializer list would copy every item.
+  json body = json::object();
+  body["kind"] = r.list_kind();
+  body["apiVersion"] = kApiVersion;
+  body["metadata"] = std::move(meta);
+  body["items"] = json(std::move(items));
+  return JsonResponse(200, body);
 }
 
 // ---- Watch -------------------------------------------------------------------------------------

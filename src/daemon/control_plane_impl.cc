@@ -1183,8 +1183,7 @@ void ControlPlaneImpl::Decorate(std::string_view kind, json& object) const {
     const RequestRecord* r = snap->FindRequest(id);
     if (r == nullptr || r->phase != core::RequestPhase::kQueued) return;
     json& status = object["status"];
-    auto pos = std::find(snap->queue.begin(), snap->queue.end(), id);
-    if (pos != snap->queue.end()) status["queuePosition"] = (pos - snap->queue.begin()) + 1;
+    if (auto pos = snap->QueuePosition(id)) status["queuePosition"] = *pos + 1;
     status["waitCause"] = scheduler::WaitCauseName(r->wait_cause);
     if (r->plan) {
       status["plannedStart"] = api::FormatTime(r->plan->start);

@@ -32,6 +32,20 @@ std::string_view WaitCauseName(WaitCause cause) {
   return "Unknown";
 }
 
+std::optional<std::size_t> ClusterSnapshot::QueuePosition(core::RequestId id) const {
+  std::call_once(queue_index_once_, [this] {
+    queue_index_.reserve(queue.size());
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+      queue_index_.emplace_back(queue[i], static_cast<std::uint32_t>(i));
+    }
+    std::sort(queue_index_.begin(), queue_index_.end());
+  });
+  auto it = std::lower_bound(queue_index_.begin(), queue_index_.end(),
+                             std::pair<core::RequestId, std::uint32_t>(id, 0));
+  if (it == queue_index_.end() || it->first != id) return std::nullopt;
+  return it->second;
+}
+
 const RequestRecord* ClusterSnapshot::FindRequest(core::RequestId id) const {
   auto it = std::lower_bound(
       requests.begin(), requests.end(), id,

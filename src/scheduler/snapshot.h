@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/fleet.h"
@@ -28,6 +31,13 @@ struct ClusterSnapshot {
 
   // The record of `id`, or nullptr.
   const RequestRecord* FindRequest(core::RequestId id) const;
+  // The 0-based position of `id` in `queue`, or nullopt if it is not queued. The first call
+  // on a snapshot indexes the queue (thread-safe); later ones are O(log n).
+  std::optional<std::size_t> QueuePosition(core::RequestId id) const;
+
+ private:
+  mutable std::once_flag queue_index_once_;
+  mutable std::vector<std::pair<core::RequestId, std::uint32_t>> queue_index_;  // sorted by id
 };
 
 }  // namespace egs::scheduler
