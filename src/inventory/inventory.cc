@@ -462,6 +462,29 @@ void Inventory::Unbook(const Owner& owner) {
   impl_->owners.Erase(owner);
 }
 
+void Inventory::UnbookAll(std::span<const Owner> owners) {
+  impl_->NeedOwners();
+  std::vector<Owner> sorted(owners.begin(), owners.end());
+  std::sort(sorted.begin(), sorted.end(), [](const Owner& a, const Owner& b) {
+    return std::pair(a.request, a.kind) < std::pair(b.request, b.kind);
+  });
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::vector<NodeId> touched;
+  for (const Owner& owner : sorted) {
+    const std::span<const NodeId> nodes = impl_->owners.Find(owner);
+    if (nodes.empty()) continue;
+    const Interval window = impl_->FirstBooking(owner, nodes).window;
+    for (NodeId id : nodes) {
+      impl_->Loosen(id, window);
+      touched.push_back(id);
+    }
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (NodeId id : touched) impl_->Timeline(id)->RemoveAll(sorted);
+  for (const Owner& owner : sorted) impl_->owners.Erase(owner);
+}
+
 common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
   impl_->NeedOwners();
   const std::span<const NodeId> nodes = impl_->owners.Find(owner);

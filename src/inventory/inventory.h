@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -121,6 +122,8 @@ class Inventory {
   common::Status Book(const std::vector<core::NodeId>& nodes, const Booking& booking);
   // Removes every booking of `owner`. No-op when it has none.
   void Unbook(const Owner& owner);
+  // Unbook for many owners at once: each node is rebuilt once, whatever it held of them.
+  void UnbookAll(std::span<const Owner> owners);
   // Ends `owner`'s bookings at `new_end` (early release). InvalidArgument if new_end is after
   // the current end; a window that becomes empty is removed. NotFound if no bookings.
   common::Status Truncate(const Owner& owner, core::Time new_end);

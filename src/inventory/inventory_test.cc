@@ -546,3 +546,36 @@ TEST_F(InventoryTest, CopyForReadingRefusesWhatNeedsOwners) {
 
 }  // namespace
 }  // namespace egs::inventory
+
+namespace egs::inventory {
+namespace {
+
+TEST_F(InventoryTest, UnbookAllEqualsUnbookingOneByOne) {
+  ASSERT_OK(inv_.Book(Ids({1, 2}), Plan(1, 0, 4, 0, 2)));
+  ASSERT_OK(inv_.Book(Ids({1}), Plan(2, 0, 4, 1, 2)));
+  ASSERT_OK(inv_.Book(Ids({2, 3}), B(3, 2, 6, 4)));
+  ASSERT_OK(inv_.Book(Ids({3}), Plan(4, 6, 9, 2)));
+  Inventory one = inv_;
+  one.Unbook({BookingKind::kPlan, core::RequestId(1)});
+  one.Unbook(Res(3));
+  one.Unbook({BookingKind::kPlan, core::RequestId(4)});
+  // Duplicates and owners without bookings are ignored.
+  const std::vector<Owner> owners = {{BookingKind::kPlan, core::RequestId(4)},
+                                     Res(3),
+                                     {BookingKind::kPlan, core::RequestId(1)},
+                                     Res(3),
+                                     {BookingKind::kPlan, core::RequestId(99)}};
+  inv_.UnbookAll(owners);
+  ASSERT_OK(inv_.CheckInvariants());
+  for (std::uint32_t n = 1; n <= 3; ++n) {
+    ASSERT_EQ(inv_.BookingsOf(NodeId(n)).size(), one.BookingsOf(NodeId(n)).size()) << n;
+    for (int h = 0; h < 10; ++h) {
+      EXPECT_EQ(inv_.FreeGpusAt(NodeId(n), T(h)), one.FreeGpusAt(NodeId(n), T(h))) << n << " " << h;
+    }
+  }
+  EXPECT_EQ(inv_.NodesOf({BookingKind::kPlan, core::RequestId(2)}), Ids({1}));
+  EXPECT_TRUE(inv_.NodesOf(Res(3)).empty());
+}
+
+}  // namespace
+}  // namespace egs::inventory

@@ -88,6 +88,24 @@ void NodeTimeline::Remove(const Owner& owner) {
   }
 }
 
+void NodeTimeline::RemoveAll(std::span<const Owner> owners) {
+  auto less = [](const Owner& a, const Owner& b) {
+    return std::pair(a.request, a.kind) < std::pair(b.request, b.kind);
+  };
+  bool reservation = false;
+  const std::size_t removed = std::erase_if(bookings_, [&](const Booking& b) {
+    if (!std::binary_search(owners.begin(), owners.end(), b.owner, less)) return false;
+    reservation = reservation || b.owner.kind == BookingKind::kReservation;
+    return true;
+  });
+  if (removed == 0) return;
+  if (reservation) {
+    Rebuild();
+  } else {
+    RebuildFullProfile();
+  }
+}
+
 void NodeTimeline::SetEnd(const Owner& owner, Time new_end) {
   Booking* b = FindMutable(owner);
   if (b == nullptr || new_end == b->window.end) return;

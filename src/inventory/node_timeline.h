@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ class NodeTimeline {
   // Mutations. Callers check capacity and exclusivity first; the timeline only keeps order.
   void Add(const Booking& booking);
   void Remove(const Owner& owner);
+  // Removes the bookings of every owner in `owners` (sorted by request, then kind) with one
+  // rebuild.
+  void RemoveAll(std::span<const Owner> owners);
   // Moves the end of `owner`'s booking to `new_end` (after its start).
   void SetEnd(const Owner& owner, core::Time new_end);
   // Turns the kPlan booking of `request` into a kReservation with rank -1.

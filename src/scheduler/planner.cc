@@ -303,7 +303,7 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   if (from == 0) {
     DropAllPlans();
   } else {
-    for (core::RequestId id : tail) UnbookPlan(requests_.at(id));
+    UnbookPlans(tail);
   }
   // 2. Place them again in queue order; each sees only the plans ahead of it.
   std::int32_t rank = base;
@@ -350,6 +350,26 @@ void Scheduler::PrunePlanStarts() const {
 void Scheduler::PushPlanStart(Time start, core::RequestId id) {
   plan_starts_.push_back({start, id});
   std::push_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
+}
+
+void Scheduler::UnbookPlans(std::span<const core::RequestId> ids) {
+  // As UnbookPlan for each, with one rebuild per node and one pass per workspace load.
+  std::vector<inventory::Owner> owners;
+  std::map<core::WorkspaceId, std::vector<core::RequestId>> by_workspace;
+  for (core::RequestId id : ids) {
+    RequestRecord& r = requests_.at(id);
+    if (r.plan) {
+      owners.push_back({inventory::BookingKind::kPlan, id});
+      by_workspace[r.spec.workspace].push_back(id);
+      r.plan.reset();
+    }
+    r.rank = -1;
+  }
+  inventory_.UnbookAll(owners);
+  for (auto& [ws, requests] : by_workspace) {
+    std::sort(requests.begin(), requests.end());
+    loads_[ws].RemoveAll(requests);
+  }
 }
 
 void Scheduler::DropAllPlans() {

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -345,6 +346,7 @@ class Scheduler {
     return options_.queue_by_priority ? spec.priority : 0;
   }
   void UnbookPlan(RequestRecord& r);
+  void UnbookPlans(std::span<const core::RequestId> ids);
   std::int32_t RankAt(std::size_t position) const;
 
   common::Clock& clock_;

@@ -30,6 +30,12 @@ void WorkspaceLoad::Remove(core::RequestId request) {
   if (it != entries_.end()) entries_.erase(it);
 }
 
+void WorkspaceLoad::RemoveAll(std::span<const core::RequestId> requests) {
+  std::erase_if(entries_, [&](const Entry& e) {
+    return std::binary_search(requests.begin(), requests.end(), e.request);
+  });
+}
+
 void WorkspaceLoad::SetEnd(core::RequestId request, core::Time end) {
   for (Entry& e : entries_) {
     if (e.request == request) e.window.end = end;

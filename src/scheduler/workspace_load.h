@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "core/ids.h"
@@ -34,6 +35,8 @@ class WorkspaceLoad {
   void Add(const Entry& entry);
   // Removes the entry of `request`. No-op if absent.
   void Remove(core::RequestId request);
+  // Removes the entries of every request in `requests` (sorted).
+  void RemoveAll(std::span<const core::RequestId> requests);
   // Changes the end of `request`'s entry. No-op if absent.
   void SetEnd(core::RequestId request, core::Time end);
   void ClearPlans();  // Removes every entry with rank >= 0.
