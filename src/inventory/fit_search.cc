@@ -405,11 +405,8 @@ std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
   }
   thread_local Scratch scratch;
   scratch.Reset(pool.timelines.size(), ignored_slots);
-  const bool bounded = bounds != nullptr && ignored_slots.empty() && q.max_plan_rank == INT32_MAX &&
-                       bounds->class_length <= q.length &&
-                       bounds->bound.size() == pool.timelines.size();
-  if (q.nodes == 1) return SingleNodeSearch(pool, q, scratch, bounded ? bounds : nullptr).Run();
-  return GangSearch(pool, q, scratch, bounded ? bounds : nullptr).Run();
+  if (q.nodes == 1) return SingleNodeSearch(pool, q, scratch, bounds).Run();
+  return GangSearch(pool, q, scratch, bounds).Run();
 }
 
 }  // namespace egs::inventory::internal

@@ -41,14 +41,14 @@ struct PoolNodes {
 // many GPUs for at least class_length, counting every booking, skips a node whose bound is past
 // the best start found so far, and refreshes the bounds of the nodes it reads. fresh[i] != 0
 // says that bound[i] is exactly that earliest run from since[i] and the node has not changed
-// since (so reading the node again would find the same). The owner resets an entry's bound to
-// kInfinitePast whenever a node change could make a run start earlier, and clears fresh[i]
-// when a booking is added there.
+// since in a way that matters (so reading the node again would find the same). The owner keeps
+// them true as nodes change: a release lowers bound[i] to where a run over the freed time could
+// start and clears fresh[i]; a booking clears fresh[i] only if it overlaps the run found.
 //
 // Per node of the pool, whatever the class: free[i] is the node's free GPUs at free_at[i]
 // (FreeGpusAt) and previous_end[i] the latest booking end at or before the start of the
-// profile step in force then; the owner sets free_at[i] to kInfiniteFuture whenever the node
-// changes.
+// profile step in force then; the owner sets free_at[i] to kInfiniteFuture when a change to the
+// node starts at or before free_at[i].
 struct FitBounds {
   core::Duration class_length{0};
   std::span<core::Time> bound;
@@ -60,8 +60,9 @@ struct FitBounds {
 };
 
 // Inventory::EarliestFit for one pool. `ignored_slots` lists the positions in `pool` of nodes
-// holding a booking of q.ignore_request (any order). `bounds` (optional) is used only by a
-// single-node query that counts every booking and ignores none.
+// holding a booking of q.ignore_request (any order). `bounds` (optional, only for a query that
+// counts every booking and ignores none) are those of the query's class in `pool`: single-node
+// searches read and refresh them, gang searches only read them.
 std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
                                      std::span<const std::uint32_t> ignored_slots,
                                      const FitBounds* bounds = nullptr);

@@ -418,9 +418,10 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
     }
   }
   const PoolState& state = impl_->states[pool_id.value()];
+  // Bounds count every booking, so they serve only queries that do too.
   const internal::FitBounds* bounds = nullptr;
   if (impl_->bounds.enabled() && q.nodes >= 1 && ignored.empty() && q.max_plan_rank == INT32_MAX &&
-      q.length > core::Duration(0) && q.gpus >= 1) {
+      q.length > core::Duration(0) && q.gpus >= 1 && q.gpus <= pool->gpus_per_node) {
     bounds = impl_->bounds.For(pool_id.value(), pool->nodes.size(), q.gpus, q.length);
   }
   return internal::SearchEarliestFit({state.timelines, pool->nodes}, q, ignored, bounds);
@@ -453,21 +454,12 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
   return common::OkStatus();
 }
 
-void Inventory::Unbook(const Owner& owner) {
-  impl_->NeedOwners();
-  const std::span<const NodeId> nodes = impl_->owners.Find(owner);
-  if (nodes.empty()) return;
-  const Interval window = impl_->FirstBooking(owner, nodes).window;
-  for (NodeId id : nodes) impl_->Loosen(id, window)->Remove(owner);
-  impl_->owners.Erase(owner);
-}
+void Inventory::Unbook(const Owner& owner) { UnbookAll({&owner, 1}); }
 
 void Inventory::UnbookAll(std::span<const Owner> owners) {
   impl_->NeedOwners();
   std::vector<Owner> sorted(owners.begin(), owners.end());
-  std::sort(sorted.begin(), sorted.end(), [](const Owner& a, const Owner& b) {
-    return std::pair(a.request, a.kind) < std::pair(b.request, b.kind);
-  });
+  std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   std::vector<NodeId> touched;
   for (const Owner& owner : sorted) {

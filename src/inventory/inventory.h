@@ -36,6 +36,7 @@ struct Owner {
   BookingKind kind = BookingKind::kPlan;
   core::RequestId request;
   friend bool operator==(const Owner&, const Owner&) = default;
+  friend auto operator<=>(const Owner&, const Owner&) = default;  // to sort and search owners
 };
 
 // Field order keeps the struct at 48 bytes: there is one per booked node.
@@ -155,10 +156,11 @@ class Inventory {
 
   // From now on, single-node EarliestFit calls that count every booking keep lower bounds on
   // each node's earliest start between calls (per pool and demand class: GPUs per node and the
-  // duration rounded down to a quarter octave; 16 bytes per node per class, at most 32 classes
-  // per pool), so that a search reads only the nodes that could beat the best start found so
-  // far. The answers are unchanged. Such searches then write to this object: a const Inventory
-  // with bounds enabled must not be searched from two threads at once. Copies start without.
+  // duration rounded down to a quarter octave; 17 bytes per node per class, at most 32 classes
+  // per pool, plus 18 bytes per node), so that a search reads only the nodes that could beat the
+  // best start found so far. The answers are unchanged. Such searches then write to this object:
+  // a const Inventory with bounds enabled must not be searched from two threads at once. Copies
+  // start without.
   void EnableFitBounds();
   // Heap bytes the fit bounds hold now (for memory accounting); 0 when not enabled.
   std::size_t FitBoundsBytes() const;

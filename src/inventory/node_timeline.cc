@@ -79,22 +79,12 @@ void NodeTimeline::Add(const Booking& booking) {
   UpdateDerived();
 }
 
-void NodeTimeline::Remove(const Owner& owner) {
-  if (std::erase_if(bookings_, [&](const Booking& b) { return b.owner == owner; }) == 0) return;
-  if (owner.kind == BookingKind::kPlan) {
-    RebuildFullProfile();
-  } else {
-    Rebuild();
-  }
-}
+void NodeTimeline::Remove(const Owner& owner) { RemoveAll({&owner, 1}); }
 
 void NodeTimeline::RemoveAll(std::span<const Owner> owners) {
-  auto less = [](const Owner& a, const Owner& b) {
-    return std::pair(a.request, a.kind) < std::pair(b.request, b.kind);
-  };
   bool reservation = false;
   const std::size_t removed = std::erase_if(bookings_, [&](const Booking& b) {
-    if (!std::binary_search(owners.begin(), owners.end(), b.owner, less)) return false;
+    if (!std::binary_search(owners.begin(), owners.end(), b.owner)) return false;
     reservation = reservation || b.owner.kind == BookingKind::kReservation;
     return true;
   });

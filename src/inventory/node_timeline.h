@@ -57,8 +57,7 @@ class NodeTimeline {
   // Mutations. Callers check capacity and exclusivity first; the timeline only keeps order.
   void Add(const Booking& booking);
   void Remove(const Owner& owner);
-  // Removes the bookings of every owner in `owners` (sorted by request, then kind) with one
-  // rebuild.
+  // Removes the bookings of every owner in `owners` (sorted) with one rebuild.
   void RemoveAll(std::span<const Owner> owners);
   // Moves the end of `owner`'s booking to `new_end` (after its start).
   void SetEnd(const Owner& owner, core::Time new_end);

@@ -14,13 +14,6 @@ using core::Time;
 namespace {
 constexpr std::uint8_t kExitNoticeBit = 3;
 
-bool FindInSorted(const std::vector<std::shared_ptr<const RequestRecord>>& records,
-                  core::RequestId id) {
-  auto it = std::lower_bound(
-      records.begin(), records.end(), id,
-      [](const std::shared_ptr<const RequestRecord>& r, core::RequestId x) { return r->id < x; });
-  return it != records.end() && (*it)->id == id;
-}
 }  // namespace
 
 void Scheduler::Post(std::function<void(Scheduler&)> command) {
@@ -311,35 +304,27 @@ void Scheduler::Publish(Time now) {
   snap->version = ++snapshot_version_;
   snap->taken_at = now;
   // Records equal to the previous snapshot's are shared with it, so a cycle that changed a few
-  // requests copies only those. The previous snapshot is in id order; requests it lacks (new
-  // ones, or any left over) are copied and the result sorted only if they are not all newer.
+  // requests copies only those. Walking the previous snapshot keeps its id order; requests it
+  // lacks (usually new ones, with higher ids) are copied, sorted and merged in.
   const std::shared_ptr<const ClusterSnapshot> previous = snapshot_.load();
   auto& out = snap->requests;
   out.reserve(requests_.size());
-  std::size_t matched = 0;
   for (const std::shared_ptr<const RequestRecord>& old : previous->requests) {
     auto it = requests_.find(old->id);
     if (it == requests_.end()) continue;
-    ++matched;
     out.push_back(*old == it->second ? old : std::make_shared<const RequestRecord>(it->second));
   }
-  if (matched < requests_.size()) {
-    const std::size_t shared = out.size();
-    const core::RequestId last = shared == 0 ? core::RequestId() : out.back()->id;
-    bool in_order = true;
+  if (out.size() < requests_.size()) {
+    const auto shared = static_cast<std::ptrdiff_t>(out.size());
+    const core::RequestId last =
+        previous->requests.empty() ? core::RequestId() : previous->requests.back()->id;
     for (const auto& [id, r] : requests_) {
-      if (shared > 0 && id <= last) {
-        if (FindInSorted(previous->requests, id)) continue;  // already taken above
-        in_order = false;
-      }
+      if (id <= last && previous->FindRequest(id) != nullptr) continue;  // taken above
       out.push_back(std::make_shared<const RequestRecord>(r));
     }
     auto by_id = [](const auto& a, const auto& b) { return a->id < b->id; };
-    if (in_order) {
-      std::sort(out.begin() + static_cast<std::ptrdiff_t>(shared), out.end(), by_id);
-    } else {
-      std::sort(out.begin(), out.end(), by_id);
-    }
+    std::sort(out.begin() + shared, out.end(), by_id);
+    std::inplace_merge(out.begin(), out.begin() + shared, out.end(), by_id);
   }
   snap->queue.reserve(queue_.size());
   queue_.ForEach([&](core::RequestId id) {

@@ -252,14 +252,7 @@ inventory::Booking Scheduler::PlanBooking(const core::RequestSpec& spec, core::R
   return b;
 }
 
-void Scheduler::UnbookPlan(RequestRecord& r) {
-  if (r.plan) {
-    inventory_.Unbook({inventory::BookingKind::kPlan, r.id});
-    loads_[r.spec.workspace].Remove(r.id);
-    r.plan.reset();
-  }
-  r.rank = -1;
-}
+void Scheduler::UnbookPlan(RequestRecord& r) { UnbookPlans({&r.id, 1}); }
 
 namespace {
 
@@ -353,7 +346,7 @@ void Scheduler::PushPlanStart(Time start, core::RequestId id) {
 }
 
 void Scheduler::UnbookPlans(std::span<const core::RequestId> ids) {
-  // As UnbookPlan for each, with one rebuild per node and one pass per workspace load.
+  // One rebuild per node and one pass per workspace load, however many requests.
   std::vector<inventory::Owner> owners;
   std::map<core::WorkspaceId, std::vector<core::RequestId>> by_workspace;
   for (core::RequestId id : ids) {
