@@ -241,6 +241,7 @@ class NullConnector final : public core::ClusterConnector {
  public:
   void Provision(const core::ProvisionOrder&) override {}
   void Release(const core::ReleaseOrder&) override {}
+  void ReplaceNode(const core::NodeReplacementOrder&) override {}
 };
 
 // Heap bytes per active reservation: 5,000 one-node requests started on an empty fleet of the

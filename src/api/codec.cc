@@ -9,6 +9,8 @@
 #include <set>
 #include <utility>
 
+#include "core/workspace.h"
+
 namespace egs::api {
 namespace {
 
@@ -1023,6 +1025,14 @@ Result<WorkspacePolicyDoc> ParseWorkspacePolicy(const json& j, std::string_view 
   r.Int("maxActiveRequests", &p.max_active_requests, 1);
   r.Bool("shareNodes", &p.share_nodes);
   r.Bool("preemptible", &p.preemptible);
+  r.Bool("requeueOnPreemption", &p.requeue_on_preemption);
+  r.Dur("minRuntime", &p.min_runtime, /*positive=*/false);
+  r.Dur("preemptionNotice", &p.preemption_notice, /*positive=*/false);
+  r.String("onNodeFailure", &p.on_node_failure);
+  if (r.ok() && !core::ParseNodeFailureAction(p.on_node_failure)) {
+    r.Fail(Invalid(r.Path("onNodeFailure"), "must be \"Continue\" or \"Requeue\""));
+  }
+  r.Bool("idleCountsDouble", &p.idle_counts_double);
   r.Bool("mayBurst", &p.may_burst);
   r.OptDur("idleTimeout", &p.idle_timeout, /*positive=*/true);
   r.Double("idleThresholdPercent", &p.idle_threshold_percent, 0, 100);
@@ -1045,6 +1055,11 @@ json ToJson(const WorkspacePolicyDoc& p) {
   j["maxActiveRequests"] = p.max_active_requests;
   j["shareNodes"] = p.share_nodes;
   j["preemptible"] = p.preemptible;
+  j["requeueOnPreemption"] = p.requeue_on_preemption;
+  j["minRuntime"] = FormatDuration(p.min_runtime);
+  j["preemptionNotice"] = FormatDuration(p.preemption_notice);
+  j["onNodeFailure"] = p.on_node_failure;
+  j["idleCountsDouble"] = p.idle_counts_double;
   j["mayBurst"] = p.may_burst;
   if (p.idle_timeout) j["idleTimeout"] = FormatDuration(*p.idle_timeout);
   j["idleThresholdPercent"] = p.idle_threshold_percent;

@@ -169,6 +169,11 @@ struct WorkspacePolicyDoc {
   int max_active_requests = 1;
   bool share_nodes = false;
   bool preemptible = false;
+  bool requeue_on_preemption = true;
+  common::Duration min_runtime = common::Minutes(30);
+  common::Duration preemption_notice = common::Minutes(10);
+  std::string on_node_failure = "Continue";  // "Continue" or "Requeue"
+  bool idle_counts_double = false;
   bool may_burst = false;
   std::optional<common::Duration> idle_timeout;
   double idle_threshold_percent = 5.0;

@@ -206,6 +206,12 @@ TEST(CodecRoundTripTest, EveryKind) {
   ws.policy.max_active_requests = 3;
   ws.policy.idle_timeout = Minutes(30);
   ws.policy.share_nodes = true;
+  ws.policy.preemptible = true;
+  ws.policy.min_runtime = Hours(2);
+  ws.policy.preemption_notice = Minutes(3);
+  ws.policy.requeue_on_preemption = false;
+  ws.policy.on_node_failure = "Requeue";
+  ws.policy.idle_counts_double = true;
   ws.active_requests = 2;
   ws.gpus_in_use = 16;
   ExpectRoundTrip(ws, ParseWorkspace);
@@ -408,6 +414,9 @@ TEST(CodecErrorsTest, WorkspacePolicy) {
        "spec.policy.maxPriority: must be >= minPriority"},
       {{{"shareNodes", "yes"}}, "spec.policy.shareNodes: expected boolean, got string"},
       {{{"quota", 5}}, "spec.policy.quota: unknown field"},
+      {{{"onNodeFailure", "Retry"}},
+       "spec.policy.onNodeFailure: must be \"Continue\" or \"Requeue\""},
+      {{{"minRuntime", "-1h"}}, "spec.policy.minRuntime: invalid duration \"-1h\""},
   };
   for (const auto& c : cases) {
     json bad = ws;

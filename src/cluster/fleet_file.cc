@@ -459,12 +459,14 @@ Status Parser::ParseMembers(const YAML::Node& n, const std::string& path, Worksp
 
 Status Parser::ParsePolicy(const YAML::Node& n, const std::string& path,
                            core::WorkspacePolicy& policy) const {
-  EGS_RETURN_IF_ERROR(
-      CheckMap(n, path,
-               {"gpuQuota", "allowedShapes", "allowedClusters", "minPriority", "maxPriority",
-                "maxNodesPerRequest", "maxDuration", "maxActiveRequests", "shareNodes",
-                "preemptible", "mayBurst", "idleTimeout", "idleThresholdPercent", "idleGrace",
-                "promiseTolerance", "fairShareHalfLife"}));
+  EGS_RETURN_IF_ERROR(CheckMap(
+      n, path,
+      {"gpuQuota",         "allowedShapes",        "allowedClusters",     "minPriority",
+       "maxPriority",      "maxNodesPerRequest",   "maxDuration",         "maxActiveRequests",
+       "shareNodes",       "preemptible",          "requeueOnPreemption", "minRuntime",
+       "preemptionNotice", "onNodeFailure",        "idleCountsDouble",    "mayBurst",
+       "idleTimeout",      "idleThresholdPercent", "idleGrace",           "promiseTolerance",
+       "fairShareHalfLife"}));
   EGS_RETURN_IF_ERROR(Get(n, path, "gpuQuota", policy.gpu_quota));
   std::vector<std::string> names;
   EGS_RETURN_IF_ERROR(GetStringList(n, path, "allowedShapes", names));
@@ -486,6 +488,20 @@ Status Parser::ParsePolicy(const YAML::Node& n, const std::string& path,
   EGS_RETURN_IF_ERROR(Get(n, path, "maxActiveRequests", policy.max_active_requests));
   EGS_RETURN_IF_ERROR(Get(n, path, "shareNodes", policy.share_nodes));
   EGS_RETURN_IF_ERROR(Get(n, path, "preemptible", policy.preemptible));
+  EGS_RETURN_IF_ERROR(Get(n, path, "requeueOnPreemption", policy.requeue_on_preemption));
+  EGS_RETURN_IF_ERROR(Get(n, path, "minRuntime", policy.min_runtime));
+  EGS_RETURN_IF_ERROR(Get(n, path, "preemptionNotice", policy.preemption_notice));
+  std::string on_failure;
+  EGS_RETURN_IF_ERROR(Get(n, path, "onNodeFailure", on_failure));
+  if (!on_failure.empty()) {
+    auto action = core::ParseNodeFailureAction(on_failure);
+    if (!action) {
+      return Error(Join(path, "onNodeFailure"),
+                   fmt::format("must be Continue or Requeue, got \"{}\"", on_failure));
+    }
+    policy.on_node_failure = *action;
+  }
+  EGS_RETURN_IF_ERROR(Get(n, path, "idleCountsDouble", policy.idle_counts_double));
   EGS_RETURN_IF_ERROR(Get(n, path, "mayBurst", policy.may_burst));
   EGS_RETURN_IF_ERROR(Get(n, path, "idleTimeout", policy.idle_timeout));
   EGS_RETURN_IF_ERROR(Get(n, path, "idleThresholdPercent", policy.idle_threshold_percent));

@@ -50,7 +50,9 @@ workspaces:
     members: [{user: alice, role: member}, {user: bob, role: admin}]
     policy: {gpuQuota: 64, allowedShapes: [8xh100], allowedClusters: [us-east],
              maxNodesPerRequest: 8, maxDuration: 24h, maxActiveRequests: 2, minPriority: 0,
-             maxPriority: 500, idleTimeout: 1h30m, preemptible: false}
+             maxPriority: 500, idleTimeout: 1h30m, preemptible: true, minRuntime: 1h,
+             preemptionNotice: 5m, requeueOnPreemption: false, onNodeFailure: Requeue,
+             idleCountsDouble: true}
   - name: team-b
     project: prod
     members: [{user: carol}]
@@ -133,6 +135,12 @@ TEST(FleetFileTest, ParsesGoodFleet) {
   EXPECT_EQ(a.policy.max_active_requests, 2);
   EXPECT_EQ(a.policy.max_priority, 500);
   EXPECT_EQ(a.policy.idle_timeout, Minutes(90));
+  EXPECT_TRUE(a.policy.preemptible);
+  EXPECT_EQ(a.policy.min_runtime, Hours(1));
+  EXPECT_EQ(a.policy.preemption_notice, Minutes(5));
+  EXPECT_FALSE(a.policy.requeue_on_preemption);
+  EXPECT_EQ(a.policy.on_node_failure, core::NodeFailureAction::kRequeue);
+  EXPECT_TRUE(a.policy.idle_counts_double);
   ASSERT_EQ(f.workspaces[0].members.size(), 2u);
   EXPECT_EQ(f.workspaces[0].members[1].user, "bob");
   EXPECT_EQ(f.workspaces[0].members[1].role, "admin");
@@ -289,6 +297,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"PolicyBadBool",
                 kBase + "workspaces: [{name: w, project: p, policy: {preemptible: maybe}}]\n",
                 "workspaces[0].policy.preemptible: must be true or false"},
+        BadCase{"PolicyBadNodeFailure",
+                kBase + "workspaces: [{name: w, project: p, policy: {onNodeFailure: Retry}}]\n",
+                "workspaces[0].policy.onNodeFailure: must be Continue or Requeue, got \"Retry\""},
+        BadCase{"PolicyNegativeNotice",
+                kBase + "workspaces: [{name: w, project: p, policy: {preemptionNotice: -5m}}]\n",
+                "workspaces[0].policy.preemptionNotice: must be a duration"},
         BadCase{"PolicyPriorityRange",
                 kBase + "workspaces: [{name: w, project: p, policy: {minPriority: 10, "
                         "maxPriority: 5}}]\n",

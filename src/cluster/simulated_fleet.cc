@@ -82,6 +82,25 @@ void SimulatedFleet::Release(const core::ReleaseOrder& order) {
   cv_.notify_all();
 }
 
+void SimulatedFleet::ReplaceNode(const core::NodeReplacementOrder& order) {
+  const Time now = clock_.Now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = holdings_.find(order.request); it != holdings_.end()) {
+      Holding& h = it->second;
+      for (std::size_t i = 0; i < h.nodes.size(); ++i) {
+        if (h.nodes[i] != order.failed) continue;
+        h.nodes.erase(h.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+        h.busy_level.erase(h.busy_level.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+    queue_.emplace(std::pair(now + settings_.provisioning_time, next_seq_++), order);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
 common::Status SimulatedFleet::InjectNodeFailure(core::NodeId node) {
   const Time now = clock_.Now();
   {
@@ -169,6 +188,14 @@ SimulatedFleet::Report SimulatedFleet::DoWorkLocked(Work& work, core::Time due) 
     if (!callbacks_.on_released) return nullptr;
     return [this, id = order->request] { callbacks_.on_released(id); };
   }
+  if (auto* order = std::get_if<core::NodeReplacementOrder>(&work)) {
+    auto it = holdings_.find(order->request);
+    if (it != holdings_.end() && FindLocked(order->replacement) != nullptr) {
+      it->second.nodes.push_back(order->replacement);
+      it->second.busy_level.push_back(BusyLevelsLocked(order->replacement));
+    }
+    return nullptr;
+  }
   const auto& change = std::get<HealthChange>(work);
   if (!callbacks_.on_node_health) return nullptr;
   return [this, change] { callbacks_.on_node_health(change.node, change.health); };
@@ -197,12 +224,8 @@ SimulatedFleet::Report SimulatedFleet::FinishProvisionLocked(const core::Provisi
   if (outcome.ok) {
     Holding h{
         .nodes = order.nodes, .gpus_per_node = order.gpus_per_node, .busy_level = {}, .ready = due};
-    for (core::NodeId id : order.nodes) {
-      // ok implies every node of the order is in the fleet.
-      std::vector<double> levels(FindLocked(id)->node.gpus.size());
-      for (double& l : levels) l = kBusyMin + (kBusyMax - kBusyMin) * telemetry_rng_.Uniform();
-      h.busy_level.push_back(std::move(levels));
-    }
+    // ok implies every node of the order is in the fleet.
+    for (core::NodeId id : order.nodes) h.busy_level.push_back(BusyLevelsLocked(id));
     holdings_[order.request] = std::move(h);
   } else {
     outcome.message = fmt::format("pre-check failed on {} of {} nodes: {}",
@@ -210,6 +233,12 @@ SimulatedFleet::Report SimulatedFleet::FinishProvisionLocked(const core::Provisi
   }
   if (!callbacks_.on_provisioned) return nullptr;
   return [this, outcome = std::move(outcome)] { callbacks_.on_provisioned(outcome); };
+}
+
+std::vector<double> SimulatedFleet::BusyLevelsLocked(core::NodeId node) {
+  std::vector<double> levels(FindLocked(node)->node.gpus.size());
+  for (double& l : levels) l = kBusyMin + (kBusyMax - kBusyMin) * telemetry_rng_.Uniform();
+  return levels;
 }
 
 void SimulatedFleet::SampleTelemetryLocked(core::Time now, std::vector<Report>& out) {

@@ -9,6 +9,9 @@
 // - Release(order): the nodes stop holding the reservation at once (workloads drained);
 //   on_released reports after `release_time`. A Release for a request still provisioning
 //   cancels that provisioning (no on_provisioned is reported for it).
+// - ReplaceNode(order): the failed node leaves the reservation at once; the replacement joins it
+//   after `provisioning_time` (from then on it reports the reservation's telemetry). Nothing is
+//   reported back.
 // - InjectNodeFailure / RecoverNode: the node's health changes now; on_node_health reports it.
 // - Telemetry: every `telemetry_interval` (ticks at construction time + k * interval), each
 //   healthy node holding a reservation reports one utilization value per GPU, following the
@@ -84,6 +87,7 @@ class SimulatedFleet final : public core::ClusterConnector {
   // core::ClusterConnector. Never block; the outcome is reported through the callbacks.
   void Provision(const core::ProvisionOrder& order) override;
   void Release(const core::ReleaseOrder& order) override;
+  void ReplaceNode(const core::NodeReplacementOrder& order) override;
 
   // Adds a node to the fleet (one created after start, e.g. through the API). AlreadyExists for
   // a known node id.
@@ -125,7 +129,8 @@ class SimulatedFleet final : public core::ClusterConnector {
     std::vector<std::vector<double>> busy_level;  // per node, per GPU: the busy plateau
     core::Time ready;
   };
-  using Work = std::variant<core::ProvisionOrder, core::ReleaseOrder, HealthChange>;
+  using Work = std::variant<core::ProvisionOrder, core::ReleaseOrder, HealthChange,
+                            core::NodeReplacementOrder>;
   // What one Step reports, gathered under the lock and delivered without it.
   using Report = std::function<void()>;
 
@@ -133,6 +138,7 @@ class SimulatedFleet final : public core::ClusterConnector {
   std::optional<core::Time> NextDueLocked() const;
   Report DoWorkLocked(Work& work, core::Time due);
   Report FinishProvisionLocked(const core::ProvisionOrder& order, core::Time due);
+  std::vector<double> BusyLevelsLocked(core::NodeId node);
   // Telemetry reports for the latest tick <= now, if one is due.
   void SampleTelemetryLocked(core::Time now, std::vector<Report>& out);
   // One GPU's utilization, `elapsed` after its reservation became ready.

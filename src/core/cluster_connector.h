@@ -32,6 +32,21 @@ struct ReleaseOrder {
   std::vector<NodeId> nodes;
 };
 
+// A node of a running reservation failed: `replacement` (free until the window's end) takes its
+// place. The connector drains the failed node out of the workspace and moves the replacement
+// in; it reports nothing back (a replacement that fails its pre-checks is reported through the
+// node's health).
+struct NodeReplacementOrder {
+  RequestId request;
+  ReservationId reservation;
+  WorkspaceId workspace;
+  ClusterId cluster;
+  NodeId failed;
+  NodeId replacement;
+  int gpus_per_node = 0;
+  Interval window;  // from the replacement instant to the reservation's end
+};
+
 // What a connector reports back for a ProvisionOrder.
 struct ProvisionOutcome {
   RequestId request;
@@ -45,6 +60,7 @@ class ClusterConnector {
   virtual ~ClusterConnector() = default;
   virtual void Provision(const ProvisionOrder& order) = 0;
   virtual void Release(const ReleaseOrder& order) = 0;
+  virtual void ReplaceNode(const NodeReplacementOrder& order) = 0;
 };
 
 }  // namespace egs::core

@@ -28,12 +28,14 @@ std::string_view PhaseName(RequestPhase phase) {
       return "Cancelled";
     case RequestPhase::kFailed:
       return "Failed";
+    case RequestPhase::kPreempting:
+      return "Preempting";
   }
   return "Unknown";
 }
 
 std::optional<RequestPhase> ParsePhase(std::string_view name) {
-  for (int p = 0; p <= static_cast<int>(RequestPhase::kFailed); ++p) {
+  for (int p = 0; p <= static_cast<int>(RequestPhase::kPreempting); ++p) {
     if (PhaseName(static_cast<RequestPhase>(p)) == name) return static_cast<RequestPhase>(p);
   }
   return std::nullopt;
@@ -66,6 +68,10 @@ bool IsValidTransition(RequestPhase from, RequestPhase to) {
       // Queued: a failed pre-check requeues the request.
       return to == P::kActive || to == P::kQueued || to == P::kFailed || to == P::kReleasing;
     case P::kActive:
+      return to == P::kReleasing || to == P::kQueued || to == P::kFailed || to == P::kPreempting;
+    case P::kPreempting:
+      // Released at the end of the notice (or early); Queued or Failed when a node failure
+      // requeues or fails it first.
       return to == P::kReleasing || to == P::kQueued || to == P::kFailed;
     case P::kReleasing:
       return to == P::kCompleted || to == P::kReleased || to == P::kPreempted || to == P::kFailed ||

@@ -26,6 +26,9 @@ enum class RequestPhase {
   kRejected,
   kCancelled,
   kFailed,
+  // An active request chosen as a preemption victim: it keeps its nodes for the notice period,
+  // then is released (and requeued or ended Preempted, per its workspace's policy).
+  kPreempting,
 };
 
 std::string_view PhaseName(RequestPhase phase);

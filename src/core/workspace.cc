@@ -4,6 +4,16 @@
 
 namespace egs::core {
 
+std::string_view NodeFailureActionName(NodeFailureAction a) {
+  return a == NodeFailureAction::kRequeue ? "Requeue" : "Continue";
+}
+
+std::optional<NodeFailureAction> ParseNodeFailureAction(std::string_view name) {
+  if (name == "Continue") return NodeFailureAction::kContinue;
+  if (name == "Requeue") return NodeFailureAction::kRequeue;
+  return std::nullopt;
+}
+
 bool WorkspacePolicy::AllowsShape(ShapeId s) const {
   return allowed_shapes.empty() ||
          std::find(allowed_shapes.begin(), allowed_shapes.end(), s) != allowed_shapes.end();
@@ -42,6 +52,12 @@ common::Status ValidatePolicy(const WorkspacePolicy& p) {
   }
   if (p.fair_share_half_life <= Duration(0)) {
     return InvalidArgumentError("policy.fairShareHalfLife: must be > 0");
+  }
+  if (p.min_runtime < Duration(0)) {
+    return InvalidArgumentError("policy.minRuntime: must be >= 0");
+  }
+  if (p.preemption_notice < Duration(0)) {
+    return InvalidArgumentError("policy.preemptionNotice: must be >= 0");
   }
   if (p.promise_tolerance < Duration(0)) {
     return InvalidArgumentError("policy.promiseTolerance: must be >= 0");

@@ -4,14 +4,26 @@
 // Thread-safety: value types.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
 #include "core/ids.h"
 
 namespace egs::core {
+
+// What an active request does when one of its nodes fails and no node of its pool is free to
+// replace it.
+enum class NodeFailureAction : std::uint8_t {
+  kContinue,  // keep running short of the node
+  kRequeue,   // give the nodes back and wait in the queue again (keeping the submit time)
+};
+
+std::string_view NodeFailureActionName(NodeFailureAction a);
+std::optional<NodeFailureAction> ParseNodeFailureAction(std::string_view name);
 
 struct WorkspacePolicy {
   // GPUs this workspace may hold at any instant (active + planned). nullopt = unlimited.
@@ -25,7 +37,18 @@ struct WorkspacePolicy {
   int max_active_requests = 1;  // requests holding nodes at the same instant
   // Whether a partial-node request of this workspace may share a node with another workspace's.
   bool share_nodes = false;
+  // Preemption: when `preemptible`, a running request of this workspace may be evicted by a
+  // queued request of strictly higher priority, but never before it has run `min_runtime`. It
+  // gets `preemption_notice` (phase Preempting) before its nodes are taken; then it goes back to
+  // the queue (keeping its submit time) when `requeue_on_preemption`, else it ends Preempted.
   bool preemptible = false;
+  bool requeue_on_preemption = true;
+  Duration min_runtime = std::chrono::minutes(30);
+  Duration preemption_notice = std::chrono::minutes(10);
+  NodeFailureAction on_node_failure = NodeFailureAction::kContinue;
+  // Fair share: GPU-hours held while every GPU of the request is idle (below
+  // `idle_threshold_percent`) count twice in the decayed usage.
+  bool idle_counts_double = false;
   bool may_burst = false;
   // Idle reclaim: when every GPU of an active request stays below `idle_threshold_percent` for
   // `idle_timeout`, a warning is emitted; still idle `idle_grace` later, the request is

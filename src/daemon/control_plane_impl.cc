@@ -328,6 +328,13 @@ common::Result<core::Workspace> ControlPlaneImpl::ToWorkspace(const api::Workspa
   p.max_active_requests = d.max_active_requests;
   p.share_nodes = d.share_nodes;
   p.preemptible = d.preemptible;
+  p.requeue_on_preemption = d.requeue_on_preemption;
+  p.min_runtime = d.min_runtime;
+  p.preemption_notice = d.preemption_notice;
+  // The codec accepted only the names ParseNodeFailureAction knows.
+  p.on_node_failure =
+      core::ParseNodeFailureAction(d.on_node_failure).value_or(core::NodeFailureAction::kContinue);
+  p.idle_counts_double = d.idle_counts_double;
   p.may_burst = d.may_burst;
   p.idle_timeout = d.idle_timeout;
   p.idle_threshold_percent = d.idle_threshold_percent;
@@ -444,8 +451,33 @@ void ControlPlaneImpl::AddEventWrites(const std::vector<core::Event>& events,
 common::Result<store::CommitResult> ControlPlaneImpl::CommitAfterChange(
     std::vector<store::WriteOp> ops) {
   common::Status last;
+  // The scheduler's decisions since the last commit go into the "decisions" log with the change
+  // they made.
+  std::vector<store::LogRecord> logs;
+  for (const scheduler::Decision& d : scheduler_.TakeDecisions()) {
+    json j = {{"seq", d.seq},
+              {"kind", scheduler::DecisionKindName(d.kind)},
+              {"requestId", d.request.value()},
+              {"workspace", names_.workspaces.Name(d.workspace)},
+              {"priority", d.priority},
+              {"fairShareKey", d.fair_share_key},
+              {"submitTime", common::FormatTime(d.submit_time)},
+              {"rank", d.rank},
+              {"waitingAhead", d.waiting_ahead},
+              {"basis", d.basis}};
+    if (auto it = gprs_.find(d.request); it != gprs_.end()) {
+      j["request"] = it->second.meta.ns + "/" + it->second.meta.name;
+    }
+    if (d.planned_start) j["plannedStart"] = common::FormatTime(*d.planned_start);
+    if (!d.nodes.empty()) {
+      json nodes = json::array();
+      for (core::NodeId n : d.nodes) nodes.push_back(names_.nodes.Name(n));
+      j["nodes"] = std::move(nodes);
+    }
+    logs.push_back({"decisions", 0, d.at, j.dump()});
+  }
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto result = store_.Commit(ops, {});
+    auto result = store_.Commit(ops, logs);
     if (result.ok()) return result;
     last = result.error();
     if (last.code() != common::StatusCode::kUnavailable) break;
@@ -991,6 +1023,12 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     EGS_ASSIGN_OR_RETURN(std::string text, scheduler_.Explain(id));
     return json{{"explanation", text}};
   }
+  if (action == "explain-order") {
+    EGS_ASSIGN_OR_RETURN(std::string other, StringField(body, "other", true));
+    EGS_ASSIGN_OR_RETURN(core::RequestId other_id, find_other(other));
+    EGS_ASSIGN_OR_RETURN(std::string text, scheduler_.ExplainOrder(id, other_id));
+    return json{{"explanation", text}};
+  }
   if (action == "whatif") {
     scheduler::WhatIfChange change;
     change.request = id;
@@ -1030,14 +1068,16 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
       DefaultSpec(changes, *names_.workspaces.Find(ns));
       EGS_ASSIGN_OR_RETURN(core::RequestSpec spec,
                            ToRequestSpec(changes, ns, name, *names_.workspaces.Find(ns)));
-      EGS_RETURN_IF_ERROR(scheduler_.Edit(id, spec));
+      // Pending: approved as changed (quota-exempt, even if still outside the policy). Queued
+      // (approved already): the changes are an edit.
+      if (scheduler_.FindRequest(id)->phase == core::RequestPhase::kPendingApproval) {
+        EGS_RETURN_IF_ERROR(scheduler_.ApproveWithChanges(id, spec));
+      } else {
+        EGS_RETURN_IF_ERROR(scheduler_.Edit(id, spec));
+      }
       gprs_.at(id).spec = changes;
-    }
-    const RequestRecord* r = scheduler_.FindRequest(id);
-    if (r->phase == core::RequestPhase::kPendingApproval) {
-      st = scheduler_.Approve(id);
-    } else if (!body.contains("changes")) {
-      st = scheduler_.Approve(id);  // reports the phase
+    } else {
+      st = scheduler_.Approve(id);  // FailedPrecondition naming the phase unless pending
     }
   } else if (action == "reject") {
     EGS_ASSIGN_OR_RETURN(std::string reason, StringField(body, "reason", true));
@@ -1078,10 +1118,11 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     EGS_ASSIGN_OR_RETURN(core::RequestId anchor, find_other(before.empty() ? after : before));
     st = scheduler_.Move(id, anchor, !before.empty());
   } else {
-    return common::NotFoundError(
-        fmt::format("gpuprovisionrequests has no action \"{}\" (approve, reject, release, extend, "
-                    "approve-extension, reject-extension, reprioritize, move, explain, whatif)",
-                    action));
+    return common::NotFoundError(fmt::format(
+        "gpuprovisionrequests has no action \"{}\" (approve, reject, release, extend, "
+        "approve-extension, reject-extension, reprioritize, move, explain, explain-order, "
+        "whatif)",
+        action));
   }
   EGS_RETURN_IF_ERROR(st);
   std::vector<store::WriteOp> ops;

@@ -203,3 +203,67 @@ TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
 
 }  // namespace
 }  // namespace egs::daemon
+
+namespace egs::daemon {
+namespace {
+
+TEST(ControlPlaneTest, PreemptionDecisionsAndRestartOfAPreemptingRequest) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  {
+    Instance a(store, clock);
+    CreateFleet(a.cp);
+    ASSERT_OK(a.cp.Create(kAdmin, "Workspace", "",
+                          Obj("Workspace", "batch",
+                              {{"project", "research"},
+                               {"policy",
+                                {{"maxActiveRequests", 4},
+                                 {"preemptible", true},
+                                 {"minRuntime", "10m"},
+                                 {"preemptionNotice", "5m"},
+                                 {"onNodeFailure", "Requeue"}}}}),
+                          false));
+    json low = Gpr("sweep", 4, "8h", 10);
+    low["metadata"]["namespace"] = "batch";
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "batch", low, false));
+    a.Cycle(clock.Now());
+    clock.AdvanceBy(common::Hours(1));
+    ASSERT_OK(
+        a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("urgent", 2, "1h", 400), false));
+    a.Cycle(clock.Now());
+    auto phase = [&](std::string_view ns, std::string_view name) {
+      auto o = store.Get("GPUProvisionRequest", ns, name);
+      return json::parse((*o)->data)["status"]["phase"].get<std::string>();
+    };
+    EXPECT_EQ(phase("batch", "sweep"), "Preempting");
+    // Every decision went to the store's "decisions" log with the change it made.
+    auto log = store.ReadLog("decisions", 0, 100);
+    ASSERT_OK(log);
+    std::vector<std::string> kinds;
+    for (const auto& rec : *log) kinds.push_back(json::parse(rec.data)["kind"].get<std::string>());
+    EXPECT_NE(std::find(kinds.begin(), kinds.end(), "Start"), kinds.end());
+    EXPECT_NE(std::find(kinds.begin(), kinds.end(), "PreemptFor"), kinds.end());
+    EXPECT_NE(std::find(kinds.begin(), kinds.end(), "Preempt"), kinds.end());
+    auto order = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "urgent", "explain-order",
+                             {{"other", "missing"}});
+    EXPECT_THAT(order, StatusIs(common::StatusCode::kNotFound));
+  }
+  // egsd restarts during the notice: the victim is still Preempting and goes at its end.
+  clock.AdvanceBy(common::Minutes(2));
+  Instance b(store, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  b.Cycle(clock.Now());
+  auto phase = [&](std::string_view ns, std::string_view name) {
+    auto o = store.Get("GPUProvisionRequest", ns, name);
+    return json::parse((*o)->data)["status"]["phase"].get<std::string>();
+  };
+  EXPECT_EQ(phase("batch", "sweep"), "Preempting");
+  clock.AdvanceBy(common::Minutes(3));
+  b.Cycle(clock.Now());
+  b.Cycle(clock.Now());
+  EXPECT_EQ(phase("team-a", "urgent"), "Active");
+  EXPECT_EQ(phase("batch", "sweep"), "Queued");
+}
+
+}  // namespace
+}  // namespace egs::daemon

@@ -98,6 +98,11 @@ std::vector<std::pair<std::string, json>> FleetObjects(const cluster::FleetSpec&
     pd.max_active_requests = pol.max_active_requests;
     pd.share_nodes = pol.share_nodes;
     pd.preemptible = pol.preemptible;
+    pd.requeue_on_preemption = pol.requeue_on_preemption;
+    pd.min_runtime = pol.min_runtime;
+    pd.preemption_notice = pol.preemption_notice;
+    pd.on_node_failure = std::string(core::NodeFailureActionName(pol.on_node_failure));
+    pd.idle_counts_double = pol.idle_counts_double;
     pd.may_burst = pol.may_burst;
     pd.idle_timeout = pol.idle_timeout;
     pd.idle_threshold_percent = pol.idle_threshold_percent;

@@ -35,9 +35,19 @@ class ForwardingConnector final : public core::ClusterConnector {
     lock.unlock();
     t->Release(order);
   }
+  void ReplaceNode(const core::NodeReplacementOrder& order) override {
+    std::unique_lock lock(mu_);
+    if (target_ == nullptr) {
+      held_.emplace_back(order);
+      return;
+    }
+    core::ClusterConnector* t = target_;
+    lock.unlock();
+    t->ReplaceNode(order);
+  }
   // From now on orders go to `target` (which must outlive this); held ones go first.
   void SetTarget(core::ClusterConnector* target) {
-    std::vector<std::variant<core::ProvisionOrder, core::ReleaseOrder>> held;
+    std::vector<Order> held;
     {
       std::lock_guard lock(mu_);
       target_ = target;
@@ -46,16 +56,19 @@ class ForwardingConnector final : public core::ClusterConnector {
     for (const auto& order : held) {
       if (const auto* p = std::get_if<core::ProvisionOrder>(&order)) {
         target->Provision(*p);
+      } else if (const auto* r = std::get_if<core::ReleaseOrder>(&order)) {
+        target->Release(*r);
       } else {
-        target->Release(std::get<core::ReleaseOrder>(order));
+        target->ReplaceNode(std::get<core::NodeReplacementOrder>(order));
       }
     }
   }
 
  private:
+  using Order = std::variant<core::ProvisionOrder, core::ReleaseOrder, core::NodeReplacementOrder>;
   std::mutex mu_;
-  core::ClusterConnector* target_ = nullptr;                                  // GUARDED_BY(mu_)
-  std::vector<std::variant<core::ProvisionOrder, core::ReleaseOrder>> held_;  // GUARDED_BY(mu_)
+  core::ClusterConnector* target_ = nullptr;  // GUARDED_BY(mu_)
+  std::vector<Order> held_;                   // GUARDED_BY(mu_)
 };
 
 }  // namespace egs::daemon

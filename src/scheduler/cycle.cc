@@ -46,9 +46,13 @@ CycleStats Scheduler::RunCycle(Time now) {
   //    and 4. start requests whose planned start has come. Starting can
   //    bring requests into the planning depth, so repeat while that leaves work (bounded).
   RefreshFairShare(now);
+  //    Then let waiting requests preempt lower-priority ones where their policies allow it
+  //    (which changes plans again).
   for (int round = 0; round < 16; ++round) {
     Replan(now, &stats);
     StartDue(now, stats);
+    if (dirty_from_) continue;
+    Preempt(now, stats);
     if (!dirty_from_) break;
   }
   // 5. Publish.
@@ -60,7 +64,12 @@ void Scheduler::EndDue(Time now, CycleStats& stats) {
   for (PruneTimers(); !ends_.empty() && ends_.top().when <= now; PruneTimers()) {
     RequestRecord& r = requests_.at(ends_.top().request);
     ends_.Pop();
-    Emit(r, core::EventType::kNormal, "Exit", "reservation reached its end time");
+    if (r.phase == RequestPhase::kPreempting) {
+      Emit(r, core::EventType::kWarning, "PreemptionStarted",
+           fmt::format("notice over: nodes go to request {}", r.preempted_by.value()));
+    } else {
+      Emit(r, core::EventType::kNormal, "Exit", "reservation reached its end time");
+    }
     FinishReservation(r, r.window->end);
     ++stats.ended;
     // Plans already assumed this end; requests waiting without a plan (EASY) did not.
@@ -87,6 +96,12 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   // Only queued requests with a plan are in plan_starts_.
   EGS_CHECK(r.phase == RequestPhase::kQueued && r.plan);
   Plan plan = *r.plan;
+  const std::size_t ahead = queue_.Position(r.id).value_or(0);
+  Decide(DecisionKind::kStart, r,
+         ahead == 0
+             ? std::string("first in the queue")
+             : fmt::format("backfilled past {} waiting request(s) without delaying them", ahead));
+  decisions_.back().waiting_ahead = static_cast<std::int32_t>(ahead);
   std::pop_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
   plan_starts_.pop_back();
   // The plan's nodes become the reservation's: same window, same GPUs. Promote cannot fail for
@@ -100,6 +115,7 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   r.rank = -1;                        // r.plan now says where it runs
   r.reservation = core::ReservationId(next_reservation_id_++);
   r.actual_start = now;
+  r.preempted_by = core::RequestId();  // an earlier preemption is over
   ledger_.AddHolding(r.spec.workspace, TotalGpus(r), now);
   if (r.promised_start && r.requeue_count == 0) {
     estimator_.Record(plan.pool.value(), *r.promised_start - r.submit_time, now - r.submit_time);
@@ -150,13 +166,18 @@ void Scheduler::FinishReservation(RequestRecord& r, Time end) {
   if (r.plan) {
     for (core::NodeId n : r.plan->nodes) node_idle_.erase({r.id, n});
   }
+  SetIdleCharge(r, false);
   ledger_.AddHolding(r.spec.workspace, -TotalGpus(r), end);
   r.pending_extension.reset();
   inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
   loads_[r.spec.workspace].Remove(r.id);
   r.window->end = end;
   r.finish_time = end;
-  SetPhase(r, RequestPhase::kReleasing, r.early_release ? "released early" : "end time reached");
+  std::string why = r.early_release ? "released early" : "end time reached";
+  if (r.phase == RequestPhase::kPreempting && !r.early_release) {
+    why = fmt::format("preempted by request {}", r.preempted_by.value());
+  }
+  SetPhase(r, RequestPhase::kReleasing, std::move(why));
   core::ReleaseOrder order;
   order.request = r.id;
   order.reservation = *r.reservation;
@@ -170,6 +191,7 @@ void Scheduler::Requeue(RequestRecord& r, std::string reason) {
   if (r.plan) {
     for (core::NodeId n : r.plan->nodes) node_idle_.erase({r.id, n});
   }
+  SetIdleCharge(r, false);
   r.idle_since.reset();
   r.idle_warned_at.reset();
   ledger_.AddHolding(r.spec.workspace, -TotalGpus(r), clock_.Now());
@@ -214,6 +236,28 @@ void Scheduler::OnReleased(core::RequestId id) {
   auto it = requests_.find(id);
   if (it == requests_.end() || it->second.phase != RequestPhase::kReleasing) return;  // stale
   RequestRecord& r = it->second;
+  if (r.preempted_by.value() != 0 && !r.early_release) {
+    const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
+    if (!policy.requeue_on_preemption) {
+      SetPhase(r, RequestPhase::kPreempted,
+               fmt::format("preempted by request {}", r.preempted_by.value()));
+      Emit(r, core::EventType::kWarning, "Preempted", "nodes taken by a higher-priority request");
+      return;
+    }
+    // Back to the queue with its submit time (its old place); not a failure, so the requeue
+    // count stays.
+    r.plan.reset();
+    r.reservation.reset();
+    r.window.reset();
+    r.actual_start.reset();
+    r.finish_time.reset();
+    r.milestones_done = 0;
+    Emit(r, core::EventType::kWarning, "Requeued",
+         fmt::format("preempted by request {}; waiting again", r.preempted_by.value()));
+    Decide(DecisionKind::kRequeue, r, "preempted; the policy requeues it");
+    Enqueue(r);
+    return;
+  }
   if (r.early_release) {
     SetPhase(r, RequestPhase::kReleased,
              r.reason == "IdleTimeout" ? "IdleTimeout" : "released early");
@@ -236,6 +280,7 @@ std::optional<Time> Scheduler::NextWakeup() const {
   if (!idle_checks_.empty()) consider(idle_checks_.top().when);
   if (!ends_.empty()) consider(ends_.top().when);
   if (!milestones_.empty()) consider(milestones_.top().when);
+  if (preempt_recheck_at_) consider(*preempt_recheck_at_);
   return next;
 }
 
@@ -243,8 +288,9 @@ bool Scheduler::IsLiveEnd(const TimerHeap::Entry& e) const {
   auto it = requests_.find(e.request);
   if (it == requests_.end()) return false;
   const RequestRecord& r = it->second;
-  return (r.phase == RequestPhase::kProvisioning || r.phase == RequestPhase::kActive) && r.window &&
-         r.window->end == e.when;
+  return (r.phase == RequestPhase::kProvisioning || r.phase == RequestPhase::kActive ||
+          r.phase == RequestPhase::kPreempting) &&
+         r.window && r.window->end == e.when;
 }
 
 std::optional<Time> Scheduler::MilestoneTime(const RequestRecord& r, std::uint8_t bit) const {

@@ -20,6 +20,9 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
       return fmt::format("waiting for an admin's approval: {}", r->reason);
     case RequestPhase::kQueued:
       break;
+    case RequestPhase::kPreempting:
+      return fmt::format("Preempting: its {} node(s) go to request {} at {}", r->plan->nodes.size(),
+                         r->preempted_by.value(), common::FormatTime(r->window->end));
     case RequestPhase::kProvisioning:
     case RequestPhase::kActive:
       return fmt::format("{} on {} node(s) of cluster {} until {}", core::PhaseName(r->phase),
@@ -84,6 +87,89 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
   return head + fmt::format(": its {} node(s) in cluster {} are booked until then{}{}",
                             plan.nodes.size(), plan.cluster.value(), list.empty() ? "" : " by ",
                             list);
+}
+
+namespace {
+
+// The latest decision of `kind` about `id` made at or before `at`, if still kept.
+const Decision* FindDecision(const std::deque<Decision>& log, core::RequestId id,
+                             std::optional<DecisionKind> kind, Time at) {
+  for (auto it = log.rbegin(); it != log.rend(); ++it) {
+    if (it->request == id && it->at <= at && (!kind || it->kind == *kind)) return &*it;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+common::Result<std::string> Scheduler::ExplainOrder(core::RequestId first, core::RequestId second) {
+  EGS_ASSIGN_OR_RETURN(RequestRecord * a, Find(first));
+  EGS_ASSIGN_OR_RETURN(RequestRecord * b, Find(second));
+  EnsurePlanned();
+  const std::uint64_t ia = first.value();
+  const std::uint64_t ib = second.value();
+  // When each started (or is planned to start).
+  auto start_of = [](const RequestRecord& r) -> std::optional<Time> {
+    if (r.actual_start) return r.actual_start;
+    if (r.phase == RequestPhase::kQueued && r.plan) return r.plan->start;
+    return std::nullopt;
+  };
+  const std::optional<Time> sa = start_of(*a);
+  const std::optional<Time> sb = start_of(*b);
+  if (!sa) {
+    return fmt::format("request {} has neither started nor a planned start ({})", ia,
+                       core::PhaseName(a->phase));
+  }
+  if (sb && *sb < *sa) {
+    return fmt::format("request {} does not start before request {}: {} starts at {}, {} at {}", ia,
+                       ib, ib, common::FormatTime(*sb), ia, common::FormatTime(*sa));
+  }
+  if (b->submit_time > *sa) {
+    return fmt::format("request {} started at {}, before request {} was submitted (at {})", ia,
+                       common::FormatTime(*sa), ib, common::FormatTime(b->submit_time));
+  }
+  // Queue keys of both at the instant `first` started (from the decision log when kept, else
+  // as they are now).
+  const Decision* da = FindDecision(decisions_, first, DecisionKind::kStart, *sa);
+  const Decision* db = FindDecision(decisions_, second, std::nullopt, *sa);
+  const int pa = da ? da->priority : a->spec.priority;
+  const int pb = db ? db->priority : b->spec.priority;
+  const double fa = da ? da->fair_share_key : fair_share_.Key(a->spec.workspace);
+  const double fb = db ? db->fair_share_key : fair_share_.Key(b->spec.workspace);
+  std::string keys;
+  bool a_ahead = true;
+  if (pa != pb) {
+    a_ahead = pa > pb;
+    keys = fmt::format("priority {} vs {}", pa, pb);
+  } else if (options_.fair_share && fa != fb) {
+    a_ahead = fa < fb;
+    keys = fmt::format(
+        "equal priority {}; fair share: {}'s workspace had used {:.3f} GPU-hours per quota GPU "
+        "(decayed), {}'s {:.3f}; less used goes first",
+        pa, ia, fa, ib, fb);
+  } else if (a->submit_time != b->submit_time) {
+    a_ahead = a->submit_time < b->submit_time;
+    keys = fmt::format("equal priority and share; submitted at {} vs {}",
+                       common::FormatTime(a->submit_time), common::FormatTime(b->submit_time));
+  } else {
+    a_ahead = ia < ib;
+    keys = "equal priority, share and submit time; lower id first";
+  }
+  std::string how = a->actual_start ? "started" : "is planned to start";
+  if (a_ahead) {
+    return fmt::format("request {} {} at {}, ahead of request {} in the queue ({})", ia, how,
+                       common::FormatTime(*sa), ib, keys);
+  }
+  const std::string where = a->plan ? fmt::format(" on {} node(s) of cluster {}",
+                                                  a->plan->nodes.size(), a->plan->cluster.value())
+                                    : std::string();
+  return fmt::format(
+      "request {} was behind request {} in the queue ({}), but was backfilled: it {} at {}{} "
+      "in a gap that conservative backfill fills only when no request ahead of it starts any "
+      "later{}",
+      ia, ib, keys, how, common::FormatTime(*sa), where,
+      sb ? fmt::format("; request {} starts at {}", ib, common::FormatTime(*sb))
+         : fmt::format("; request {} had no slot it could use then", ib));
 }
 
 }  // namespace egs::scheduler

@@ -29,12 +29,16 @@ class FakeClusterConnector final : public core::ClusterConnector {
 
   void Provision(const core::ProvisionOrder& order) override;
   void Release(const core::ReleaseOrder& order) override;
+  void ReplaceNode(const core::NodeReplacementOrder& order) override {
+    replacements_.push_back(order);
+  }
 
   // Nodes whose pre-check fails from now on (auto-complete mode reports them as failed).
   void FailPrecheck(core::NodeId node) { failing_.insert(node); }
 
   const std::vector<core::ProvisionOrder>& provisioned() const { return provisioned_; }
   const std::vector<core::ReleaseOrder>& released() const { return released_; }
+  const std::vector<core::NodeReplacementOrder>& replacements() const { return replacements_; }
 
   // An auto-completing connector whose outcomes are posted as commands to `*scheduler` (which
   // may be created after the connector, but must exist before the first order).
@@ -46,6 +50,7 @@ class FakeClusterConnector final : public core::ClusterConnector {
   std::set<core::NodeId> failing_;
   std::vector<core::ProvisionOrder> provisioned_;
   std::vector<core::ReleaseOrder> released_;
+  std::vector<core::NodeReplacementOrder> replacements_;
 };
 
 }  // namespace egs::scheduler

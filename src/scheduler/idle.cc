@@ -35,7 +35,7 @@ common::Status Scheduler::RecordUtilization(core::NodeId node,
     RequestRecord& r = requests_.at(b.owner.request);
     if (r.phase != RequestPhase::kActive) continue;
     const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
-    if (!policy.idle_timeout) continue;
+    if (!policy.idle_timeout && !policy.idle_counts_double) continue;
     // A partial-node request is judged by the node's busiest GPUs it could be using, so that a
     // busy neighbour never makes it look idle.
     const std::size_t mine = std::min<std::size_t>(static_cast<std::size_t>(b.gpus), sorted.size());
@@ -48,8 +48,10 @@ common::Status Scheduler::RecordUtilization(core::NodeId node,
     });
     if (all_idle && !r.idle_since) {
       r.idle_since = at;
+      if (policy.idle_counts_double) SetIdleCharge(r, true);
       ScheduleIdleCheck(r);
     } else if (!all_idle && r.idle_since) {
+      SetIdleCharge(r, false);
       if (r.idle_warned_at) {
         Emit(r, core::EventType::kNormal, "IdleCleared", "GPUs busy again; not reclaimed");
       }
@@ -58,6 +60,13 @@ common::Status Scheduler::RecordUtilization(core::NodeId node,
     }
   }
   return common::OkStatus();
+}
+
+void Scheduler::SetIdleCharge(RequestRecord& r, bool charged) {
+  if (r.idle_charged == charged) return;
+  r.idle_charged = charged;
+  // The extra charge: idle-held GPUs count twice while it lasts.
+  ledger_.AddHolding(r.spec.workspace, charged ? TotalGpus(r) : -TotalGpus(r), clock_.Now());
 }
 
 void Scheduler::ScheduleIdleCheck(const RequestRecord& r) {
@@ -102,6 +111,9 @@ void Scheduler::ReclaimIdle(Time now) {
     r.early_release = true;
     Emit(r, core::EventType::kWarning, "IdleTimeout",
          "released: GPUs idle beyond the workspace's idle timeout");
+    Decide(DecisionKind::kIdleRelease, r,
+           fmt::format("every GPU below {}% since {}", policy.idle_threshold_percent,
+                       common::FormatTime(*r.idle_since)));
     FinishReservation(r, std::max(e.when, r.window->start));
     r.reason = "IdleTimeout";
     MarkDirty(0);

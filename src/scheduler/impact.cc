@@ -177,6 +177,10 @@ void Scheduler::ApplyExtension(RequestRecord& r, core::Duration extra) {
   Emit(r, core::EventType::kNormal, "Extended",
        fmt::format("extended by {} to {}", common::FormatDuration(extra),
                    common::FormatTime(new_end)));
+  Decide(DecisionKind::kExtend, r,
+         fmt::format("extended by {}: no queued request's promise slips beyond its tolerance, or "
+                     "an admin approved",
+                     common::FormatDuration(extra)));
   MarkDirty(0);
 }
 

@@ -67,11 +67,17 @@ struct RequestRecord {
   std::optional<core::Time> idle_warned_at;
   // Rare, so kept out of line (immutable once made; replaced, never modified).
   std::shared_ptr<const PendingExtension> pending_extension;
+  // Preempting, and Releasing or Queued after a preemption: the request that evicted it
+  // (value 0: never preempted).
+  core::RequestId preempted_by;
   core::RequestPhase phase = core::RequestPhase::kQueued;
   std::int32_t rank = -1;  // planning rank while queued
   int requeue_count = 0;
   WaitCause wait_cause = WaitCause::kNone;
   bool early_release = false;
+  // Its idle GPU-hours are being charged twice to the workspace's fair-share usage (policy
+  // idle_counts_double) since idle_since.
+  bool idle_charged = false;
   // Progress events already emitted: bit 0 = 25 %, 1 = 50 %, 2 = 75 %, 3 = exit notice.
   std::uint8_t milestones_done = 0;
 

@@ -24,7 +24,8 @@ common::Status Scheduler::Restore(RequestRecord r) {
           fmt::format("request {}: shape {} not found", r.id.value(), s.value()));
     }
   }
-  const bool running = r.phase == RequestPhase::kProvisioning || r.phase == RequestPhase::kActive;
+  const bool running = r.phase == RequestPhase::kProvisioning || r.phase == RequestPhase::kActive ||
+                       r.phase == RequestPhase::kPreempting;
   const bool releasing = r.phase == RequestPhase::kReleasing;
   if ((running || releasing) && (!r.plan || !r.window || !r.reservation)) {
     return common::InvalidArgumentError(
@@ -42,7 +43,11 @@ common::Status Scheduler::Restore(RequestRecord r) {
   }
   if (running) {
     inventory::Booking b;
+    // Only the part from now on matters to planning (and a replaced node was booked only from
+    // its replacement on); a window already over is booked whole, and ends at the first cycle.
+    const common::Time now = clock_.Now();
     b.window = *r.window;
+    if (now > b.window.start && now < b.window.end) b.window.start = now;
     b.gpus = r.plan->gpus_per_node;
     b.owner = {inventory::BookingKind::kReservation, r.id};
     b.workspace = r.spec.workspace;
@@ -73,6 +78,10 @@ common::Status Scheduler::Restore(RequestRecord r) {
   if (running) {
     ends_.Push(rec.window->end, rec.id);
     ScheduleMilestones(rec);
+  }
+  if (rec.phase == RequestPhase::kActive) {
+    TrackRunning(rec, true);
+    preempt_dirty_ = true;
   }
   if (rec.phase == RequestPhase::kProvisioning) {
     core::ProvisionOrder order;

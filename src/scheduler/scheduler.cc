@@ -247,7 +247,9 @@ common::Result<core::RequestId> Scheduler::SubmitImpl(core::RequestSpec spec, bo
   if (!approval_reason.empty()) {
     rec.reason = approval_reason;
     Emit(rec, core::EventType::kNormal, "PendingApproval", approval_reason);
+    Decide(DecisionKind::kHold, rec, approval_reason);
   } else {
+    Decide(DecisionKind::kApprove, rec, "within the workspace policy");
     Enqueue(rec);
     // The promise: the plan the request gets now, as a quote would have said.
     if (defer) {
@@ -299,11 +301,16 @@ void Scheduler::Dequeue(RequestRecord& r) {
 void Scheduler::MarkDirty(std::size_t from_position) {
   dirty_from_ = dirty_from_ ? std::min(*dirty_from_, from_position) : from_position;
   changed_since_publish_ = true;
+  preempt_dirty_ = true;
 }
 
 void Scheduler::SetPhase(RequestRecord& r, RequestPhase to, std::string reason) {
   // Callers check the transition first; reaching here with an illegal one is a bug.
   EGS_CHECK(r.phase == to || core::IsValidTransition(r.phase, to));
+  if ((r.phase == RequestPhase::kActive) != (to == RequestPhase::kActive)) {
+    TrackRunning(r, to == RequestPhase::kActive);
+    if (to == RequestPhase::kActive) preempt_dirty_ = true;
+  }
   r.phase = to;
   r.reason = std::move(reason);
   changed_since_publish_ = true;
@@ -339,6 +346,40 @@ std::vector<core::Event> Scheduler::TakeEvents() {
   return out;
 }
 
+void Scheduler::Decide(DecisionKind kind, const RequestRecord& r, std::string basis) {
+  Decision d;
+  d.seq = next_decision_seq_++;
+  d.at = clock_.Now();
+  d.kind = kind;
+  d.request = r.id;
+  d.workspace = r.spec.workspace;
+  d.priority = r.spec.priority;
+  d.fair_share_key = fair_share_.Key(r.spec.workspace);
+  d.submit_time = r.submit_time;
+  d.rank = r.phase == RequestPhase::kQueued ? r.rank : -1;
+  if (r.plan) {
+    d.planned_start = r.plan->start;
+    d.nodes = r.plan->nodes;
+  }
+  d.basis = std::move(basis);
+  decisions_.push_back(std::move(d));
+  if (decisions_.size() > options_.max_decisions) {
+    decisions_.erase(decisions_.begin(),
+                     decisions_.begin() + static_cast<std::ptrdiff_t>(decisions_.size() / 2));
+  }
+}
+
+std::vector<Decision> Scheduler::TakeDecisions() {
+  std::vector<Decision> out;
+  for (auto it = decisions_.rbegin(); it != decisions_.rend() && it->seq > taken_decision_seq_;
+       ++it) {
+    out.push_back(*it);
+  }
+  std::reverse(out.begin(), out.end());
+  if (!decisions_.empty()) taken_decision_seq_ = decisions_.back().seq;
+  return out;
+}
+
 Status Scheduler::Approve(core::RequestId id) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kPendingApproval) {
@@ -347,6 +388,34 @@ Status Scheduler::Approve(core::RequestId id) {
   }
   r->spec.quota_exempt = true;
   Emit(*r, core::EventType::kNormal, "Approved", "approved by an admin");
+  Decide(DecisionKind::kApprove, *r, fmt::format("approved by an admin ({})", r->reason));
+  Enqueue(*r);
+  EnsurePlanned();
+  RecordPromise(*r);
+  return common::OkStatus();
+}
+
+Status Scheduler::ApproveWithChanges(core::RequestId id, core::RequestSpec spec) {
+  EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
+  if (r->phase != RequestPhase::kPendingApproval) {
+    return common::FailedPreconditionError(fmt::format("request {} is {}, not PendingApproval",
+                                                       id.value(), core::PhaseName(r->phase)));
+  }
+  if (spec.workspace != r->spec.workspace) {
+    return common::InvalidArgumentError("spec.workspace: an approval cannot move a request");
+  }
+  std::string outside_policy;
+  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &outside_policy).WithContext("approve"));
+  spec.quota_exempt = true;
+  r->spec = std::move(spec);
+  Emit(*r, core::EventType::kNormal, "Approved",
+       fmt::format("approved by an admin with changes: {} node(s) for {} at priority {}",
+                   r->spec.nodes, common::FormatDuration(r->spec.duration), r->spec.priority));
+  Decide(DecisionKind::kApprove, *r,
+         outside_policy.empty() ? "approved by an admin with changes (now within policy)"
+                                : fmt::format("approved by an admin with changes, outside "
+                                              "policy: {}",
+                                              outside_policy));
   Enqueue(*r);
   EnsurePlanned();
   RecordPromise(*r);
@@ -362,6 +431,7 @@ Status Scheduler::Reject(core::RequestId id, std::string reason) {
   r->finish_time = clock_.Now();
   SetPhase(*r, RequestPhase::kRejected, reason);
   Emit(*r, core::EventType::kNormal, "Rejected", reason);
+  Decide(DecisionKind::kReject, *r, fmt::format("rejected by an admin: {}", reason));
   return common::OkStatus();
 }
 
@@ -438,9 +508,11 @@ Status Scheduler::Move(core::RequestId id, core::RequestId anchor, bool before) 
 
 Status Scheduler::EarlyRelease(core::RequestId id) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
-  if (r->phase != RequestPhase::kActive && r->phase != RequestPhase::kProvisioning) {
+  if (r->phase != RequestPhase::kActive && r->phase != RequestPhase::kProvisioning &&
+      r->phase != RequestPhase::kPreempting) {
     return common::FailedPreconditionError(
-        fmt::format("request {} is {}; only provisioning or active requests can be released early",
+        fmt::format("request {} is {}; only provisioning, active or preempting requests can be "
+                    "released early",
                     id.value(), core::PhaseName(r->phase)));
   }
   r->early_release = true;
@@ -470,12 +542,18 @@ Status Scheduler::SetNodeHealth(core::NodeId node, core::NodeHealth health) {
     EmitNode(node, core::EventType::kWarning,
              health == core::NodeHealth::kCordoned ? "NodeCordoned" : "NodeUnhealthy",
              "node unavailable; plans moved to other nodes");
-    for (auto& [id, r] : requests_) {
-      if ((r.phase == RequestPhase::kActive || r.phase == RequestPhase::kProvisioning) && r.plan &&
-          std::find(r.plan->nodes.begin(), r.plan->nodes.end(), node) != r.plan->nodes.end()) {
-        Emit(r, core::EventType::kWarning, "NodeUnhealthy",
-             fmt::format("node {} of this request became unavailable", n->name));
+    // The requests holding the node now (reservations only: plans are simply re-made).
+    std::vector<core::RequestId> holders;
+    for (const inventory::Booking& b : inventory_.BookingsOf(node)) {
+      if (b.owner.kind == inventory::BookingKind::kReservation && b.window.Contains(now)) {
+        holders.push_back(b.owner.request);
       }
+    }
+    for (core::RequestId id : holders) {
+      RequestRecord& r = requests_.at(id);
+      Emit(r, core::EventType::kWarning, "NodeUnhealthy",
+           fmt::format("node {} of this request became unavailable", n->name));
+      if (health == core::NodeHealth::kUnhealthy) HandleNodeFailure(r, node);
     }
   }
   MarkDirty(0);

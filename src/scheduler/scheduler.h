@@ -39,6 +39,7 @@
 #include "queue/request_queue.h"
 #include "quota/usage_ledger.h"
 #include "scheduler/backfill_policy.h"
+#include "scheduler/decision.h"
 #include "scheduler/ledger_fair_share.h"
 #include "scheduler/request_record.h"
 #include "scheduler/snapshot.h"
@@ -69,6 +70,13 @@ struct SchedulerOptions {
   bool calibrated_estimates = true;
   // An ExitNotice event is emitted this long before a reservation's end.
   core::Duration exit_notice = std::chrono::minutes(15);
+  // Preemption happens only when it lets the preemptor start at least this much earlier.
+  core::Duration preemption_min_gain = std::chrono::minutes(30);
+  // Queued requests looked at, from the head, for preemption candidates in one evaluation.
+  std::size_t preemption_scan = 256;
+  // Decisions kept for TakeDecisions / ExplainOrder when nobody takes them (the oldest half is
+  // dropped beyond this).
+  std::size_t max_decisions = 50000;
 };
 
 // One row of a quote: when the request would start in this pool.
@@ -132,6 +140,7 @@ struct CycleStats {
   std::size_t planned = 0;  // placement decisions made while re-planning
   std::size_t started = 0;
   std::size_t ended = 0;
+  std::size_t preemptions = 0;  // requests that evicted others
   bool replanned = false;
 };
 
@@ -169,6 +178,10 @@ class Scheduler {
   void RecordDeferredPromises();
   // PendingApproval -> Queued. The request becomes quota-exempt. FailedPrecondition otherwise.
   common::Status Approve(core::RequestId id);
+  // Approve with changes: the admin's version of the spec replaces the request's (validated as
+  // Submit validates it; it may stay outside the workspace policy, the admin decides) and the
+  // request is queued quota-exempt. The workspace cannot change (InvalidArgument).
+  common::Status ApproveWithChanges(core::RequestId id, core::RequestSpec spec);
   // PendingApproval -> Rejected with `reason`.
   common::Status Reject(core::RequestId id, std::string reason);
   // Queued or PendingApproval -> Cancelled. FailedPrecondition once provisioning started.
@@ -180,7 +193,8 @@ class Scheduler {
   common::Status Reprioritize(core::RequestId id, int priority);
   // Admin: place `id` immediately before (or after) `anchor` in the queue.
   common::Status Move(core::RequestId id, core::RequestId anchor, bool before);
-  // Ends an active (or provisioning) request now; its nodes are free for the next plan at once.
+  // Ends an active, provisioning or preempting request now; its nodes are free for the next
+  // plan at once.
   common::Status EarlyRelease(core::RequestId id);
   // Extends an active (or provisioning) request by `extra` (> 0). Granted at once when no queued
   // request's promised start would slip beyond its workspace's tolerance and the new duration is
@@ -199,6 +213,10 @@ class Scheduler {
   // request's phase (priority and nodes: queued; extend: active or provisioning) or is
   // impossible (the nodes are not free for an extension); InvalidArgument for bad values.
   common::Result<Impact> WhatIf(const WhatIfChange& change);
+  // Why `first` started (or is planned) before `second`, in words, from their queue keys and
+  // the decision log: ahead in the queue (priority, fair share, submit time, admin move), or
+  // backfilled into a gap that delayed nobody ahead. NotFound for an unknown request.
+  common::Result<std::string> ExplainOrder(core::RequestId first, core::RequestId second);
 
   // --- Recovery (egsd restart).
   // Puts back a request exactly as it was persisted, without events: PendingApproval and
@@ -214,7 +232,10 @@ class Scheduler {
 
   // --- Nodes.
   // Unhealthy or cordoned nodes are unavailable from now on; healthy makes them available again
-  // (maintenance windows stay). Plans are re-made around them.
+  // (maintenance windows stay). Plans are re-made around them. An active request holding a node
+  // that turns unhealthy gets a node of the same pool that is free now until its end (event
+  // NodeReplaced, the connector is told); with none free, it continues short of the node or is
+  // requeued, per its workspace's on_node_failure. Cordoning does not touch running requests.
   common::Status SetNodeHealth(core::NodeId node, core::NodeHealth health);
   // A future (or current) maintenance window. InvalidArgument for an empty window.
   common::Status AddMaintenance(core::NodeId node, core::Interval window);
@@ -258,6 +279,11 @@ class Scheduler {
   const queue::RequestQueue& queue() const { return queue_; }
   const std::unordered_map<core::RequestId, RequestRecord>& requests() const { return requests_; }
   std::vector<core::Event> TakeEvents();
+  // The decisions appended since the last call (egsd persists them to the "decisions" log).
+  std::vector<Decision> TakeDecisions();
+  // The latest decisions (at most SchedulerOptions::max_decisions), oldest first; ExplainOrder
+  // reads them.
+  const std::deque<Decision>& decisions() const { return decisions_; }
   std::size_t placement_count() const { return placements_; }
   const quota::UsageLedger& ledger() const { return ledger_; }
   // Re-plans the queue from `position` on, as a change there would (benchmarks; the loop
@@ -284,6 +310,29 @@ class Scheduler {
   void StartRequest(RequestRecord& r, core::Time now);
   void FinishReservation(RequestRecord& r, core::Time end);
   void Requeue(RequestRecord& r, std::string reason);
+  // Appends a decision about `r` with its current queue keys.
+  void Decide(DecisionKind kind, const RequestRecord& r, std::string basis);
+  // Node failure under a running request (failures.cc).
+  void HandleNodeFailure(RequestRecord& r, core::NodeId node);
+  std::optional<core::NodeId> FreeReplacement(const RequestRecord& r, core::Time now) const;
+  // Idle GPU-hours charged twice (policy idle_counts_double): start or stop the extra charge.
+  void SetIdleCharge(RequestRecord& r, bool charged);
+
+  // Preemption (preemption.cc).
+  struct VictimChoice {
+    core::Time takeover;
+    std::vector<core::RequestId> victims;
+    double lost_gpu_hours = 0;
+  };
+  static constexpr std::size_t kPreemptionCandidates = 4;
+  void Preempt(core::Time now, CycleStats& stats);
+  bool TryPreemptFor(RequestRecord& q, core::Time now);
+  std::optional<VictimChoice> ChooseVictims(const RequestRecord& q, const inventory::Pool& pool,
+                                            const core::GpuShape& shape, core::Time now) const;
+  bool IsVictimCandidate(const RequestRecord& v, int preemptor_priority, core::Time now) const;
+  // Moves the end of a running request's reservation (inventory, workspace load and window).
+  void SetRunningEnd(RequestRecord& r, core::Time end);
+  void TrackRunning(const RequestRecord& r, bool running);
   // Pushes the request's next pending milestone (the earliest not yet emitted).
   void ScheduleMilestones(const RequestRecord& r);
   void FireMilestones(core::Time now);
@@ -390,6 +439,15 @@ class Scheduler {
   std::size_t placements_ = 0;
 
   std::vector<core::Event> events_;
+  std::deque<Decision> decisions_;
+  std::uint64_t next_decision_seq_ = 1;
+  std::uint64_t taken_decision_seq_ = 0;
+  // Active requests by (priority, id): the possible preemption victims.
+  std::set<std::pair<int, core::RequestId>> running_;
+  // Preemption is looked at again when plans changed or a running request reaches its minimum
+  // runtime.
+  bool preempt_dirty_ = true;
+  std::optional<core::Time> preempt_recheck_at_;
 
   std::mutex commands_mu_;
   std::deque<std::function<void(Scheduler&)>> commands_;  // GUARDED_BY(commands_mu_)

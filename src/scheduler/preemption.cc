@@ -1,0 +1,297 @@
+// Preemption: a queued request may evict running requests of strictly lower priority in
+// workspaces whose policy allows it, once they have run their guaranteed minimum, when that lets
+// it start at least SchedulerOptions::preemption_min_gain earlier than its plan. Victims are the
+// cheapest set (fewest GPU-hours of work lost) that frees enough nodes of one pool; they keep
+// their nodes for their notice period (phase Preempting), then are released and requeued or
+// ended Preempted (see OnReleased). See docs/design/0003-preemption-and-node-failures.md.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "scheduler/node_fit.h"
+#include "scheduler/scheduler.h"
+
+namespace egs::scheduler {
+
+using core::RequestPhase;
+using core::Time;
+
+void Scheduler::TrackRunning(const RequestRecord& r, bool running) {
+  if (running) {
+    running_.insert({r.spec.priority, r.id});
+  } else {
+    running_.erase({r.spec.priority, r.id});
+  }
+}
+
+bool Scheduler::IsVictimCandidate(const RequestRecord& v, int preemptor_priority, Time now) const {
+  if (v.phase != RequestPhase::kActive || v.spec.priority >= preemptor_priority) return false;
+  const core::WorkspacePolicy& policy = workspaces_.at(v.spec.workspace).policy;
+  return policy.preemptible && v.actual_start && now >= *v.actual_start + policy.min_runtime;
+}
+
+std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRecord& q,
+                                                                const inventory::Pool& pool,
+                                                                const core::GpuShape& shape,
+                                                                Time now) const {
+  const core::WorkspacePolicy& qpolicy = workspaces_.at(q.spec.workspace).policy;
+  const int gpus = core::GpusPerNode(q.spec, shape.gpus_per_node);
+  if (gpus > shape.gpus_per_node) return std::nullopt;
+  const bool exclusive = !qpolicy.share_nodes;
+  // The takeover instant: after the longest notice any candidate victim of the pool is owed (so
+  // every victim gets at least its own), the pool's lead time and the request's earliest start.
+  core::Duration notice{0};
+  for (core::NodeId n : pool.nodes) {
+    for (const inventory::Booking& b : inventory_.BookingsOf(n)) {
+      if (b.owner.kind != inventory::BookingKind::kReservation) continue;
+      const RequestRecord& v = requests_.at(b.owner.request);
+      if (IsVictimCandidate(v, q.spec.priority, now)) {
+        notice = std::max(notice, workspaces_.at(v.spec.workspace).policy.preemption_notice);
+      }
+    }
+  }
+  Time takeover = now + std::max(notice, shape.provisioning_lead_time);
+  if (q.spec.earliest_start) takeover = std::max(takeover, *q.spec.earliest_start);
+  const core::Interval window{takeover, takeover + q.spec.duration};
+  auto cost_of = [&](const RequestRecord& v) {
+    return TotalGpus(v) * common::ToHours(takeover - *v.actual_start);
+  };
+
+  // Per node: the victims that must go for the request to fit there (empty: free already).
+  std::vector<std::vector<core::RequestId>> needs;
+  int free_nodes = 0;
+  for (core::NodeId n : pool.nodes) {
+    if (!inventory_.IsAvailable(n, window)) continue;
+    std::vector<NodeOverlap> overlaps;
+    for (const inventory::Booking& b : inventory_.BookingsOf(n)) {
+      if (!b.window.Overlaps(window) || b.owner.request == q.id) continue;
+      // Plans of requests behind `q` give way to it anyway; the ones ahead stay.
+      if (b.owner.kind == inventory::BookingKind::kPlan && b.rank >= q.rank) continue;
+      NodeOverlap o{b.window, b.gpus, b.workspace, b.exclusive, std::nullopt, 0};
+      if (b.owner.kind == inventory::BookingKind::kReservation) {
+        const RequestRecord& v = requests_.at(b.owner.request);
+        if (IsVictimCandidate(v, q.spec.priority, now)) {
+          o.victim = v.id;
+          o.cost = cost_of(v);
+        }
+      }
+      overlaps.push_back(o);
+    }
+    const int capacity = shape.gpus_per_node;
+    std::set<core::RequestId> removed;
+    if (FitsBeside(overlaps, removed, capacity, gpus, q.spec.workspace, exclusive, window)) {
+      ++free_nodes;
+      continue;
+    }
+    std::vector<const NodeOverlap*> removable;
+    for (const NodeOverlap& o : overlaps) {
+      if (o.victim) removable.push_back(&o);
+    }
+    std::sort(removable.begin(), removable.end(), [](const NodeOverlap* a, const NodeOverlap* b) {
+      return std::tie(a->cost, *a->victim) < std::tie(b->cost, *b->victim);
+    });
+    bool fits = false;
+    for (const NodeOverlap* o : removable) {
+      removed.insert(*o->victim);
+      if (FitsBeside(overlaps, removed, capacity, gpus, q.spec.workspace, exclusive, window)) {
+        fits = true;
+        break;
+      }
+    }
+    if (fits) needs.emplace_back(removed.begin(), removed.end());
+  }
+  if (free_nodes >= q.spec.nodes || free_nodes + static_cast<int>(needs.size()) < q.spec.nodes) {
+    return std::nullopt;  // needs no eviction here, or eviction cannot make it fit
+  }
+  // Greedy cover: repeatedly add the victims of the node that frees the most nodes per GPU-hour
+  // lost, until enough nodes are free. Only the cheapest nodes to free are considered (a few
+  // times what is missing), which keeps this small on large pools.
+  std::map<core::RequestId, double> cost;
+  for (const auto& need : needs) {
+    for (core::RequestId v : need) cost.emplace(v, cost_of(requests_.at(v)));
+  }
+  auto need_cost = [&](const std::vector<core::RequestId>& need) {
+    double c = 0;
+    for (core::RequestId v : need) c += cost.at(v);
+    return c;
+  };
+  const std::size_t keep = std::max<std::size_t>(64, 4 * static_cast<std::size_t>(q.spec.nodes));
+  if (needs.size() > keep) {
+    std::stable_sort(needs.begin(), needs.end(),
+                     [&](const auto& a, const auto& b) { return need_cost(a) < need_cost(b); });
+    needs.resize(keep);
+    if (free_nodes + static_cast<int>(needs.size()) < q.spec.nodes) return std::nullopt;
+  }
+  std::set<core::RequestId> chosen;
+  std::vector<bool> freed(needs.size(), false);
+  int have = free_nodes;
+  while (have < q.spec.nodes) {
+    std::optional<std::size_t> best;
+    double best_ratio = 0;
+    int best_gain = 0;
+    for (std::size_t i = 0; i < needs.size(); ++i) {
+      if (freed[i]) continue;
+      std::set<core::RequestId> with = chosen;
+      double added = 0;
+      for (core::RequestId v : needs[i]) {
+        if (with.insert(v).second) added += cost.at(v);
+      }
+      int gain = 0;
+      for (std::size_t j = 0; j < needs.size(); ++j) {
+        if (!freed[j] &&
+            std::includes(with.begin(), with.end(), needs[j].begin(), needs[j].end())) {
+          ++gain;
+        }
+      }
+      const double ratio = added / gain;  // gain >= 1: node i itself
+      if (!best || ratio < best_ratio || (ratio == best_ratio && gain > best_gain)) {
+        best = i;
+        best_ratio = ratio;
+        best_gain = gain;
+      }
+    }
+    chosen.insert(needs[*best].begin(), needs[*best].end());
+    for (std::size_t j = 0; j < needs.size(); ++j) {
+      if (!freed[j] &&
+          std::includes(chosen.begin(), chosen.end(), needs[j].begin(), needs[j].end())) {
+        freed[j] = true;
+        ++have;
+      }
+    }
+  }
+  VictimChoice choice;
+  choice.takeover = takeover;
+  choice.victims.assign(chosen.begin(), chosen.end());
+  for (core::RequestId v : chosen) choice.lost_gpu_hours += cost.at(v);
+  return choice;
+}
+
+void Scheduler::SetRunningEnd(RequestRecord& r, Time end) {
+  const inventory::Owner owner{inventory::BookingKind::kReservation, r.id};
+  if (end < r.window->end) {
+    EGS_CHECK(inventory_.Truncate(owner, end).ok());
+  } else if (end > r.window->end) {
+    // Only ever undoes a Truncate made just before, so the GPUs are still free.
+    EGS_CHECK(inventory_.Extend(owner, end).ok());
+  }
+  loads_[r.spec.workspace].SetEnd(r.id, end);
+  r.window->end = end;
+}
+
+void Scheduler::Preempt(Time now, CycleStats& stats) {
+  const bool due = preempt_dirty_ || (preempt_recheck_at_ && now >= *preempt_recheck_at_);
+  if (!due) return;
+  preempt_dirty_ = false;
+  preempt_recheck_at_.reset();
+  if (running_.empty() || std::none_of(workspaces_.begin(), workspaces_.end(),
+                                       [](const auto& w) { return w.second.policy.preemptible; })) {
+    return;
+  }
+  // Running requests of preemptible workspaces: the lowest priority among those eligible now,
+  // and the next instant one becomes eligible (a reason to look again then).
+  std::optional<int> lowest;
+  for (const auto& [priority, id] : running_) {
+    const RequestRecord& v = requests_.at(id);
+    const core::WorkspacePolicy& policy = workspaces_.at(v.spec.workspace).policy;
+    if (!policy.preemptible || v.phase != RequestPhase::kActive || !v.actual_start) continue;
+    const Time eligible = *v.actual_start + policy.min_runtime;
+    if (now >= eligible) {
+      if (!lowest) lowest = priority;
+    } else if (!preempt_recheck_at_ || eligible < *preempt_recheck_at_) {
+      preempt_recheck_at_ = eligible;
+    }
+  }
+  if (!lowest) return;
+  // The first few queued requests (in queue order) that outrank an eligible victim and wait
+  // longer than the gain asked for.
+  std::vector<core::RequestId> candidates;
+  std::size_t visited = 0;
+  queue_.ForEach([&](core::RequestId id) {
+    const RequestRecord& q = requests_.at(id);
+    if (q.spec.priority > *lowest && q.rank >= 0 &&
+        (!q.plan || q.plan->start - now > options_.preemption_min_gain)) {
+      candidates.push_back(id);
+    }
+    return ++visited < options_.preemption_scan && candidates.size() < kPreemptionCandidates;
+  });
+  for (core::RequestId id : candidates) {
+    RequestRecord& q = requests_.at(id);
+    if (q.phase != RequestPhase::kQueued) continue;
+    if (TryPreemptFor(q, now)) {
+      ++stats.preemptions;
+      MarkDirty(0);
+      // The plans change with the freed capacity; the next cycle looks again.
+      preempt_dirty_ = true;
+      return;
+    }
+  }
+}
+
+bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
+  const core::WorkspacePolicy& qpolicy = workspaces_.at(q.spec.workspace).policy;
+  std::optional<VictimChoice> best;
+  for (core::ShapeId shape_id : q.spec.shapes) {
+    auto shape_it = shapes_.find(shape_id);
+    if (shape_it == shapes_.end() || !qpolicy.AllowsShape(shape_id)) continue;
+    for (const inventory::Pool& pool : inventory_.pools()) {
+      if (pool.shape != shape_id || !qpolicy.AllowsCluster(pool.cluster)) continue;
+      if (!q.spec.clusters.empty() && std::find(q.spec.clusters.begin(), q.spec.clusters.end(),
+                                                pool.cluster) == q.spec.clusters.end()) {
+        continue;
+      }
+      auto choice = ChooseVictims(q, pool, shape_it->second, now);
+      if (choice && (!best || std::tie(choice->takeover, choice->lost_gpu_hours) <
+                                  std::tie(best->takeover, best->lost_gpu_hours))) {
+        best = std::move(choice);
+      }
+    }
+  }
+  if (!best) return false;
+  const Time takeover = best->takeover;
+  if (q.plan && q.plan->start - takeover < options_.preemption_min_gain) return false;
+  // Check with the planner itself (workspace quota and max-active rules included) that the
+  // request would start early enough with the victims gone, then keep or undo the change.
+  std::vector<std::pair<RequestRecord*, Time>> old_ends;
+  for (core::RequestId v : best->victims) {
+    RequestRecord& victim = requests_.at(v);
+    old_ends.emplace_back(&victim, victim.window->end);
+    SetRunningEnd(victim, takeover);
+  }
+  Placement p = Place(live(), q.spec, now, now, q.rank, q.id);
+  const bool worth =
+      p.plan && (!q.plan || p.plan->start + options_.preemption_min_gain <= q.plan->start);
+  if (!worth) {
+    for (auto& [victim, end] : old_ends) SetRunningEnd(*victim, end);
+    return false;
+  }
+  std::vector<std::string> names;
+  for (auto& [victim, end] : old_ends) {
+    RequestRecord& v = *victim;
+    v.preempted_by = q.id;
+    TrackRunning(v, false);
+    SetPhase(v, RequestPhase::kPreempting,
+             fmt::format("preempted by request {}; nodes taken at {}", q.id.value(),
+                         common::FormatTime(takeover)));
+    Emit(v, core::EventType::kWarning, "PreemptionNotice",
+         fmt::format("request {} (priority {}) needs the nodes: this reservation ends at {} "
+                     "instead of {}",
+                     q.id.value(), q.spec.priority, common::FormatTime(takeover),
+                     common::FormatTime(end)));
+    ends_.Push(takeover, v.id);
+    names.push_back(std::to_string(v.id.value()));
+    Decide(DecisionKind::kPreempt, v,
+           fmt::format("evicted for request {} at {}", q.id.value(), common::FormatTime(takeover)));
+  }
+  Emit(q, core::EventType::kNormal, "Preempting",
+       fmt::format("evicting request(s) {} ({:.1f} GPU-hours of work lost) to start at {}{}",
+                   fmt::join(names, ", "), best->lost_gpu_hours, common::FormatTime(p.plan->start),
+                   q.plan ? fmt::format(" instead of {}", common::FormatTime(q.plan->start)) : ""));
+  Decide(DecisionKind::kPreemptFor, q,
+         fmt::format("evicts {} to start at {} (was {})", fmt::join(names, ", "),
+                     common::FormatTime(p.plan->start),
+                     q.plan ? common::FormatTime(q.plan->start) : std::string("unplaced")));
+  return true;
+}
+
+}  // namespace egs::scheduler

@@ -1,0 +1,437 @@
+// Preemption, node failures under running requests, idle GPU-hours counted twice, the decision
+// log and approvals with changes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+
+#include "scheduler/scheduler_test_util.h"
+
+namespace egs::scheduler {
+namespace {
+
+using core::RequestPhase;
+using ::testing::HasSubstr;
+using testing::RequestBuilder;
+using testing::SchedulerHarness;
+using testing::T;
+
+core::WorkspacePolicy Preemptible(bool requeue = true) {
+  core::WorkspacePolicy p;
+  p.max_active_requests = 100;
+  p.preemptible = true;
+  p.requeue_on_preemption = requeue;
+  p.min_runtime = common::Minutes(30);
+  p.preemption_notice = common::Minutes(10);
+  return p;
+}
+
+core::WorkspacePolicy Open() {
+  core::WorkspacePolicy p;
+  p.max_active_requests = 100;
+  return p;
+}
+
+// Two 8-GPU nodes; workspace 1 preemptible (or as given), workspace 2 not.
+void TwoNodes(SchedulerHarness& h, core::WorkspacePolicy victims = Preemptible()) {
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 2, 8);
+  h.AddWorkspace(1, victims);
+  h.AddWorkspace(2, Open());
+}
+
+std::vector<std::string> Reasons(std::vector<core::Event> events, core::RequestId id) {
+  std::vector<std::string> out;
+  for (const auto& e : events) {
+    if (e.object.kind == core::ObjectKind::kRequest && e.object.id == id.value()) {
+      out.push_back(e.reason);
+    }
+  }
+  return out;
+}
+
+TEST(PreemptionTest, EvictsLowerPriorityAfterNoticeAndRequeuesIt) {
+  SchedulerHarness h;
+  TwoNodes(h);
+  auto low =
+      h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(100).Build());
+  ASSERT_TRUE(low.ok());
+  h.AdvanceTo(T(1));
+  ASSERT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  h.sched->TakeEvents();
+  auto high =
+      h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build());
+  ASSERT_TRUE(high.ok());
+  h.Cycle();
+  const RequestRecord& v = h.Get(*low);
+  EXPECT_EQ(v.phase, RequestPhase::kPreempting);
+  EXPECT_EQ(v.preempted_by, *high);
+  EXPECT_EQ(v.window->end, T(1) + common::Minutes(10));
+  ASSERT_TRUE(h.Get(*high).plan.has_value());
+  EXPECT_EQ(h.Get(*high).plan->start, T(1) + common::Minutes(10));
+  EXPECT_THAT(Reasons(h.sched->TakeEvents(), *low), ::testing::Contains("PreemptionNotice"));
+  auto why = h.sched->Explain(*low);
+  ASSERT_TRUE(why.ok());
+  EXPECT_THAT(*why, HasSubstr("Preempting"));
+
+  h.AdvanceTo(T(1) + common::Minutes(10));
+  EXPECT_EQ(h.Get(*high).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kQueued);  // requeued, keeping its submit time
+  EXPECT_EQ(h.Get(*low).submit_time, T(0));
+  EXPECT_EQ(h.Get(*low).requeue_count, 0);  // not a failure
+  ASSERT_TRUE(h.Get(*low).plan.has_value());
+  EXPECT_EQ(h.Get(*low).plan->start, T(1) + common::Minutes(10) + common::Hours(2));
+  EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+  // It runs again later and completes normally (no second requeue).
+  h.AdvanceTo(T(20));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kCompleted);
+}
+
+TEST(PreemptionTest, EndsPreemptedWhenThePolicyDoesNotRequeue) {
+  SchedulerHarness h;
+  TwoNodes(h, Preemptible(/*requeue=*/false));
+  auto low = h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(1).Build());
+  h.AdvanceTo(T(1));
+  auto high = h.sched->Submit(RequestBuilder().Workspace(2).Nodes(2).Hours(1).Priority(9).Build());
+  h.AdvanceTo(T(2));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kPreempted);
+  EXPECT_EQ(h.Get(*high).phase, RequestPhase::kActive);
+}
+
+TEST(PreemptionTest, WaitsForTheMinimumRuntime) {
+  SchedulerHarness h;
+  TwoNodes(h);
+  auto low = h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(1).Build());
+  h.AdvanceTo(T(0) + common::Minutes(5));
+  auto high = h.sched->Submit(RequestBuilder().Workspace(2).Hours(1).Priority(9).Build());
+  h.AdvanceTo(T(0) + common::Minutes(29));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  // The scheduler wakes itself when the victim's minimum runtime is reached.
+  ASSERT_TRUE(h.sched->NextWakeup().has_value());
+  EXPECT_LE(*h.sched->NextWakeup(), T(0) + common::Minutes(30));
+  h.AdvanceTo(T(0) + common::Minutes(30));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kPreempting);
+  EXPECT_EQ(h.Get(*low).window->end, T(0) + common::Minutes(40));
+  h.AdvanceTo(T(0) + common::Minutes(40));
+  EXPECT_EQ(h.Get(*high).phase, RequestPhase::kActive);
+}
+
+TEST(PreemptionTest, NeverEvictsEqualOrHigherPriority) {
+  SchedulerHarness h;
+  TwoNodes(h);
+  auto same = h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(5).Build());
+  h.AdvanceTo(T(1));
+  auto q = h.sched->Submit(RequestBuilder().Workspace(2).Hours(1).Priority(5).Build());
+  h.AdvanceTo(T(5));
+  EXPECT_EQ(h.Get(*same).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(*q).phase, RequestPhase::kQueued);
+}
+
+TEST(PreemptionTest, NeverEvictsFromAWorkspaceThatIsNotPreemptible) {
+  SchedulerHarness h;
+  TwoNodes(h, Open());
+  auto low = h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(1).Build());
+  h.AdvanceTo(T(1));
+  ASSERT_TRUE(h.sched->Submit(RequestBuilder().Workspace(2).Hours(1).Priority(999).Build()).ok());
+  h.AdvanceTo(T(5));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+}
+
+TEST(PreemptionTest, OnlyWhenTheGainIsWorthIt) {
+  SchedulerHarness h;
+  TwoNodes(h);
+  // Ends 20 minutes after the high-priority request arrives: waiting costs less than the
+  // 30-minute minimum gain (and a 10-minute notice would save only 10 minutes).
+  auto low = h.sched->Submit(
+      RequestBuilder().Workspace(1).Nodes(2).Duration(common::Minutes(80)).Priority(1).Build());
+  h.AdvanceTo(T(1));
+  auto high = h.sched->Submit(RequestBuilder().Workspace(2).Hours(1).Priority(9).Build());
+  h.AdvanceTo(T(1) + common::Minutes(19));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  h.AdvanceTo(T(1) + common::Minutes(20));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kCompleted);
+  EXPECT_EQ(h.Get(*high).phase, RequestPhase::kActive);
+}
+
+TEST(PreemptionTest, ChoosesTheVictimThatLosesTheFewestGpuHours) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 3, 8);
+  h.AddWorkspace(1, Preemptible());
+  h.AddWorkspace(2, Open());
+  // Three one-node victims started 3 h, 2 h and 1 h before the preemptor arrives.
+  auto oldest = h.sched->Submit(RequestBuilder().Workspace(1).Hours(20).Priority(1).Build());
+  h.AdvanceTo(T(1));
+  auto middle = h.sched->Submit(RequestBuilder().Workspace(1).Hours(20).Priority(1).Build());
+  h.AdvanceTo(T(2));
+  auto newest = h.sched->Submit(RequestBuilder().Workspace(1).Hours(20).Priority(1).Build());
+  h.AdvanceTo(T(3));
+  auto high = h.sched->Submit(RequestBuilder().Workspace(2).Hours(1).Priority(9).Build());
+  h.Cycle();
+  EXPECT_EQ(h.Get(*newest).phase, RequestPhase::kPreempting);
+  EXPECT_EQ(h.Get(*middle).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(*oldest).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(*high).plan->nodes, h.Get(*newest).plan->nodes);
+}
+
+TEST(PreemptionTest, EvictsEnoughForAMultiNodeRequestAndNoMore) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 4, 8);
+  h.AddWorkspace(1, Preemptible());
+  h.AddWorkspace(2, Open());
+  std::vector<core::RequestId> victims;
+  for (int i = 0; i < 4; ++i) {
+    victims.push_back(
+        *h.sched->Submit(RequestBuilder().Workspace(1).Hours(20).Priority(1).Build()));
+    h.AdvanceTo(T(i + 1));
+  }
+  auto high = h.sched->Submit(RequestBuilder().Workspace(2).Nodes(2).Hours(1).Priority(9).Build());
+  h.Cycle();
+  int preempting = 0;
+  for (auto v : victims) preempting += h.Get(v).phase == RequestPhase::kPreempting;
+  EXPECT_EQ(preempting, 2);
+  // The two started last (least work lost).
+  EXPECT_EQ(h.Get(victims[2]).phase, RequestPhase::kPreempting);
+  EXPECT_EQ(h.Get(victims[3]).phase, RequestPhase::kPreempting);
+  EXPECT_EQ(h.Get(*high).plan->start, h.clock.Now() + common::Minutes(10));
+}
+
+// Random fleets, priorities and arrivals: every eviction is of a strictly lower priority, in a
+// preemptible workspace, after the minimum runtime, with at least the notice.
+RC_GTEST_PROP(PreemptionPropertyTest, NeverEvictsWhatItMustNot, ()) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  const int nodes = *rc::gen::inRange(1, 6);
+  h.AddNodes(1, 1, nodes, 8);
+  core::WorkspacePolicy p1 = Preemptible(*rc::gen::arbitrary<bool>());
+  p1.min_runtime = common::Minutes(*rc::gen::inRange(0, 90));
+  p1.preemption_notice = common::Minutes(*rc::gen::inRange(0, 30));
+  core::WorkspacePolicy p2 = Open();
+  p2.preemptible = *rc::gen::arbitrary<bool>();
+  h.AddWorkspace(1, p1);
+  h.AddWorkspace(2, p2);
+  const int count = *rc::gen::inRange(2, 25);
+  int evictions = 0;
+  // Runs one cycle at a time so that each eviction is checked in the cycle that made it.
+  auto check_cycle = [&] {
+    h.sched->RunCycle(h.clock.Now());
+    for (const core::Event& e : h.sched->TakeEvents()) {
+      if (e.reason != "PreemptionNotice") continue;
+      ++evictions;
+      const RequestRecord& v = h.Get(core::RequestId(e.object.id));
+      const RequestRecord& q = h.Get(v.preempted_by);
+      const core::WorkspacePolicy& pv = h.sched->FindWorkspace(v.spec.workspace)->policy;
+      RC_ASSERT(v.phase == RequestPhase::kPreempting);
+      RC_ASSERT(pv.preemptible);
+      RC_ASSERT(v.spec.priority < q.spec.priority);
+      RC_ASSERT(e.first_time >= *v.actual_start + pv.min_runtime);
+      RC_ASSERT(v.window->end >= e.first_time + pv.preemption_notice);
+    }
+    RC_ASSERT(h.sched->inventory().CheckInvariants().ok());
+  };
+  auto step_to = [&](core::Time t) {
+    for (;;) {
+      check_cycle();
+      check_cycle();  // connector outcomes posted in the first
+      auto next = h.sched->NextWakeup();
+      if (!next || *next > t) break;
+      h.clock.AdvanceTo(*next);
+    }
+    h.clock.AdvanceTo(t);
+    check_cycle();
+    check_cycle();
+  };
+  core::Time t = T(0);
+  for (int i = 0; i < count; ++i) {
+    t += common::Minutes(*rc::gen::inRange(0, 120));
+    step_to(t);
+    const std::uint32_t ws = *rc::gen::inRange(1, 3);
+    auto id = h.sched->Submit(RequestBuilder()
+                                  .Workspace(ws)
+                                  .Nodes(*rc::gen::inRange(1, nodes + 1))
+                                  .Duration(common::Minutes(*rc::gen::inRange(10, 600)))
+                                  .Priority(*rc::gen::inRange(0, 4))
+                                  .Build());
+    RC_ASSERT(id.ok());
+  }
+  step_to(t + common::Hours(400));
+  for (const auto& [id, r] : h.sched->requests()) RC_ASSERT(core::IsTerminal(r.phase));
+  RC_CLASSIFY(evictions > 0, "evicted");
+}
+
+// ---- Node failures -------------------------------------------------------------------------
+
+TEST(NodeFailureTest, ReplacesAFailedNodeWithAFreeOneOfThePool) {
+  SchedulerHarness h;
+  h.SimpleFleet(3);
+  auto r = h.sched->Submit(RequestBuilder().Nodes(2).Hours(4).Build());
+  h.AdvanceTo(T(1));
+  ASSERT_EQ(h.Get(*r).phase, RequestPhase::kActive);
+  const std::vector<core::NodeId> before = h.Get(*r).plan->nodes;
+  h.sched->TakeEvents();
+  ASSERT_TRUE(h.sched->SetNodeHealth(before[0], core::NodeHealth::kUnhealthy).ok());
+  const RequestRecord& rec = h.Get(*r);
+  EXPECT_EQ(rec.phase, RequestPhase::kActive);
+  EXPECT_EQ(rec.plan->nodes.size(), 2u);
+  EXPECT_THAT(rec.plan->nodes, ::testing::Not(::testing::Contains(before[0])));
+  EXPECT_THAT(rec.plan->nodes, ::testing::Contains(before[1]));
+  EXPECT_THAT(Reasons(h.sched->TakeEvents(), *r), ::testing::Contains("NodeReplaced"));
+  ASSERT_EQ(h.connector.replacements().size(), 1u);
+  EXPECT_EQ(h.connector.replacements()[0].failed, before[0]);
+  EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+  // The reservation still ends on time and frees the replacement then.
+  h.AdvanceTo(T(4));
+  EXPECT_EQ(h.Get(*r).phase, RequestPhase::kCompleted);
+  for (core::NodeId n : rec.plan->nodes) {
+    EXPECT_EQ(h.sched->inventory().FreeGpusAt(n, T(4)), 8);
+  }
+}
+
+TEST(NodeFailureTest, ContinuesShortOfTheNodeWhenNoneIsFree) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  auto r = h.sched->Submit(RequestBuilder().Nodes(2).Hours(4).Build());
+  h.AdvanceTo(T(1));
+  h.sched->TakeEvents();
+  ASSERT_TRUE(h.sched->SetNodeHealth(h.Get(*r).plan->nodes[0], core::NodeHealth::kUnhealthy).ok());
+  EXPECT_EQ(h.Get(*r).phase, RequestPhase::kActive);
+  EXPECT_THAT(Reasons(h.sched->TakeEvents(), *r), ::testing::Contains("NodeLost"));
+  EXPECT_TRUE(h.connector.replacements().empty());
+}
+
+TEST(NodeFailureTest, RequeuesWhenThePolicySaysSo) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 2, 8);
+  core::WorkspacePolicy p = Open();
+  p.on_node_failure = core::NodeFailureAction::kRequeue;
+  h.AddWorkspace(1, p);
+  auto r = h.sched->Submit(RequestBuilder().Nodes(2).Hours(4).Build());
+  h.AdvanceTo(T(1));
+  const std::size_t releases = h.connector.released().size();
+  ASSERT_TRUE(h.sched->SetNodeHealth(h.Get(*r).plan->nodes[0], core::NodeHealth::kUnhealthy).ok());
+  EXPECT_EQ(h.Get(*r).phase, RequestPhase::kQueued);
+  EXPECT_EQ(h.connector.released().size(), releases + 1);
+  EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+  // Back when the node recovers.
+  ASSERT_TRUE(
+      h.sched->SetNodeHealth(h.connector.released().back().nodes[0], core::NodeHealth::kHealthy)
+          .ok());
+  h.AdvanceTo(T(2));
+  EXPECT_EQ(h.Get(*r).phase, RequestPhase::kActive);
+}
+
+TEST(NodeFailureTest, CordoningLeavesRunningRequestsAlone) {
+  SchedulerHarness h;
+  h.SimpleFleet(3);
+  auto r = h.sched->Submit(RequestBuilder().Nodes(2).Hours(4).Build());
+  h.AdvanceTo(T(1));
+  const auto nodes = h.Get(*r).plan->nodes;
+  ASSERT_TRUE(h.sched->SetNodeHealth(nodes[0], core::NodeHealth::kCordoned).ok());
+  EXPECT_EQ(h.Get(*r).plan->nodes, nodes);
+  EXPECT_TRUE(h.connector.replacements().empty());
+}
+
+// ---- Idle GPU-hours counted twice ------------------------------------------------------------
+
+double IdleHeldUsage(bool count_double) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  auto nodes = h.AddNodes(1, 1, 1, 8);
+  core::WorkspacePolicy p = Open();
+  p.idle_counts_double = count_double;
+  p.fair_share_half_life = common::Hours(24 * 365 * 100);  // no decay to speak of
+  h.AddWorkspace(1, p);
+  auto r = h.sched->Submit(RequestBuilder().Hours(10).Build());
+  h.AdvanceTo(T(1));
+  EGS_CHECK(h.sched->RecordUtilization(nodes[0], std::vector<double>(8, 1.0), T(1)).ok());
+  h.AdvanceTo(T(2));
+  EGS_CHECK(h.sched->RecordUtilization(nodes[0], std::vector<double>(8, 90.0), T(2)).ok());
+  h.AdvanceTo(T(3));
+  EGS_CHECK(h.Get(*r).phase == RequestPhase::kActive);
+  return h.sched->ledger().DecayedGpuHours(core::WorkspaceId(1), T(3));
+}
+
+TEST(IdleDoubleTest, IdleHeldGpuHoursCountTwiceOnlyWhenThePolicySaysSo) {
+  // 8 GPUs held for 3 hours, idle for one of them.
+  EXPECT_NEAR(IdleHeldUsage(false), 24.0, 0.01);
+  EXPECT_NEAR(IdleHeldUsage(true), 32.0, 0.01);
+}
+
+// ---- Decision log and approvals -------------------------------------------------------------
+
+TEST(DecisionLogTest, ExplainsABackfilledStartAndAPriorityOrder) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  auto running = h.sched->Submit(RequestBuilder().Nodes(1).Hours(4).Build());
+  h.Cycle();
+  // `big` needs both nodes (waits until T(4)); `small` fits on the free node in the meantime.
+  auto big = h.sched->Submit(RequestBuilder().Nodes(2).Hours(2).Priority(100).Build());
+  auto small = h.sched->Submit(RequestBuilder().Nodes(1).Hours(2).Priority(100).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(*small).phase, RequestPhase::kActive);
+  ASSERT_EQ(h.Get(*big).phase, RequestPhase::kQueued);
+  auto why = h.sched->ExplainOrder(*small, *big);
+  ASSERT_TRUE(why.ok());
+  EXPECT_THAT(*why, HasSubstr("backfilled"));
+  auto high = h.sched->Submit(RequestBuilder().Nodes(2).Hours(1).Priority(900).Build());
+  h.Cycle();
+  auto order = h.sched->ExplainOrder(*high, *big);
+  ASSERT_TRUE(order.ok());
+  EXPECT_THAT(*order, HasSubstr("priority 900 vs 100"));
+  auto start = std::find_if(
+      h.sched->decisions().begin(), h.sched->decisions().end(),
+      [&](const Decision& d) { return d.request == *small && d.kind == DecisionKind::kStart; });
+  ASSERT_NE(start, h.sched->decisions().end());
+  EXPECT_EQ(start->waiting_ahead, 1);
+  EXPECT_EQ(h.sched->ExplainOrder(*running, core::RequestId(999)).error().code(),
+            common::StatusCode::kNotFound);
+  // TakeDecisions hands each decision over once.
+  const auto taken = h.sched->TakeDecisions();
+  EXPECT_FALSE(taken.empty());
+  EXPECT_TRUE(h.sched->TakeDecisions().empty());
+}
+
+TEST(ApprovalTest, ApproveWithChangesQueuesTheChangedSpec) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 4, 8);
+  core::WorkspacePolicy p = Open();
+  p.max_nodes_per_request = 2;
+  h.AddWorkspace(1, p);
+  auto r = h.sched->Submit(RequestBuilder().Nodes(4).Build());
+  ASSERT_EQ(h.Get(*r).phase, RequestPhase::kPendingApproval);
+  core::RequestSpec changed = h.Get(*r).spec;
+  changed.nodes = 3;
+  ASSERT_TRUE(h.sched->ApproveWithChanges(*r, changed).ok());
+  EXPECT_EQ(h.Get(*r).phase, RequestPhase::kQueued);
+  EXPECT_EQ(h.Get(*r).spec.nodes, 3);
+  EXPECT_TRUE(h.Get(*r).spec.quota_exempt);
+  EXPECT_TRUE(h.Get(*r).promised_start.has_value());
+  // Only pending requests; the workspace cannot change; a bad spec is refused unchanged.
+  EXPECT_EQ(h.sched->ApproveWithChanges(*r, changed).code(),
+            common::StatusCode::kFailedPrecondition);
+  auto other = h.sched->Submit(RequestBuilder().Nodes(4).Build());
+  core::RequestSpec moved = h.Get(*other).spec;
+  moved.workspace = core::WorkspaceId(2);
+  EXPECT_EQ(h.sched->ApproveWithChanges(*other, moved).code(),
+            common::StatusCode::kInvalidArgument);
+  core::RequestSpec bad = h.Get(*other).spec;
+  bad.nodes = 0;
+  EXPECT_EQ(h.sched->ApproveWithChanges(*other, bad).code(), common::StatusCode::kInvalidArgument);
+  EXPECT_EQ(h.Get(*other).phase, RequestPhase::kPendingApproval);
+  EXPECT_EQ(h.Get(*other).spec.nodes, 4);
+}
+
+}  // namespace
+}  // namespace egs::scheduler
