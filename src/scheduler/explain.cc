@@ -84,9 +84,21 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
       break;
     }
   }
-  return head + fmt::format(": its {} node(s) in cluster {} are booked until then{}{}",
+  // Nodes of the pool out of service now (unhealthy, cordoned or in maintenance) are part of
+  // why capacity is short.
+  std::size_t down = 0;
+  if (const inventory::Pool* pool = inventory_.FindPool(plan.pool)) {
+    for (core::NodeId n : pool->nodes) {
+      if (!inventory_.IsAvailable(n, {now, now + core::Duration(1)})) ++down;
+    }
+  }
+  return head + fmt::format(": its {} node(s) in cluster {} are booked until then{}{}{}",
                             plan.nodes.size(), plan.cluster.value(), list.empty() ? "" : " by ",
-                            list);
+                            list,
+                            down == 0 ? std::string()
+                                      : fmt::format("; {} node(s) of the pool are unavailable "
+                                                    "(unhealthy, cordoned or in maintenance)",
+                                                    down));
 }
 
 namespace {

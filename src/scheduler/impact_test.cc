@@ -1,6 +1,8 @@
 // What-if impact and extensions of active reservations.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
 
 #include "scheduler/scheduler_test_util.h"
 #include "testing/status_matchers.h"
@@ -111,6 +113,65 @@ TEST_F(ImpactTest, WhatIfNodesAndBadInput) {
   EXPECT_THAT(h_.sched->WhatIf(c), StatusIs(StatusCode::kInvalidArgument));
   c.request = core::RequestId(99);
   EXPECT_THAT(h_.sched->WhatIf(c), StatusIs(StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace egs::scheduler
+
+namespace egs::scheduler {
+namespace {
+
+// Random queues and extensions: an extension granted at once never moves any queued request's
+// planned start beyond its promise plus its workspace's tolerance.
+RC_GTEST_PROP(ExtensionPropertyTest, AutoGrantedExtensionNeverSlipsAPromiseBeyondTolerance, ()) {
+  SchedulerHarness h;
+  const int nodes = *rc::gen::inRange(1, 5);
+  h.SimpleFleet(nodes, /*max_active=*/10);
+  const int count = *rc::gen::inRange(2, 12);
+  std::vector<core::RequestId> ids;
+  for (int i = 0; i < count; ++i) {
+    auto id = h.sched->Submit(RequestBuilder()
+                                  .Nodes(*rc::gen::inRange(1, nodes + 1))
+                                  .Duration(common::Minutes(*rc::gen::inRange(5, 240)))
+                                  .Priority(*rc::gen::inRange(0, 3))
+                                  .Build());
+    RC_ASSERT(id.ok());
+    ids.push_back(*id);
+  }
+  h.Cycle();
+  for (int round = 0; round < 5; ++round) {
+    std::vector<core::RequestId> active;
+    for (auto id : ids) {
+      if (h.Get(id).phase == RequestPhase::kActive) active.push_back(id);
+    }
+    if (active.empty()) break;
+    const core::RequestId who = *rc::gen::elementOf(active);
+    // Promises can be broken before (a higher priority arrived after them); the extension may
+    // not make any of them worse beyond the tolerance.
+    std::map<core::RequestId, core::Time> before;
+    for (auto id : ids) {
+      const RequestRecord& q = h.Get(id);
+      if (q.phase == RequestPhase::kQueued && q.plan) before[id] = q.plan->start;
+    }
+    auto out = h.sched->Extend(who, common::Minutes(*rc::gen::inRange(1, 60)));
+    RC_ASSERT(out.ok());
+    h.sched->EnsurePlanned();
+    if (out->granted) {
+      for (auto id : ids) {
+        const RequestRecord& q = h.Get(id);
+        if (q.phase != RequestPhase::kQueued || !q.promised_start) continue;
+        RC_ASSERT(q.plan.has_value());
+        core::Time limit = *q.promised_start + common::Minutes(10);
+        if (auto it = before.find(id); it != before.end()) limit = std::max(limit, it->second);
+        RC_ASSERT(q.plan->start <= limit);
+      }
+    } else {
+      RC_ASSERT(!out->slips.empty() || !out->reason.empty());
+      RC_ASSERT(h.sched->RejectExtension(who, "no").ok());
+    }
+    RC_CLASSIFY(out->granted, "granted");
+    h.AdvanceTo(h.clock.Now() + common::Minutes(*rc::gen::inRange(1, 90)));
+  }
 }
 
 }  // namespace

@@ -340,6 +340,18 @@ TEST(SchedulerTest, UnhealthyNodeIsPlannedAround) {
   EXPECT_EQ(h.Get(b).plan->start, T(1));
 }
 
+TEST(ExplainTest, MentionsUnavailableNodesWhenCapacityIsShort) {
+  SchedulerHarness h;
+  h.SimpleFleet(3);
+  ASSERT_OK(h.sched->SetNodeHealth(core::NodeId(1), core::NodeHealth::kUnhealthy));
+  MustSubmit(h, RequestBuilder().Nodes(2).Hours(4).Build());
+  h.Cycle();
+  auto waiting = MustSubmit(h, RequestBuilder().Nodes(1).Build());
+  auto why = h.sched->Explain(waiting);
+  ASSERT_OK(why);
+  EXPECT_THAT(*why, ::testing::HasSubstr("1 node(s) of the pool are unavailable"));
+}
+
 TEST(SchedulerTest, MaintenanceWindowBlocksPlans) {
   SchedulerHarness h;
   h.SimpleFleet(1);
