@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -458,7 +460,8 @@ ApiServer::ApiServer(store::Store& store, ControlPlane& control_plane, common::C
       authenticate_(std::move(authenticate)),
       authorize_(std::move(authorize)),
       extra_routes_(std::move(extra_routes)),
-      watches_(std::make_shared<WatchRegistry>()) {}
+      watches_(std::make_shared<WatchRegistry>()),
+      served_(std::make_unique<ServedCache>()) {}
 
 ApiServer::~ApiServer() { Shutdown(); }
 
@@ -770,6 +773,111 @@ json ApiServer::Decorated(std::string_view kind, json object) const {
   return object;
 }
 
+// Served objects by (kind, namespace, name): the parsed JSON (store metadata filled in, not
+// decorated) and its serialization, valid while the stored resourceVersion is the same.
+struct ApiServer::ServedCache {
+  struct Entry {
+    std::int64_t resource_version = 0;
+    json object;
+    std::string bytes;
+    // `bytes` ends with the status object's and the object's closing braces ("status" is the
+    // last key and not empty), so that status fields can be appended before them.
+    bool appendable = false;
+  };
+  static constexpr std::size_t kMaxEntries = 200'000;  // beyond: start over (deleted objects)
+
+  std::shared_ptr<const Entry> Find(const store::StoredObject& o) {
+    std::lock_guard lock(mu);
+    auto it = entries.find(Key(o));
+    if (it == entries.end() || it->second->resource_version != o.resource_version) return nullptr;
+    return it->second;
+  }
+  void Put(const store::StoredObject& o, std::shared_ptr<const Entry> e) {
+    std::lock_guard lock(mu);
+    if (entries.size() >= kMaxEntries) entries.clear();
+    entries[Key(o)] = std::move(e);
+  }
+  static std::string Key(const store::StoredObject& o) {
+    std::string k;
+    k.reserve(o.kind.size() + o.ns.size() + o.name.size() + 2);
+    k.append(o.kind).push_back('\0');
+    k.append(o.ns).push_back('\0');
+    k.append(o.name);
+    return k;
+  }
+
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const Entry>> entries;  // GUARDED_BY(mu)
+};
+
+common::Status ApiServer::AppendServed(const store::StoredObject& o, std::string& out) const {
+  std::shared_ptr<const ServedCache::Entry> e = served_->Find(o);
+  if (e == nullptr) {
+    auto entry = std::make_shared<ServedCache::Entry>();
+    EGS_ASSIGN_OR_RETURN(entry->object, ServedObject(o));
+    entry->resource_version = o.resource_version;
+    entry->bytes = Dump(entry->object);
+    const auto status = entry->object.find("status");
+    entry->appendable = status != entry->object.end() && std::next(status) == entry->object.end() &&
+                        status->is_object() && !status->empty() && entry->bytes.ends_with("}}");
+    e = entry;
+    served_->Put(o, std::move(entry));
+  }
+  if (!options_.decorate) {
+    out += e->bytes;
+    return common::OkStatus();
+  }
+  // Decorate a copy of metadata and status only; when that merely adds status fields, append
+  // them to the cached bytes instead of serializing the whole object again.
+  static const json kEmpty = json::object();
+  const auto meta_it = e->object.find("metadata");
+  const auto status_it = e->object.find("status");
+  const json& meta = meta_it == e->object.end() ? kEmpty : *meta_it;
+  const json& status = status_it == e->object.end() ? kEmpty : *status_it;
+  json probe = json::object();
+  probe["metadata"] = meta;
+  probe["status"] = status;
+  try {
+    options_.decorate(o.kind, probe);
+  } catch (const std::exception&) {
+    out += e->bytes;  // as Decorated: the live fields are an extra
+    return common::OkStatus();
+  }
+  bool only_added = probe["metadata"] == meta && probe["status"].is_object();
+  std::vector<std::pair<const std::string*, const json*>> added;
+  if (only_added) {
+    for (const auto& [key, value] : probe["status"].items()) {
+      auto old = status.find(key);
+      if (old == status.end()) {
+        added.emplace_back(&key, &value);
+      } else if (*old != value) {
+        only_added = false;
+        break;
+      }
+    }
+  }
+  if (only_added && added.empty()) {
+    out += e->bytes;
+  } else if (only_added && e->appendable) {
+    out.append(e->bytes, 0, e->bytes.size() - 2);
+    for (const auto& [key, value] : added) {
+      out += ',';
+      out += Dump(json(*key));
+      out += ':';
+      out += Dump(*value);
+    }
+    out += "}}";
+  } else {
+    json full = e->object;
+    full["metadata"] = std::move(probe["metadata"]);
+    if (status_it != e->object.end() || !probe["status"].empty()) {
+      full["status"] = std::move(probe["status"]);
+    }
+    out += Dump(full);
+  }
+  return common::OkStatus();
+}
+
 HttpResponse ApiServer::GetObject(const HttpRequest& req, const Target& t, const Principal& who) {
   const ResourceInfo& r = *t.resource;
   auto got = Fetch(store_, r.kind, t.scope_ns(), t.name);
@@ -825,22 +933,35 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
       store_.List(r.kind, t.ns_in_path ? std::optional<std::string_view>(t.ns) : std::nullopt);
   if (!listed) return ErrorResponse(listed.error(), t.context());
   std::int64_t revision = token ? token->revision : listed->revision;
+  Format f = ParseAccept(req.Header("Accept"), /*allow_table=*/true, /*allow_discovery=*/false);
+  // Without selectors, a JSON list is assembled from bytes serialized once per object version
+  // (AppendServed) instead of parsing and serializing every object on every list.
+  const bool as_bytes = labels->requirements.empty() && fields->requirements.empty() && !IsTable(f);
   std::vector<json> items;
+  std::string item_bytes;
+  std::size_t count = 0;
   std::optional<ContinueToken> next;
   std::int64_t remaining = 0;
   std::string last_ns;  // key of the last item on this page
   std::string last_name;
   for (const auto& o : listed->objects) {
     if (token && std::tie(o.ns, o.name) <= std::tie(token->ns, token->name)) continue;
-    auto j = Present(o);
-    if (!j) return ErrorResponse(j.error(), t.context());
-    if (!labels->Matches(LabelsOf(*j)) || !fields->Matches(*j)) continue;
-    if (limit > 0 && items.size() == limit) {
+    if (!as_bytes) {
+      auto j = Present(o);
+      if (!j) return ErrorResponse(j.error(), t.context());
+      if (!labels->Matches(LabelsOf(*j)) || !fields->Matches(*j)) continue;
+      if (limit == 0 || count < limit) items.push_back(std::move(*j));
+    }
+    if (limit > 0 && count == limit) {
       if (!next) next = ContinueToken{r.kind, revision, last_ns, last_name};
       ++remaining;
       continue;
     }
-    items.push_back(std::move(*j));
+    if (as_bytes) {
+      if (count > 0) item_bytes += ',';
+      if (Status s = AppendServed(o, item_bytes); !s.ok()) return ErrorResponse(s, t.context());
+    }
+    ++count;
     last_ns = o.ns;
     last_name = o.name;
   }
@@ -849,7 +970,23 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
     meta["continue"] = EncodeContinue(*next);
     meta["remainingItemCount"] = remaining;
   }
-  Format f = ParseAccept(req.Header("Accept"), /*allow_table=*/true, /*allow_discovery=*/false);
+  if (as_bytes) {
+    // The same document the json path below dumps (keys in nlohmann's sorted order).
+    HttpResponse resp;
+    resp.status = 200;
+    resp.content_type = "application/json";
+    resp.body.reserve(item_bytes.size() + 256);
+    resp.body += "{\"apiVersion\":";
+    resp.body += Dump(json(kApiVersion));
+    resp.body += ",\"items\":[";
+    resp.body += item_bytes;
+    resp.body += "],\"kind\":";
+    resp.body += Dump(json(r.list_kind()));
+    resp.body += ",\"metadata\":";
+    resp.body += Dump(meta);
+    resp.body += '}';
+    return resp;
+  }
   if (IsTable(f)) {
     return JsonResponse(200, TableOf(r, items, std::move(meta), clock_.Now(), f,
                                      req.Query("includeObject").value_or("Metadata")));

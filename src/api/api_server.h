@@ -72,6 +72,8 @@ struct ApiServerOptions {
   // request's planned start and queue position, a node's schedule: what the scheduler changes
   // every cycle without writing the Store). Runs before selectors are matched. Called
   // concurrently; an exception leaves the object as stored. Empty: objects are served as stored.
+  // It may read and change only `metadata` and `status` (a list hands it just those, and
+  // serves the rest from bytes serialized once per resourceVersion).
   std::function<void(std::string_view kind, nlohmann::json& object)> decorate;
   // Also audit mutating calls that fail authentication (401). Off by default: each audit record
   // is a durable commit, and an unauthenticated client is not rate limited.
@@ -109,6 +111,7 @@ class ApiServer {
   struct WatchSpec;      // a parsed watch request
   struct WatchRegistry;  // watch slots and running streams, shared with stream functions
   struct WatchSession;   // one running stream's wakeup
+  struct ServedCache;    // served objects, parsed and serialized once per resourceVersion
 
   static Target ParseTarget(const HttpRequest& req);
   HttpResponse Serve(const HttpRequest& req, const Target& target, std::optional<Principal>& who);
@@ -136,6 +139,9 @@ class ApiServer {
   common::Result<nlohmann::json> Present(const store::StoredObject& object) const;
   // `object` after options_.decorate; unchanged when there is none or it throws.
   nlohmann::json Decorated(std::string_view kind, nlohmann::json object) const;
+  // Appends `object` as served (decorated) to `out` as JSON, from the cache when its
+  // resourceVersion was served before.
+  common::Status AppendServed(const store::StoredObject& object, std::string& out) const;
 
   store::Store& store_;
   ControlPlane& control_plane_;
@@ -145,6 +151,7 @@ class ApiServer {
   const AuthorizeFn authorize_;
   const ExtraRoutesFn extra_routes_;
   std::shared_ptr<WatchRegistry> watches_;
+  std::unique_ptr<ServedCache> served_;
 };
 
 }  // namespace egs::api

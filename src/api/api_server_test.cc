@@ -801,6 +801,66 @@ TEST_F(ApiServerTest, DecorateFillsLiveStatusOnReads) {
   EXPECT_FALSE(json::parse((*stored)->data)["status"].contains("queuePosition"));
 }
 
+// A list without selectors is assembled from cached bytes plus appended status fields; it must
+// be the same document the general path (any selector) builds, after every kind of decoration:
+// none, added fields, a changed stored field, a throwing decorator, and after an update.
+TEST_F(ApiServerTest, ListFromCachedBytesEqualsTheGeneralPath) {
+  int round = 0;
+  ApiServerOptions opts;
+  opts.decorate = [&round](std::string_view kind, json& object) {
+    if (kind != "GPUProvisionRequest") return;
+    const std::string name = object["metadata"]["name"];
+    if (name == "broken") throw std::runtime_error("no snapshot");
+    if (name == "queued") {
+      object["status"]["queuePosition"] = round;
+      object["status"]["plannedNodes"] = json::array({"n1", "n2"});
+    }
+    if (name == "changed") object["status"]["phase"] = "Active";  // overrides a stored field
+  };
+  Reset({}, opts);
+  SeedWorkspace("team-a");
+  for (const char* name : {"plain", "queued", "changed", "broken"}) {
+    json gpr = GprJson(name);
+    gpr["status"] = {{"phase", "Queued"}, {"requestId", 7}};
+    ASSERT_EQ(Post(kGprs, gpr.dump()).status, 201);
+  }
+  for (round = 1; round <= 3; ++round) {
+    HttpResponse fast = Get(kGprs);
+    HttpResponse general = Get(kGprs, {{"labelSelector", ""}});
+    HttpResponse selected = Get(kGprs, {{"fieldSelector", "metadata.namespace=team-a"}});
+    ASSERT_EQ(fast.status, 200);
+    ASSERT_EQ(selected.status, 200);
+    const json a = json::parse(fast.body);
+    const json b = json::parse(selected.body);
+    EXPECT_EQ(a, b) << fast.body << "\n" << selected.body;
+    EXPECT_EQ(json::parse(general.body), a);
+    ASSERT_EQ(a["items"].size(), 4u);
+    for (const json& item : a["items"]) {
+      const std::string name = item["metadata"]["name"];
+      if (name == "queued") {
+        EXPECT_EQ(item["status"]["queuePosition"], round);
+      } else if (name == "changed") {
+        EXPECT_EQ(item["status"]["phase"], "Active");
+      } else if (name == "plain") {
+        EXPECT_FALSE(item["status"].contains("queuePosition"));
+      }
+    }
+    // A new version of an object replaces its cached bytes.
+    json patch = {{"metadata", {{"labels", {{"round", std::to_string(round)}}}}}};
+    HttpResponse patched = Call("PATCH", std::string(kGprs) + "/plain", patch.dump(), {},
+                                {{"Content-Type", "application/merge-patch+json"}}, "admin");
+    ASSERT_EQ(patched.status, 200) << patched.body;
+    bool seen = false;
+    const json after = json::parse(Get(kGprs).body);
+    for (const json& item : after["items"]) {
+      if (item["metadata"]["name"] != "plain") continue;
+      seen = true;
+      EXPECT_EQ(item["metadata"]["labels"]["round"], std::to_string(round));
+    }
+    EXPECT_TRUE(seen);
+  }
+}
+
 TEST_F(ApiServerTest, ExtraRoutesComeFirst) {
   Reset({}, {}, [](const Principal& who, const HttpRequest& req) -> std::optional<HttpResponse> {
     if (req.path != "/apis/egs.dev/v1alpha1/tokens") return std::nullopt;
