@@ -774,7 +774,8 @@ json ApiServer::Decorated(std::string_view kind, json object) const {
 }
 
 // Served objects by (kind, namespace, name): the parsed JSON (store metadata filled in, not
-// decorated) and its serialization, valid while the stored resourceVersion is the same.
+// decorated) and its serialization, valid while the stored resourceVersion is the same; and the
+// decorated serialization, valid while the decoration version is the same too.
 struct ApiServer::ServedCache {
   struct Entry {
     std::int64_t resource_version = 0;
@@ -784,18 +785,36 @@ struct ApiServer::ServedCache {
     // last key and not empty), so that status fields can be appended before them.
     bool appendable = false;
   };
+  struct DecoratedBytes {
+    std::int64_t resource_version = 0;
+    std::uint64_t decoration_version = 0;
+    std::string bytes;
+  };
+  struct Slot {
+    std::shared_ptr<const Entry> entry;
+    std::shared_ptr<const DecoratedBytes> decorated;
+  };
   static constexpr std::size_t kMaxEntries = 200'000;  // beyond: start over (deleted objects)
 
-  std::shared_ptr<const Entry> Find(const store::StoredObject& o) {
+  Slot Find(const std::string& key) {
     std::lock_guard lock(mu);
-    auto it = entries.find(Key(o));
-    if (it == entries.end() || it->second->resource_version != o.resource_version) return nullptr;
-    return it->second;
+    auto it = entries.find(key);
+    return it == entries.end() ? Slot{} : it->second;
   }
-  void Put(const store::StoredObject& o, std::shared_ptr<const Entry> e) {
+  void PutEntry(const std::string& key, std::shared_ptr<const Entry> e) {
     std::lock_guard lock(mu);
     if (entries.size() >= kMaxEntries) entries.clear();
-    entries[Key(o)] = std::move(e);
+    Slot& slot = entries[key];
+    slot.entry = std::move(e);
+    slot.decorated.reset();
+  }
+  void PutDecorated(const std::string& key, std::shared_ptr<const DecoratedBytes> d) {
+    std::lock_guard lock(mu);
+    auto it = entries.find(key);
+    if (it != entries.end() && it->second.entry &&
+        it->second.entry->resource_version == d->resource_version) {
+      it->second.decorated = std::move(d);
+    }
   }
   static std::string Key(const store::StoredObject& o) {
     std::string k;
@@ -807,12 +826,20 @@ struct ApiServer::ServedCache {
   }
 
   std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<const Entry>> entries;  // GUARDED_BY(mu)
+  std::unordered_map<std::string, Slot> entries;  // GUARDED_BY(mu)
 };
 
-common::Status ApiServer::AppendServed(const store::StoredObject& o, std::string& out) const {
-  std::shared_ptr<const ServedCache::Entry> e = served_->Find(o);
-  if (e == nullptr) {
+common::Status ApiServer::AppendServed(const store::StoredObject& o, std::string& out,
+                                       std::optional<std::uint64_t> version) const {
+  const std::string key = ServedCache::Key(o);
+  ServedCache::Slot slot = served_->Find(key);
+  if (slot.decorated && version && slot.decorated->resource_version == o.resource_version &&
+      slot.decorated->decoration_version == *version) {
+    out += slot.decorated->bytes;
+    return common::OkStatus();
+  }
+  std::shared_ptr<const ServedCache::Entry> e = slot.entry;
+  if (e == nullptr || e->resource_version != o.resource_version) {
     auto entry = std::make_shared<ServedCache::Entry>();
     EGS_ASSIGN_OR_RETURN(entry->object, ServedObject(o));
     entry->resource_version = o.resource_version;
@@ -821,7 +848,7 @@ common::Status ApiServer::AppendServed(const store::StoredObject& o, std::string
     entry->appendable = status != entry->object.end() && std::next(status) == entry->object.end() &&
                         status->is_object() && !status->empty() && entry->bytes.ends_with("}}");
     e = entry;
-    served_->Put(o, std::move(entry));
+    served_->PutEntry(key, std::move(entry));
   }
   if (!options_.decorate) {
     out += e->bytes;
@@ -840,29 +867,30 @@ common::Status ApiServer::AppendServed(const store::StoredObject& o, std::string
   try {
     options_.decorate(o.kind, probe);
   } catch (const std::exception&) {
-    out += e->bytes;  // as Decorated: the live fields are an extra
+    out += e->bytes;  // as Decorated: the live fields are an extra (not cached: may be transient)
     return common::OkStatus();
   }
   bool only_added = probe["metadata"] == meta && probe["status"].is_object();
   std::vector<std::pair<const std::string*, const json*>> added;
   if (only_added) {
-    for (const auto& [key, value] : probe["status"].items()) {
-      auto old = status.find(key);
+    for (const auto& [field, value] : probe["status"].items()) {
+      auto old = status.find(field);
       if (old == status.end()) {
-        added.emplace_back(&key, &value);
+        added.emplace_back(&field, &value);
       } else if (*old != value) {
         only_added = false;
         break;
       }
     }
   }
+  const std::size_t begin = out.size();
   if (only_added && added.empty()) {
     out += e->bytes;
   } else if (only_added && e->appendable) {
     out.append(e->bytes, 0, e->bytes.size() - 2);
-    for (const auto& [key, value] : added) {
+    for (const auto& [field, value] : added) {
       out += ',';
-      out += Dump(json(*key));
+      out += Dump(json(*field));
       out += ':';
       out += Dump(*value);
     }
@@ -874,6 +902,13 @@ common::Status ApiServer::AppendServed(const store::StoredObject& o, std::string
       full["status"] = std::move(probe["status"]);
     }
     out += Dump(full);
+  }
+  if (version) {
+    auto d = std::make_shared<ServedCache::DecoratedBytes>();
+    d->resource_version = o.resource_version;
+    d->decoration_version = *version;
+    d->bytes.assign(out, begin, std::string::npos);
+    served_->PutDecorated(key, std::move(d));
   }
   return common::OkStatus();
 }
@@ -937,6 +972,8 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   // Without selectors, a JSON list is assembled from bytes serialized once per object version
   // (AppendServed) instead of parsing and serializing every object on every list.
   const bool as_bytes = labels->requirements.empty() && fields->requirements.empty() && !IsTable(f);
+  std::optional<std::uint64_t> decoration_version;
+  if (as_bytes && options_.decoration_version) decoration_version = options_.decoration_version();
   std::vector<json> items;
   std::string item_bytes;
   std::size_t count = 0;
@@ -959,7 +996,9 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
     }
     if (as_bytes) {
       if (count > 0) item_bytes += ',';
-      if (Status s = AppendServed(o, item_bytes); !s.ok()) return ErrorResponse(s, t.context());
+      if (Status s = AppendServed(o, item_bytes, decoration_version); !s.ok()) {
+        return ErrorResponse(s, t.context());
+      }
     }
     ++count;
     last_ns = o.ns;

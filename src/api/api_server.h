@@ -75,6 +75,10 @@ struct ApiServerOptions {
   // It may read and change only `metadata` and `status` (a list hands it just those, and
   // serves the rest from bytes serialized once per resourceVersion).
   std::function<void(std::string_view kind, nlohmann::json& object)> decorate;
+  // A number that changes whenever `decorate` may answer differently for the same stored object
+  // (egsd: the scheduler snapshot's version and the fleet names' generation). Lists then reuse
+  // an object's decorated bytes while both it and this number are unchanged. Empty: never reused.
+  std::function<std::uint64_t()> decoration_version;
   // Also audit mutating calls that fail authentication (401). Off by default: each audit record
   // is a durable commit, and an unauthenticated client is not rate limited.
   bool audit_unauthenticated = false;
@@ -141,7 +145,9 @@ class ApiServer {
   nlohmann::json Decorated(std::string_view kind, nlohmann::json object) const;
   // Appends `object` as served (decorated) to `out` as JSON, from the cache when its
   // resourceVersion was served before.
-  common::Status AppendServed(const store::StoredObject& object, std::string& out) const;
+  // `version`: options_.decoration_version() read once for the whole list, if set.
+  common::Status AppendServed(const store::StoredObject& object, std::string& out,
+                              std::optional<std::uint64_t> version) const;
 
   store::Store& store_;
   ControlPlane& control_plane_;

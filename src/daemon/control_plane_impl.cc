@@ -236,6 +236,7 @@ void ControlPlaneImpl::PublishNames() {
     n->workspace_ids[name] = id;
   });
   fleet_names_.store(std::move(n));
+  fleet_names_generation_.fetch_add(1);
 }
 
 std::vector<core::Node> ControlPlaneImpl::Nodes() const {
@@ -1213,6 +1214,12 @@ common::Result<json> ControlPlaneImpl::QuoteOnLoop(std::string_view ns, const js
 }
 
 // ---- Reads --------------------------------------------------------------------------------
+
+std::uint64_t ControlPlaneImpl::DecorationVersion() const {
+  // Names first: a reader that sees the new generation also sees the new names.
+  const std::uint64_t names = fleet_names_generation_.load();
+  return scheduler_.snapshot()->version + (names << 40);
+}
 
 void ControlPlaneImpl::Decorate(std::string_view kind, json& object) const {
   const auto snap = scheduler_.snapshot();

@@ -65,6 +65,9 @@ class ControlPlaneImpl final : public api::ControlPlane {
   void OnFleetNodeHealth(core::NodeId node, core::NodeHealth health);
   // Any thread: fills the live status fields of `object` (a stored object's JSON of `kind`).
   void Decorate(std::string_view kind, nlohmann::json& object) const;
+  // Changes whenever Decorate may answer differently for the same object: the published
+  // snapshot's version and the generation of the fleet's names.
+  std::uint64_t DecorationVersion() const;
   // Loop thread (or before the loop starts): every node known, as the scheduler has it.
   std::vector<core::Node> Nodes() const;
   // Whether the Store holds any object of the fleet kinds (a first start has none).
@@ -196,6 +199,7 @@ class ControlPlaneImpl final : public api::ControlPlane {
   std::uint64_t next_uid_ = 1;
 
   std::atomic<std::shared_ptr<const FleetNames>> fleet_names_;
+  std::atomic<std::uint64_t> fleet_names_generation_{0};
 };
 
 }  // namespace egs::daemon

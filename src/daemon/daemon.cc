@@ -251,6 +251,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   options.decorate = [raw](std::string_view kind, json& object) {
     raw->control_plane->Decorate(kind, object);
   };
+  options.decoration_version = [raw] { return raw->control_plane->DecorationVersion(); };
   p->api = std::make_unique<api::ApiServer>(
       *p->store, *p->control_plane, *p->clock, std::move(options),
       [raw](std::string_view authorization) { return raw->tokens->Authenticate(authorization); },
