@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The portal's browser test: builds the release egsd (reusing build/release when present),
+# installs the portal's npm packages (npm ci), assembles the portal into build/portal, and drives
+# it in Debian's chromium (headless, through playwright-core) against a real egsd on a loopback
+# port with the demo simulated fleet and a temp data dir. Screenshots go to build/portal-test/.
+# Exits non-zero when a step fails or the page logs a console error. About a minute.
+# EGSD=path uses an egsd that is already built (scripts/test.sh passes the dev build's) instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh --browser
+if [[ -z "${EGSD:-}" ]]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j "$(( $(nproc) < 2 ? $(nproc) : 2 ))" --target egsd
+  EGSD=build/release/apps/egsd/egsd
+fi
+EGSD="$(cd "$(dirname "$EGSD")" && pwd)/$(basename "$EGSD")"
+portal/assemble.sh build/portal
+cd portal
+exec node test/browser.test.mjs --egsd "$EGSD" --portal-dir ../build/portal \
+  --fleet ../deploy/fleets/demo.yaml --out ../build/portal-test
