@@ -8,6 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --browser
+if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then
+  echo "portal-test: playwright-core needs node >= 20 (this is $(node --version))" >&2
+  exit 1
+fi
 if [[ -z "${EGSD:-}" ]]; then
   cmake --preset release >/dev/null
   cmake --build --preset release -j "$(( $(nproc) < 2 ? $(nproc) : 2 ))" --target egsd

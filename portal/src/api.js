@@ -27,7 +27,7 @@ export function client(token, onUnauthenticated) {
     if (token) headers.Authorization = `Bearer ${token}`;
     const init = { method, headers };
     if (body !== undefined) {
-      headers['Content-Type'] = 'application/json';
+      headers['Content-Type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
       init.body = JSON.stringify(body);
     }
     const res = await fetch(path, init);
@@ -49,6 +49,8 @@ export function client(token, onUnauthenticated) {
   return {
     get: (path) => call('GET', path),
     post: (path, body) => call('POST', path, body ?? {}),
+    // JSON merge patch (RFC 7386).
+    patch: (path, body) => call('PATCH', path, body),
     del: (path) => call('DELETE', path),
   };
 }

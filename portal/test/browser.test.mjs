@@ -210,7 +210,7 @@ async function main() {
       await card(name).locator('.phase').filter({ hasText: /^Released$/ }).waitFor({ timeout: 60000 });
     });
 
-    await step('queued request: why it waits, then delete', async () => {
+    await step('queued request: why it waits, edit, delete', async () => {
       // Fill the sandbox's only allowed pool past one request so the second waits.
       const spec = { shape: '4xl40s-48gb', nodes: 2, duration: '2h', priority: 10 };
       const gpr = (n) => ({ apiVersion: 'egs.dev/v1alpha1', kind: 'GPUProvisionRequest', metadata: { name: n, namespace: 'sandbox' }, spec });
@@ -222,6 +222,12 @@ async function main() {
       await waiting.getByText(/maximum of requests at once/).waitFor();
       await waiting.getByRole('button', { name: 'Why does it wait?' }).click();
       await waiting.locator('pre.why').waitFor();
+      await waiting.getByRole('button', { name: 'Edit waits' }).click();
+      await waiting.getByLabel('Duration').fill('1h');
+      await waiting.getByRole('button', { name: 'Save changes' }).click();
+      await page.getByTestId('notice').filter({ hasText: 'waits changed.' }).waitFor();
+      const edited = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/namespaces/sandbox/gpuprovisionrequests/waits');
+      assert(edited.spec.duration === '1h', `duration edited to 1h, got ${edited.spec.duration}`);
       await waiting.getByRole('button', { name: 'Delete waits' }).click();
       await waiting.waitFor({ state: 'detached' });
     });

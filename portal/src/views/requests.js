@@ -91,6 +91,7 @@ function RequestCard({ gpr, api, now, act }) {
   const [why, setWhy] = useState('');
   const [ext, setExt] = useState('1h');
   const [impact, setImpact] = useState(null);
+  const [editing, setEditing] = useState(false);
   const ns = m.namespace;
   const id = `${ns}-${m.name}`;
   const shape = s.shape || s.plannedShape || spec.shape || (spec.shapes || []).join(' | ');
@@ -139,6 +140,7 @@ function RequestCard({ gpr, api, now, act }) {
     <div class="actions">
       ${s.phase === 'Queued' || s.phase === 'PendingApproval'
         ? html`<button type="button" onClick=${explain}>Why does it wait?</button>
+            <button type="button" aria-expanded=${editing} onClick=${() => setEditing(!editing)}>Edit ${m.name}</button>
             <button type="button" class="danger" onClick=${() => act(`Delete ${m.name}`, async () => {
               await api.del(gprPath(ns, m.name));
               return `${m.name} deleted.`;
@@ -157,7 +159,37 @@ function RequestCard({ gpr, api, now, act }) {
         : ''}
     </div>
     ${impact ? html`<${Impact} impact=${impact} />` : ''}
+    ${editing && (s.phase === 'Queued' || s.phase === 'PendingApproval')
+      ? html`<${EditForm} gpr=${gpr} id=${id} act=${act} api=${api} done=${() => setEditing(false)} />`
+      : ''}
   </li>`;
+}
+
+// Edit nodes, duration and priority while the request waits (a merge patch of its spec).
+function EditForm({ gpr, id, act, api, done }) {
+  const { metadata: m, spec } = gpr;
+  const [nodes, setNodes] = useState(String(spec.nodes));
+  const [dur, setDur] = useState(spec.duration);
+  const [prio, setPrio] = useState(String(spec.priority));
+  const save = (e) => {
+    e.preventDefault();
+    act(`Edit ${m.name}`, async () => {
+      await api.patch(gprPath(m.namespace, m.name), {
+        spec: { nodes: Number(nodes), duration: dur.trim(), priority: Number(prio) },
+      });
+      done();
+      return `${m.name} changed.`;
+    });
+  };
+  return html`<form class="actions edit" onSubmit=${save} aria-label=${`Edit ${m.name}`}>
+    <label for=${`${id}-e-nodes`}>Nodes</label>
+    <input id=${`${id}-e-nodes`} class="short" type="number" min="1" value=${nodes} onInput=${(e) => setNodes(e.currentTarget.value)} />
+    <label for=${`${id}-e-dur`}>Duration</label>
+    <input id=${`${id}-e-dur`} class="short" type="text" value=${dur} onInput=${(e) => setDur(e.currentTarget.value)} />
+    <label for=${`${id}-e-prio`}>Priority</label>
+    <input id=${`${id}-e-prio`} class="short" type="number" value=${prio} onInput=${(e) => setPrio(e.currentTarget.value)} />
+    <button type="submit" disabled=${parseDuration(dur) == null || !(Number(nodes) >= 1)}>Save changes</button>
+  </form>`;
 }
 
 function Impact({ impact }) {
