@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The portal's browser test: builds the release egsd (reusing build/release when present),
-# installs the portal's npm packages (npm ci), assembles the portal into build/portal, and drives
-# it in Debian's chromium (headless, through playwright-core) against a real egsd on a loopback
-# port with the demo simulated fleet and a temp data dir. Screenshots go to build/portal-test/.
+# The portal's tests. Builds the release egsd (reusing build/release when present), installs the
+# portal's npm packages (npm ci) and assembles the portal into build/portal; runs the unit tests
+# of its helpers (node --test), then the browser test: Debian's chromium (headless, through
+# playwright-core) against a real egsd on a loopback port with the demo simulated fleet and a
+# temp data dir. Screenshots go to build/portal-test/.
 # Exits non-zero when a step fails or the page logs a console error. About a minute.
 # EGSD=path uses an egsd that is already built (scripts/test.sh passes the dev build's) instead.
 set -euo pipefail
@@ -20,5 +21,6 @@ fi
 EGSD="$(cd "$(dirname "$EGSD")" && pwd)/$(basename "$EGSD")"
 portal/assemble.sh build/portal
 cd portal
+node --test test/format.test.mjs
 exec node test/browser.test.mjs --egsd "$EGSD" --portal-dir ../build/portal \
   --fleet ../deploy/fleets/demo.yaml --out ../build/portal-test

@@ -31,7 +31,12 @@ export function Requests({ session }) {
   const [filter, setFilter] = useState('');
   const [showDone, setShowDone] = useState(true);
   const [notice, setNotice] = useState('');
-  const { data, error, reload } = usePoll(() => api.get(`${API}/gpuprovisionrequests`), 2000);
+  // Members read only their workspaces' requests; others the whole list.
+  const { data, error, reload } = usePoll(async () => {
+    if (me.role !== 'member') return api.get(`${API}/gpuprovisionrequests`);
+    const lists = await Promise.all(me.workspaces.map((ws) => api.get(gprPath(ws))));
+    return { items: lists.flatMap((l) => l.items || []) };
+  }, 2000);
   const all = data ? mine(data.items || [], me).map((g) => ({ ...g, status: g.status || {} })) : null;
   const spaces = all ? [...new Set(all.map((g) => g.metadata.namespace))].sort() : [];
   const shown = all
