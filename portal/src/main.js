@@ -11,6 +11,8 @@ import { Inventory } from './views/inventory.js';
 import { NewRequest } from './views/new-request.js';
 import { Requests } from './views/requests.js';
 import { Queue } from './views/queue.js';
+import { Events, lastTime, loadEvents } from './views/events.js';
+import { usePoll } from './components.js';
 
 const TOKEN_KEY = 'egs.token';
 
@@ -19,6 +21,7 @@ const ROUTES = [
   { path: 'new', label: 'New request', view: NewRequest },
   { path: 'workspaces', label: 'Workspaces', view: Workspaces },
   { path: 'inventory', label: 'Inventory', view: Inventory },
+  { path: 'events', label: 'Events', view: Events, bell: true },
   { path: 'queue', label: 'Queue (admin)', view: Queue, admin: true },
 ];
 
@@ -29,6 +32,21 @@ function currentRoute() {
 
 export function isAdmin(me) {
   return me && (me.role === 'admin' || me.role === 'project-admin');
+}
+
+// The bell: warnings of the last hour, refreshed every 10 s; leads to the events page.
+function Bell({ session, current }) {
+  const { data } = usePoll(() => loadEvents(session.api, session.me), 10000);
+  const hourAgo = Date.now() - 3600e3;
+  const warnings = (data || []).filter((e) => e.type === 'Warning' && lastTime(e) >= hourAgo).length;
+  const label = `Events: ${warnings} warning${warnings === 1 ? '' : 's'} in the last hour`;
+  return html`<a class=${`bell${warnings ? ' hot' : ''}`} href="#/events" aria-label=${label} title=${label}
+    aria-current=${current ? 'page' : undefined}>
+    <svg width="16" height="16" viewBox="0 0 24 24" aria-hidden="true" focusable="false">
+      <path fill="currentColor" d="M12 22a2 2 0 0 0 2-2h-4a2 2 0 0 0 2 2zm6-6v-5c0-3.07-1.64-5.64-4.5-6.32V4a1.5 1.5 0 0 0-3 0v.68C7.63 5.36 6 7.92 6 11v5l-2 2v1h16v-1l-2-2z" />
+    </svg>
+    <span aria-hidden="true"> Events</span>${warnings ? html`<span class="count" aria-hidden="true">${warnings}</span>` : ''}
+  </a>`;
 }
 
 function App() {
@@ -77,6 +95,7 @@ function App() {
   const api = client(token, signOut);
   const session = { api, me, token };
   const routes = ROUTES.filter((r) => !r.admin || isAdmin(me));
+  const navRoutes = routes.filter((r) => !r.bell);
   const active = routes.find((r) => r.path === route) || routes[0];
   const View = active.view;
   return html`
@@ -85,7 +104,7 @@ function App() {
       <span class="brand">EGS</span>
       <nav aria-label="Main">
         <ul>
-          ${routes.map(
+          ${navRoutes.map(
             (r) => html`<li>
               <a href=${`#/${r.path}`} aria-current=${r === active ? 'page' : undefined}
                 >${r.label}</a
@@ -94,6 +113,7 @@ function App() {
           )}
         </ul>
       </nav>
+      <${Bell} session=${session} current=${active.path === 'events'} />
       <div class="who" data-testid="who">
         Signed in as <strong>${me.user}</strong>
         <span class="role" title="role">${me.role}</span>

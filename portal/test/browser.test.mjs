@@ -184,6 +184,10 @@ async function main() {
       await page.getByTestId('submitted').waitFor();
     });
 
+    await step('a node failure is a warning (API), seen later behind the bell', async () => {
+      await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/nodes/use-l40s-000/fail', {});
+    });
+
     await step('the request goes active with a progress bar', async () => {
       await page.getByRole('link', { name: 'My requests' }).click();
       await card(name).waitFor();
@@ -193,6 +197,11 @@ async function main() {
       assert(/8xa100-40gb/.test(info) && /gcp-eu-west/.test(info), `placed as picked: ${info}`);
       await card(name).getByRole('progressbar').waitFor();
       await shot('03-active');
+    });
+
+    await step('the bell counts the warning', async () => {
+      await page.getByRole('link', { name: /Events: [1-9]\d* warnings? in the last hour/ }).waitFor();
+      await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/nodes/use-l40s-000/recover', {});
     });
 
     await step('extend with impact preview', async () => {
@@ -208,6 +217,18 @@ async function main() {
     await step('early release', async () => {
       await card(name).getByRole('button', { name: `Release ${name} now` }).click();
       await card(name).locator('.phase').filter({ hasText: /^Released$/ }).waitFor({ timeout: 60000 });
+    });
+
+    await step('events are searchable', async () => {
+      await page.getByRole('link', { name: 'Events' }).click();
+      await page.getByLabel('Search').fill(name);
+      const rows = page.getByTestId('event');
+      await rows.filter({ hasText: 'Active' }).first().waitFor();
+      const all = await rows.allInnerTexts();
+      assert(all.length >= 2 && all.every((t) => t.includes(name)), `only ${name}'s events: ${all.join(' | ')}`);
+      await page.getByLabel('Search').fill('no-such-thing-anywhere');
+      await page.getByText('0 events.').waitFor();
+      await page.getByRole('link', { name: 'My requests' }).click();
     });
 
     await step('queued request: why it waits, edit, delete', async () => {
