@@ -39,13 +39,15 @@ function Bell({ session, current }) {
   const { data } = usePoll(() => loadEvents(session.api, session.me), 10000);
   const hourAgo = Date.now() - 3600e3;
   const warnings = (data || []).filter((e) => e.type === 'Warning' && lastTime(e) >= hourAgo).length;
-  const label = `Events: ${warnings} warning${warnings === 1 ? '' : 's'} in the last hour`;
-  return html`<a class=${`bell${warnings ? ' hot' : ''}`} href="#/events" aria-label=${label} title=${label}
+  const label = `${warnings} warning${warnings === 1 ? '' : 's'} in the last hour`;
+  return html`<a class=${`bell${warnings ? ' hot' : ''}`} href="#/events" title=${label}
     aria-current=${current ? 'page' : undefined}>
     <svg width="16" height="16" viewBox="0 0 24 24" aria-hidden="true" focusable="false">
       <path fill="currentColor" d="M12 22a2 2 0 0 0 2-2h-4a2 2 0 0 0 2 2zm6-6v-5c0-3.07-1.64-5.64-4.5-6.32V4a1.5 1.5 0 0 0-3 0v.68C7.63 5.36 6 7.92 6 11v5l-2 2v1h16v-1l-2-2z" />
     </svg>
-    <span aria-hidden="true"> Events</span>${warnings ? html`<span class="count" aria-hidden="true">${warnings}</span>` : ''}
+    <span>Events</span>
+    ${warnings ? html`<span class="count" aria-hidden="true">${warnings}</span>` : ''}
+    <span class="sr-only">: ${warnings} warning${warnings === 1 ? '' : 's'} in the last hour</span>
   </a>`;
 }
 

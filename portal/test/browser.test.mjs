@@ -5,6 +5,7 @@
 // Exits non-zero when a step fails or the page logged a console error. Screenshots go to --out.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -19,6 +20,7 @@ const PORTAL = resolve(args['portal-dir'] || '../build/portal');
 const FLEET = resolve(args.fleet || '../deploy/fleets/demo.yaml');
 const OUT = resolve(args.out || '../build/portal-test');
 const CHROMIUM = process.env.EGS_CHROMIUM || '/usr/bin/chromium';
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 const t0 = Date.now();
 const log = (msg) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
@@ -108,6 +110,20 @@ async function main() {
       throw e;
     }
   };
+  // Accessibility: axe-core's WCAG 2 A/AA rules on the page as it is (labels, names, contrast,
+  // landmarks...); any violation fails the step.
+  const a11y = async (what) => {
+    if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.addScriptTag({ path: AXE });
+    const result = await page.evaluate(() =>
+      window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } }),
+    );
+    const found = result.violations.map(
+      (v) => `${v.id} (${v.impact}): ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).slice(0, 5).join(', ')}`,
+    );
+    assert(found.length === 0, `accessibility violations on ${what}:\n${found.join('\n')}`);
+    a11yChecked.push(what);
+  };
+  const a11yChecked = [];
   const shot = (name) => page.screenshot({ path: join(OUT, `${name}.png`), fullPage: true });
   const card = (name) => page.locator(`[data-testid="request"][data-name="${name}"]`);
 
@@ -127,6 +143,7 @@ async function main() {
       log(`first load: ${files.length} files, ${(raw / 1024).toFixed(1)} KB raw, ${(gz / 1024).toFixed(1)} KB gzip`);
       assert(gz <= 300 * 1024, `first load ${gz} bytes compressed > 300 KB`);
       await shot('01-sign-in');
+      await a11y('sign-in');
     });
 
     await step('sign in with the keyboard', async () => {
@@ -149,6 +166,7 @@ async function main() {
       assert(cards === 4, `4 workspaces, got ${cards}`);
       await page.getByText('Up to 128 GPUs in use at once.').waitFor();
       await page.getByText('0 of 128 GPUs used, 128 free').waitFor();
+      await a11y('workspaces');
     });
 
     await step('inventory shows free nodes per shape and cluster', async () => {
@@ -158,6 +176,7 @@ async function main() {
       const free = await row.getByTestId('free-now').innerText();
       assert(free === '16', `16 H100 nodes free in aws-us-east, got ${free}`);
       assert((await page.getByRole('row').count()) === 7, '6 pools and a header row');
+      await a11y('inventory');
     });
 
     const name = 'portal-e2e';
@@ -179,6 +198,7 @@ async function main() {
       await page.keyboard.press('Space');
       assert(await radio.isChecked(), 'picked row is checked');
       await shot('02-quote');
+      await a11y('new request with its quote');
       await page.getByLabel('Request name').fill(name);
       await page.getByRole('button', { name: /Submit request on 8xa100-40gb in gcp-eu-west/ }).click();
       await page.getByTestId('submitted').waitFor();
@@ -197,10 +217,11 @@ async function main() {
       assert(/8xa100-40gb/.test(info) && /gcp-eu-west/.test(info), `placed as picked: ${info}`);
       await card(name).getByRole('progressbar').waitFor();
       await shot('03-active');
+      await a11y('my requests');
     });
 
     await step('the bell counts the warning', async () => {
-      await page.getByRole('link', { name: /Events: [1-9]\d* warnings? in the last hour/ }).waitFor();
+      await page.getByRole('link', { name: /Events.*: [1-9]\d* warnings? in the last hour/ }).waitFor();
       await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/nodes/use-l40s-000/recover', {});
     });
 
@@ -228,6 +249,9 @@ async function main() {
       assert(all.length >= 2 && all.every((t) => t.includes(name)), `only ${name}'s events: ${all.join(' | ')}`);
       await page.getByLabel('Search').fill('no-such-thing-anywhere');
       await page.getByText('0 events.').waitFor();
+      await page.getByLabel('Search').fill('');
+      await page.getByTestId('event').first().waitFor();
+      await a11y('events');
       await page.getByRole('link', { name: 'My requests' }).click();
     });
 
@@ -262,6 +286,7 @@ async function main() {
       const row = page.locator('[data-testid="queue-row"][data-name="big-one"]');
       await row.getByText('PendingApproval').waitFor();
       await shot('04-admin-queue');
+      await a11y('admin queue');
       await row.getByRole('button', { name: 'Approve big-one' }).click();
       await row.locator('.phase').filter({ hasText: /^(Queued|Provisioning|Active)$/ }).waitFor();
       const g = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/namespaces/vision/gpuprovisionrequests/big-one');
@@ -294,6 +319,7 @@ async function main() {
     });
 
     await step('no console errors', async () => {
+      log(`axe-core found no accessibility violations on: ${a11yChecked.join(', ')}`);
       assert(consoleErrors.length === 0, consoleErrors.join('\n'));
     });
   } catch {
