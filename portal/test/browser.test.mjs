@@ -277,7 +277,7 @@ async function main() {
       await waiting.waitFor({ state: 'detached' });
     });
 
-    await step('admin approves a request over policy and changes a priority', async () => {
+    await step('admin approves a request over policy, changes a priority, reorders', async () => {
       await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/namespaces/vision/gpuprovisionrequests', {
         apiVersion: 'egs.dev/v1alpha1', kind: 'GPUProvisionRequest', metadata: { name: 'big-one', namespace: 'vision' },
         spec: { shape: '8xa100-40gb', nodes: 6, duration: '2h', priority: 100 },
@@ -303,6 +303,19 @@ async function main() {
       await page.getByText('Priority of sandbox/later: done.').waitFor();
       const l = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/namespaces/sandbox/gpuprovisionrequests/later');
       assert(l.spec.priority === 60, `priority is 60, got ${l.spec.priority}`);
+      // Reorder: "soon" queues behind "later" (lower priority), then moves up before it.
+      await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/namespaces/sandbox/gpuprovisionrequests', {
+        apiVersion: 'egs.dev/v1alpha1', kind: 'GPUProvisionRequest', metadata: { name: 'soon', namespace: 'sandbox' },
+        spec: { shape: '4xl40s-48gb', nodes: 1, duration: '30m', priority: 5 },
+      });
+      const position = async (n) =>
+        (await api(egsd, 'GET', `/apis/egs.dev/v1alpha1/namespaces/sandbox/gpuprovisionrequests/${n}`)).status.queuePosition;
+      const soon = page.locator('[data-testid="queue-row"][data-name="soon"]');
+      await soon.getByRole('button', { name: 'Move soon before later' }).click();
+      await page.getByText('Move sandbox/soon: done.').waitFor();
+      const [ps, pl] = [await position('soon'), await position('later')];
+      assert(ps < pl, `soon (${ps}) now queues before later (${pl})`);
+      await soon.getByRole('button', { name: 'Move soon after later' }).waitFor();
     });
 
     await step('a member sees their own workspaces and role', async () => {

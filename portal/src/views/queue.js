@@ -50,11 +50,19 @@ function Table({ rows, kind, api, act, now }) {
       <th scope="col">Ask</th><th scope="col">Priority</th>
       <th scope="col">${kind === 'active' ? 'Ends' : 'Planned start'}</th><th scope="col">Actions</th>
     </tr></thead>
-    <tbody>${rows.map((g) => html`<${Row} key=${`${g.metadata.namespace}/${g.metadata.name}`} g=${g} kind=${kind} api=${api} act=${act} now=${now} />`)}</tbody>
+    <tbody>${rows.map((g, i) => {
+      // The API moves a request before/after another of the same workspace (it adopts that
+      // one's priority): the nearest such neighbours in queue order.
+      const same = (o) => o.metadata.namespace === g.metadata.namespace;
+      const up = kind === 'queued' ? rows.slice(0, i).reverse().find(same) : undefined;
+      const down = kind === 'queued' ? rows.slice(i + 1).find(same) : undefined;
+      return html`<${Row} key=${`${g.metadata.namespace}/${g.metadata.name}`} g=${g} kind=${kind}
+        api=${api} act=${act} now=${now} up=${up} down=${down} />`;
+    })}</tbody>
   </table>`;
 }
 
-function Row({ g, kind, api, act, now }) {
+function Row({ g, kind, api, act, now, up, down }) {
   const { metadata: m, spec, status: s } = g;
   const [prio, setPrio] = useState(String(spec.priority ?? ''));
   const [reason, setReason] = useState('');
@@ -79,7 +87,11 @@ function Row({ g, kind, api, act, now }) {
         <label for=${`${id}-prio`}>Priority</label>
         <input id=${`${id}-prio`} class="short" type="number" value=${prio} onInput=${(e) => setPrio(e.currentTarget.value)} />
         <button type="button" disabled=${prio === '' || Number(prio) === spec.priority}
-          onClick=${() => act(`Priority of ${label}`, () => api.post(`${path}/reprioritize`, { priority: Number(prio) }))}>Set priority</button>` : html`
+          onClick=${() => act(`Priority of ${label}`, () => api.post(`${path}/reprioritize`, { priority: Number(prio) }))}>Set priority</button>
+        ${up ? html`<button type="button" aria-label=${`Move ${m.name} before ${up.metadata.name}`} title=${`before ${up.metadata.name}`}
+          onClick=${() => act(`Move ${label}`, () => api.post(`${path}/move`, { before: up.metadata.name }))}>Move up</button>` : ''}
+        ${down ? html`<button type="button" aria-label=${`Move ${m.name} after ${down.metadata.name}`} title=${`after ${down.metadata.name}`}
+          onClick=${() => act(`Move ${label}`, () => api.post(`${path}/move`, { after: down.metadata.name }))}>Move down</button>` : ''}` : html`
         ${s.phase === 'Active' ? html`<button type="button" class="danger" onClick=${() => act(`Release ${label}`, () => api.post(`${path}/release`, {}))}>Release ${m.name}</button>` : ''}`}
     </td>
   </tr>`;
