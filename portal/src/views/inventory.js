@@ -59,7 +59,7 @@ export function Inventory({ session }) {
       session.api.get(`${API}/clusters`),
     ]);
     return { nodes: nodes.items || [], shapes: shapes.items || [], clusters: clusters.items || [] };
-  }, 5000);
+  }, 15000); // every node with its schedule: heavy on a large fleet, so not too often
   const shapeInfo = new Map((data ? data.shapes : []).map((s) => [s.metadata.name, s.spec]));
   const clusterInfo = new Map((data ? data.clusters : []).map((c) => [c.metadata.name, c]));
   const rows = data ? pools(data.nodes, now) : [];
