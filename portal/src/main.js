@@ -18,7 +18,7 @@ const TOKEN_KEY = 'egs.token';
 
 const ROUTES = [
   { path: 'requests', label: 'My requests', view: Requests },
-  { path: 'new', label: 'New request', view: NewRequest },
+  { path: 'new', label: 'New request', view: NewRequest, writes: true },
   { path: 'workspaces', label: 'Workspaces', view: Workspaces },
   { path: 'inventory', label: 'Inventory', view: Inventory },
   { path: 'events', label: 'Events', view: Events, bell: true },
@@ -96,7 +96,8 @@ function App() {
 
   const api = client(token, signOut);
   const session = { api, me, token };
-  const routes = ROUTES.filter((r) => !r.admin || isAdmin(me));
+  // Viewers read only: no new requests; the queue's actions are for admins.
+  const routes = ROUTES.filter((r) => (!r.admin || isAdmin(me)) && (!r.writes || me.role !== 'viewer'));
   const navRoutes = routes.filter((r) => !r.bell);
   const active = routes.find((r) => r.path === route) || routes[0];
   const View = active.view;

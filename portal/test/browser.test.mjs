@@ -318,7 +318,7 @@ async function main() {
       await soon.getByRole('button', { name: 'Move soon after later' }).waitFor();
     });
 
-    await step('a member sees their own workspaces and role', async () => {
+    await step('a member sees their own workspaces and role; a viewer only reads', async () => {
       const issued = await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/tokens', { spec: { user: 'carol', role: 'member', workspaces: ['vision'], ttl: '1h' } });
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByLabel('API token').fill(issued.status.token);
@@ -329,6 +329,15 @@ async function main() {
       await page.getByRole('link', { name: 'Workspaces' }).click();
       await page.getByRole('heading', { name: 'vision' }).waitFor();
       assert((await page.locator('article.card').count()) === 1, 'only the member workspace');
+      // A viewer reads everything and is offered no way to change anything.
+      const viewer = await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/tokens', { spec: { user: 'vic', role: 'viewer', ttl: '1h' } });
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByLabel('API token').fill(viewer.status.token);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      assert(/vic/.test(await page.getByTestId('who').innerText()), 'viewer signed in');
+      await card('big-one').waitFor();
+      assert((await page.getByRole('link', { name: 'New request' }).count()) === 0, 'no new request for viewers');
+      assert((await page.getByRole('button', { name: /Release|Delete|Edit|Extend/ }).count()) === 0, 'no write buttons for viewers');
     });
 
     await step('no console errors', async () => {

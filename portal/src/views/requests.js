@@ -66,17 +66,17 @@ export function Requests({ session }) {
       </select>
       <label class="check"><input type="checkbox" checked=${showDone}
         onChange=${(e) => setShowDone(e.currentTarget.checked)} /> Show finished</label>
-      <a class="button" href="#/new">New request</a>
+      ${me.role !== 'viewer' ? html`<a class="button" href="#/new">New request</a>` : ''}
     </div>
     <${ErrorBox} error=${error} />
     ${notice ? html`<p class="notice" role="status" data-testid="notice">${notice}</p>` : ''}
     ${shown == null
       ? html`<p role="status">Loading…</p>`
       : shown.length === 0
-        ? html`<p>No requests yet. <a href="#/new">Ask for GPUs</a>.</p>`
+        ? html`<p>No requests yet.${me.role !== 'viewer' ? html` <a href="#/new">Ask for GPUs</a>.` : ''}</p>`
         : html`<ul class="requests">
             ${shown.map((g) => html`<${RequestCard} key=${`${g.metadata.namespace}/${g.metadata.name}`}
-              gpr=${g} api=${api} now=${now} act=${act} />`)}
+              gpr=${g} api=${api} now=${now} act=${act} canWrite=${me.role !== 'viewer'} />`)}
           </ul>`}
   </section>`;
 }
@@ -91,7 +91,7 @@ function Estimate({ s, now }) {
   </dl>`;
 }
 
-function RequestCard({ gpr, api, now, act }) {
+function RequestCard({ gpr, api, now, act, canWrite }) {
   const { metadata: m, spec, status: s } = gpr;
   const [why, setWhy] = useState('');
   const [ext, setExt] = useState('1h');
@@ -143,7 +143,7 @@ function RequestCard({ gpr, api, now, act }) {
     ${s.pendingExtension ? html`<p class="notice">Extension by ${s.pendingExtension.duration} waits for approval${s.pendingExtension.reason ? `: ${s.pendingExtension.reason}` : ''}.</p>` : ''}
     ${why ? html`<pre class="why" aria-label=${`Why ${m.name} waits`}>${why}</pre>` : ''}
     <div class="actions">
-      ${s.phase === 'Queued' || s.phase === 'PendingApproval'
+      ${canWrite && (s.phase === 'Queued' || s.phase === 'PendingApproval')
         ? html`<button type="button" onClick=${explain}>Why does it wait?</button>
             <button type="button" aria-expanded=${editing} onClick=${() => setEditing(!editing)}>Edit ${m.name}</button>
             <button type="button" class="danger" onClick=${() => act(`Delete ${m.name}`, async () => {
@@ -151,7 +151,7 @@ function RequestCard({ gpr, api, now, act }) {
               return `${m.name} deleted.`;
             })}>Delete ${m.name}</button>`
         : ''}
-      ${s.phase === 'Active'
+      ${canWrite && s.phase === 'Active'
         ? html`<button type="button" class="danger" onClick=${() => act(`Release ${m.name}`, async () => {
               await api.post(`${gprPath(ns, m.name)}/release`, {});
               return `${m.name} released early.`;
