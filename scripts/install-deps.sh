@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages EGS needs to build and test. Idempotent: packages already present
 # are not fetched again, and apt-get update runs only when something is missing.
+# `--browser` also installs Debian's chromium, which only the portal's browser test needs
+# (scripts/portal-test.sh); node and npm (for the portal's npm packages) are installed from
+# Debian when the machine has none.
 set -euo pipefail
+BROWSER=0
+if [[ "${1:-}" == "--browser" ]]; then BROWSER=1; fi
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
@@ -10,6 +15,7 @@ PACKAGES=(
   libsqlite3-dev libsqlitecpp-dev libcpp-httplib-dev libssl-dev openssl
   libglpk-dev clang-format
 )
+if ((BROWSER)); then PACKAGES+=(chromium); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -35,5 +41,14 @@ if ! command -v kubectl >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+fi
+# The portal's npm packages (preact, htm; playwright-core for its test) need node and npm.
+if ! command -v npm >/dev/null 2>&1; then
+  echo "install-deps: installing nodejs and npm"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 echo "install-deps: all build dependencies present"

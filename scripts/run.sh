@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the release preset and runs egsd, the embedded default: SQLite under .egs-data/ and the
 # demo simulated fleet (deploy/fleets/demo.yaml: 2 clusters, 3 shapes, 64+ nodes, 4 workspaces).
-# Prints the URL and, on the first start, the admin token (also kept in .egs-data/admin-token).
+# Serves the web portal under /portal/ (npm packages installed with `npm ci`, assembled into
+# build/portal). Prints the URLs and, on the first start, the admin token (also kept in
+# .egs-data/admin-token).
 # Extra arguments go to egsd (e.g. --listen 127.0.0.1:9090). `scripts/run.sh --demo` runs the
 # older scheduling-core demo on the Tiresias trace instead.
 set -euo pipefail
@@ -15,6 +17,7 @@ if [[ "${1:-}" == "--demo" ]]; then
   exec build/release/apps/egs-demo/egs-demo --traces "$TRACES" "$@"
 fi
 cmake --build --preset release -j "$(nproc)" --target egsd egsctl
+portal/assemble.sh build/portal >/dev/null
 DATA="${EGS_DATA_DIR:-$PWD/.egs-data}"
 LISTEN="${EGS_LISTEN:-127.0.0.1:8080}"
 mkdir -p "$DATA"
@@ -35,6 +38,8 @@ fi
 if [[ -s "$DATA/admin-token" ]]; then
   echo "admin token (from an earlier start): $(cat "$DATA/admin-token")"
 fi
+echo "portal: $SCHEME://$LISTEN/portal/ (sign in with a token)"
 echo "egsctl: build/release/apps/egsctl/egsctl --server $SCHEME://$LISTEN --token <token> get gpr -A"
 exec build/release/apps/egsd/egsd --listen "$LISTEN" --data-dir "$DATA" \
-  --fleet deploy/fleets/demo.yaml --admin-token-file "$DATA/admin-token" "${TLS[@]}" "$@"
+  --fleet deploy/fleets/demo.yaml --admin-token-file "$DATA/admin-token" \
+  --portal-dir build/portal "${TLS[@]}" "$@"

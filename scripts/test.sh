@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: builds the dev preset (Debug, -Werror) and the asan preset (ASan + UBSan),
-# runs CTest on both (unit and scenario labels), and checks formatting and the clock rule.
+# runs CTest on both (unit and scenario labels), checks formatting and the clock rule, and runs
+# the portal's browser test (scripts/portal-test.sh) against the dev build's egsd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +27,6 @@ for preset in dev asan; do
   echo "== test $preset"
   ctest --preset "$preset" -j "$(nproc)"
 done
+
+echo "== portal browser test"
+EGSD=build/dev/apps/egsd/egsd scripts/portal-test.sh

@@ -175,6 +175,23 @@ HttpResponse ServeItem(TokenService& tokens, const HttpRequest& req, const std::
   return Json(200, TokenJson(*info));
 }
 
+// GET tokens/self: the caller's own token (who am I), for any authenticated caller. Built from
+// the principal when the token is not listed (e.g. a principal made without a stored token).
+HttpResponse ServeSelf(TokenService& tokens, const Principal& who) {
+  auto info = FindToken(tokens, who.token_id);
+  if (info) return Json(200, TokenJson(*info));
+  TokenInfo self;
+  self.id = who.token_id;
+  self.user = who.user;
+  self.role = who.role;
+  self.workspaces = who.workspaces;
+  self.projects = who.projects;
+  json out = TokenJson(self);
+  out["metadata"].erase("creationTimestamp");
+  out["status"].erase("created");
+  return Json(200, out);
+}
+
 }  // namespace
 
 std::optional<HttpResponse> HandleTokenRequest(TokenService& tokens, const Principal& who,
@@ -198,7 +215,8 @@ std::optional<HttpResponse> HandleTokenRequest(TokenService& tokens, const Princ
   if (verb.empty()) {
     return ToResponse(MethodNotAllowed(fmt::format("{} is not supported on {}", m, path)));
   }
-  // 3. Only admins manage tokens.
+  // 3. Anybody may read their own token; only admins manage tokens.
+  if (id == "self" && verb == "get") return ServeSelf(tokens, who);
   Access access;
   access.verb = verb;
   access.resource = "tokens";

@@ -6,12 +6,15 @@
 //          Token, whose status.token holds the secret (the only time it is ever shown)
 //   GET    /apis/egs.dev/v1alpha1/tokens/{id}    one token
 //   DELETE /apis/egs.dev/v1alpha1/tokens/{id}    revoke (the token stays listed, revoked)
+//   GET    /apis/egs.dev/v1alpha1/tokens/self    the caller's own token ("who am I"): any
+//          authenticated caller, never the secret (the portal shows user and role from it)
 // A Token object: {"kind": "Token", "apiVersion": "egs.dev/v1alpha1", "metadata": {"name": id,
 // "uid": id, "creationTimestamp"}, "spec": {"user", "role", "workspaces", "projects", "expires"?},
 // "status": {"id", "created", "revoked"}}.
 //
-// Errors are Kubernetes Status objects: 403 for non-admins, 422 for an invalid spec (the cause
-// names the field), 400 for a body that is not JSON, 404 for an unknown id, 405 for other methods.
+// Errors are Kubernetes Status objects: 403 for non-admins (except tokens/self), 422 for an
+// invalid spec (the cause names the field), 400 for a body that is not JSON, 404 for an unknown
+// id, 405 for other methods.
 //
 // Thread-safety: as TokenService.
 #pragma once

@@ -160,6 +160,29 @@ TEST_F(TokenHandlersTest, OnlyAdminsManageTokens) {
   EXPECT_FALSE((*list)[0].revoked);
 }
 
+TEST_F(TokenHandlersTest, EveryRoleReadsItsOwnTokenAsSelf) {
+  json created = IssueOk(R"({"user":"mel","role":"member","workspaces":["ws-a"],"ttl":"24h"})");
+  std::string id = created["metadata"]["name"].get<std::string>();
+  Principal member{"mel", Role::kMember, {"ws-a"}, {}, id};
+  HttpResponse r = Call(member, Req("GET", std::string(kPath) + "/self"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json self = json::parse(r.body);
+  EXPECT_EQ(self["kind"], "Token");
+  EXPECT_EQ(self["metadata"]["name"], id);
+  EXPECT_EQ(self["spec"]["user"], "mel");
+  EXPECT_EQ(self["spec"]["role"], "member");
+  EXPECT_EQ(self["spec"]["workspaces"], json::array({"ws-a"}));
+  EXPECT_TRUE(self["spec"].contains("expires"));
+  EXPECT_FALSE(self["status"].contains("token"));
+  // A principal whose token is not stored is answered from the principal itself.
+  Principal viewer{"vic", Role::kViewer, {}, {}, "v0"};
+  json v = json::parse(Call(viewer, Req("GET", std::string(kPath) + "/self")).body);
+  EXPECT_EQ(v["spec"]["user"], "vic");
+  EXPECT_EQ(v["spec"]["role"], "viewer");
+  // Only GET: self cannot be revoked through this path by a non-admin.
+  ExpectStatus(Call(viewer, Req("DELETE", std::string(kPath) + "/self")), 403);
+}
+
 TEST_F(TokenHandlersTest, InvalidSpecIs422NamingTheField) {
   struct Case {
     std::string body;

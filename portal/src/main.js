@@ -1,0 +1,136 @@
+// The portal's shell: sign-in, header (who and which role), navigation by URL hash, and the views.
+// The token lives in sessionStorage only (gone when the tab closes).
+import { render } from 'preact';
+import { useCallback, useEffect, useState } from 'preact/hooks';
+
+import { client, whoAmI } from './api.js';
+import { html } from './html.js';
+import { SignIn } from './views/signin.js';
+import { Workspaces } from './views/workspaces.js';
+import { Inventory } from './views/inventory.js';
+import { NewRequest } from './views/new-request.js';
+import { Requests } from './views/requests.js';
+import { Queue } from './views/queue.js';
+import { Events, lastTime, loadEvents } from './views/events.js';
+import { usePoll } from './components.js';
+
+const TOKEN_KEY = 'egs.token';
+
+const ROUTES = [
+  { path: 'requests', label: 'My requests', view: Requests },
+  { path: 'new', label: 'New request', view: NewRequest, writes: true },
+  { path: 'workspaces', label: 'Workspaces', view: Workspaces },
+  { path: 'inventory', label: 'Inventory', view: Inventory },
+  { path: 'events', label: 'Events', view: Events, bell: true },
+  { path: 'queue', label: 'Queue (admin)', view: Queue, admin: true },
+];
+
+function currentRoute() {
+  const p = (location.hash || '').replace(/^#\/?/, '').split('?')[0];
+  return ROUTES.find((r) => r.path === p) ? p : 'requests';
+}
+
+export function isAdmin(me) {
+  return me && (me.role === 'admin' || me.role === 'project-admin');
+}
+
+// The bell: warnings of the last hour, refreshed every 10 s; leads to the events page.
+function Bell({ session, current }) {
+  const { data } = usePoll(() => loadEvents(session.api, session.me), 10000);
+  const hourAgo = Date.now() - 3600e3;
+  const warnings = (data || []).filter((e) => e.type === 'Warning' && lastTime(e) >= hourAgo).length;
+  const label = `${warnings} warning${warnings === 1 ? '' : 's'} in the last hour`;
+  return html`<a class=${`bell${warnings ? ' hot' : ''}`} href="#/events" title=${label}
+    aria-current=${current ? 'page' : undefined}>
+    <svg width="16" height="16" viewBox="0 0 24 24" aria-hidden="true" focusable="false">
+      <path fill="currentColor" d="M12 22a2 2 0 0 0 2-2h-4a2 2 0 0 0 2 2zm6-6v-5c0-3.07-1.64-5.64-4.5-6.32V4a1.5 1.5 0 0 0-3 0v.68C7.63 5.36 6 7.92 6 11v5l-2 2v1h16v-1l-2-2z" />
+    </svg>
+    <span>Events</span>
+    ${warnings ? html`<span class="count" aria-hidden="true">${warnings}</span>` : ''}
+    <span class="sr-only">: ${warnings} warning${warnings === 1 ? '' : 's'} in the last hour</span>
+  </a>`;
+}
+
+function App() {
+  const [token, setToken] = useState(() => sessionStorage.getItem(TOKEN_KEY) || '');
+  const [me, setMe] = useState(null);
+  const [route, setRoute] = useState(currentRoute());
+  const [error, setError] = useState('');
+
+  const signOut = useCallback(() => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    setToken('');
+    setMe(null);
+  }, []);
+
+  useEffect(() => {
+    const onHash = () => setRoute(currentRoute());
+    addEventListener('hashchange', onHash);
+    return () => removeEventListener('hashchange', onHash);
+  }, []);
+
+  // A token from an earlier page load in this tab: find out whose it is again.
+  useEffect(() => {
+    if (!token || me) return;
+    whoAmI(token)
+      .then(setMe)
+      .catch((e) => {
+        setError(`Signed out: ${e.message}`);
+        signOut();
+      });
+  }, [token]);
+
+  const signIn = async (t) => {
+    const who = await whoAmI(t); // throws ApiError on a bad token
+    sessionStorage.setItem(TOKEN_KEY, t);
+    setError('');
+    setToken(t);
+    setMe(who);
+    location.hash = '#/requests';
+  };
+
+  if (!token || !me) {
+    if (token && !me) return html`<p class="loading" role="status">Signing in…</p>`;
+    return html`<${SignIn} onSignIn=${signIn} notice=${error} />`;
+  }
+
+  const api = client(token, signOut);
+  const session = { api, me, token };
+  // Viewers read only: no new requests; the queue's actions are for admins.
+  const routes = ROUTES.filter((r) => (!r.admin || isAdmin(me)) && (!r.writes || me.role !== 'viewer'));
+  const navRoutes = routes.filter((r) => !r.bell);
+  const active = routes.find((r) => r.path === route) || routes[0];
+  const View = active.view;
+  return html`
+    <header class="top">
+      <a class="skip" href="#main">Skip to content</a>
+      <span class="brand">EGS</span>
+      <nav aria-label="Main">
+        <ul>
+          ${navRoutes.map(
+            (r) => html`<li>
+              <a href=${`#/${r.path}`} aria-current=${r === active ? 'page' : undefined}
+                >${r.label}</a
+              >
+            </li>`,
+          )}
+        </ul>
+      </nav>
+      <${Bell} session=${session} current=${active.path === 'events'} />
+      <div class="who" data-testid="who">
+        Signed in as <strong>${me.user}</strong>
+        <span class="role" title="role">${me.role}</span>
+        ${me.workspaces.length ? html`<span class="scope">(${me.workspaces.join(', ')})</span>` : ''}
+        <button type="button" class="link" onClick=${signOut}>Sign out</button>
+      </div>
+    </header>
+    <main id="main" tabindex="-1">
+      <${View} session=${session} key=${active.path} />
+    </main>
+  `;
+}
+
+// Preact appends to what is there: drop the static "Loading" placeholder first.
+const root = document.getElementById('app');
+root.textContent = '';
+render(html`<${App} />`, root);

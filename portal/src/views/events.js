@@ -1,0 +1,80 @@
+// Events: what happened to requests and nodes (Kubernetes-style core/v1 Events), newest first,
+// refreshed every few seconds, searchable and filterable by type.
+import { useState } from 'preact/hooks';
+
+import { html } from '../html.js';
+import { API } from '../api.js';
+import { ErrorBox, usePoll, useNow } from '../components.js';
+import { parseTime, when } from '../format.js';
+
+const MAX_SHOWN = 200;
+
+// The events a user cares about: a member's workspaces' events, everything for the others.
+export async function loadEvents(api, me) {
+  if (me.role !== 'member') return (await api.get(`${API}/events`)).items || [];
+  const lists = await Promise.all(
+    me.workspaces.map((ws) => api.get(`${API}/namespaces/${encodeURIComponent(ws)}/events`)),
+  );
+  return lists.flatMap((l) => l.items || []);
+}
+
+export function lastTime(e) {
+  return parseTime(e.lastTimestamp || e.firstTimestamp || (e.metadata && e.metadata.creationTimestamp)) || 0;
+}
+
+function matches(e, q) {
+  if (!q) return true;
+  const o = e.involvedObject || {};
+  const text = `${e.type} ${e.reason} ${e.message} ${o.kind} ${o.namespace || ''} ${o.name}`.toLowerCase();
+  return q.toLowerCase().split(/\s+/).filter(Boolean).every((w) => text.includes(w));
+}
+
+export function Events({ session }) {
+  const now = useNow(5000);
+  const [q, setQ] = useState('');
+  const [type, setType] = useState('');
+  const { data, error } = usePoll(() => loadEvents(session.api, session.me), 3000);
+  const rows = data
+    ? data
+        .filter((e) => !type || e.type === type)
+        .filter((e) => matches(e, q))
+        .sort((a, b) => lastTime(b) - lastTime(a))
+    : null;
+  return html`<section aria-labelledby="ev-h">
+    <h1 id="ev-h">Events</h1>
+    <div class="toolbar" role="search">
+      <label for="ev-q">Search</label>
+      <input id="ev-q" type="search" value=${q} placeholder="request, node, reason…"
+        onInput=${(e) => setQ(e.currentTarget.value)} />
+      <label for="ev-type">Type</label>
+      <select id="ev-type" value=${type} onChange=${(e) => setType(e.currentTarget.value)}>
+        <option value="">all</option>
+        <option value="Normal">Normal</option>
+        <option value="Warning">Warning</option>
+      </select>
+    </div>
+    <${ErrorBox} error=${error} />
+    ${rows == null
+      ? html`<p role="status">Loading…</p>`
+      : html`<p class="muted" role="status">${rows.length} event${rows.length === 1 ? '' : 's'}${rows.length > MAX_SHOWN ? `, newest ${MAX_SHOWN} shown` : ''}.</p>
+        <table class="grid">
+          <thead><tr>
+            <th scope="col">When</th><th scope="col">Type</th><th scope="col">Reason</th>
+            <th scope="col">Object</th><th scope="col">Message</th><th scope="col">Count</th>
+          </tr></thead>
+          <tbody>
+            ${rows.slice(0, MAX_SHOWN).map((e) => {
+              const o = e.involvedObject || {};
+              return html`<tr data-testid="event" class=${e.type === 'Warning' ? 'warning' : ''}>
+                <td>${when(e.lastTimestamp || e.firstTimestamp, now)}</td>
+                <td>${e.type}</td>
+                <td>${e.reason}</td>
+                <td>${o.kind ? `${o.kind} ` : ''}${o.namespace ? `${o.namespace}/` : ''}${o.name}</td>
+                <td>${e.message}</td>
+                <td class="num">${e.count || 1}</td>
+              </tr>`;
+            })}
+          </tbody>
+        </table>`}
+  </section>`;
+}

@@ -1,0 +1,62 @@
+// Unit tests of the portal's pure helpers (node's test runner; no browser, no server).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { clock, duration, money, parseDuration, relative } from '../src/format.js';
+import { myWorkspaces, policyInWords } from '../src/views/workspaces.js';
+
+test('duration prints Go-style spans', () => {
+  assert.equal(duration(0), '0s');
+  assert.equal(duration(45), '45s');
+  assert.equal(duration(5400), '1h30m');
+  assert.equal(duration(93600), '1d2h');
+  assert.equal(duration(-5), '0s');
+  assert.equal(duration(null), '–');
+});
+
+test('parseDuration reads what the API writes and refuses the rest', () => {
+  assert.equal(parseDuration('90m'), 5400);
+  assert.equal(parseDuration('1h30m'), 5400);
+  assert.equal(parseDuration('45s'), 45);
+  assert.equal(parseDuration('2h'), 7200);
+  assert.equal(parseDuration(''), null);
+  assert.equal(parseDuration('2 hours'), null);
+  assert.equal(parseDuration('h'), null);
+});
+
+test('clock and relative times are UTC and signed', () => {
+  const now = Date.parse('2026-11-23T12:00:00Z');
+  assert.equal(clock(Date.parse('2026-11-23T14:05:00Z'), now), '14:05 UTC');
+  assert.equal(clock(Date.parse('2026-11-24T01:00:00Z'), now), 'Nov 24 01:00 UTC');
+  assert.equal(relative(now + 720e3, now), 'in 12m');
+  assert.equal(relative(now - 180e3, now), '3m ago');
+  assert.equal(relative(now + 10e3, now), 'now');
+  assert.equal(money(46.4), '$46.40');
+  assert.equal(money(undefined), '–');
+});
+
+test('policyInWords says the limits a user runs into', () => {
+  const words = policyInWords({
+    gpuQuota: 48, allowedShapes: ['8xa100-40gb'], maxNodesPerRequest: 4, maxDuration: '24h',
+    maxActiveRequests: 1, minPriority: 0, maxPriority: 500, idleTimeout: '1h', preemptible: false,
+  }).join(' ');
+  assert.match(words, /Up to 48 GPUs in use at once\./);
+  assert.match(words, /Shapes: 8xa100-40gb; clusters: any\./);
+  assert.match(words, /at most 4 nodes for at most 1d|at most 4 nodes for at most 24h/);
+  assert.match(words, /1 request may run at once\./);
+  assert.match(words, /Priority from 0 to 500/);
+  assert.match(words, /GPUs idle for 1h are released\./);
+  assert.match(words, /never preempted/);
+  assert.match(policyInWords({ preemptible: true, mayBurst: true }).join(' '), /may be preempted.*burst/);
+});
+
+test('myWorkspaces: members see theirs, project admins their projects, admins all', () => {
+  const ws = [
+    { metadata: { name: 'a' }, spec: { project: 'p' } },
+    { metadata: { name: 'b' }, spec: { project: 'q' } },
+  ];
+  const names = (me) => myWorkspaces(ws, me).map((w) => w.metadata.name);
+  assert.deepEqual(names({ role: 'member', workspaces: ['b'], projects: [] }), ['b']);
+  assert.deepEqual(names({ role: 'project-admin', workspaces: [], projects: ['p'] }), ['a']);
+  assert.deepEqual(names({ role: 'admin', workspaces: [], projects: [] }), ['a', 'b']);
+});
