@@ -247,6 +247,12 @@ V1Error FromStatus(const common::Status& s,
     std::size_t pos = 0;
     while ((pos = msg.find(from, pos)) != std::string::npos) {
       const std::size_t end = pos + from.size();
+      const bool starts = pos == 0 || !(std::isalnum(static_cast<unsigned char>(msg[pos - 1])) ||
+                                        msg[pos - 1] == '.');
+      if (!starts) {
+        pos = end;
+        continue;
+      }
       // Whole path segments only: "spec.nodes" must not match inside "spec.nodesX".
       const bool boundary =
           end == msg.size() ||

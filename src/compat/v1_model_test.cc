@@ -81,6 +81,10 @@ TEST(V1EnvelopeTest, RenamesOurPathsToV1Fields) {
   EXPECT_EQ(e.field, "instanceType");
   EXPECT_EQ(e.message, "instanceType[0]: unknown shape");
 
+  // Only whole paths: not inside a longer word or path.
+  e = FromStatus(common::InvalidArgumentError("respec.nodes: x, spec.nodesMax: y"), GprRenames());
+  EXPECT_EQ(e.message, "respec.nodes: x, spec.nodesMax: y");
+
   EXPECT_EQ(FromStatus(common::NotFoundError("x")).status_code, 404);
   EXPECT_EQ(FromStatus(common::PermissionDeniedError("x")).status_code, 403);
   EXPECT_EQ(FromStatus(common::UnauthenticatedError("x")).status_code, 401);

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <exception>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -510,6 +511,8 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
     result = control_plane_.Action(call.who, kGpr, ns, name, "release", json::object());
   } else {
     if (auto st = Authorize(call, "update", "gpuprovisionrequests", ns); !st.ok()) return Error(st);
+    std::optional<int> priority;
+    std::optional<std::string> new_name;
     if (body.contains("priority")) {
       const json& p = body["priority"];
       if (!p.is_number_integer()) return Field("priority", "expected integer");
@@ -518,14 +521,28 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
               : (p.get<std::int64_t>() < 0 || p.get<std::int64_t>() > 1'000'000)) {
         return Field("priority", "must be between 0 and 1000000");
       }
-      object["spec"]["priority"] = p.get<int>();
+      priority = p.get<int>();
     } else {
-      auto new_name = StringField(body, "gprName", true);
-      if (!new_name.ok()) return Error(new_name.error());
-      object["metadata"]["annotations"][std::string(kGprNameAnnotation)] = **new_name;
+      auto n = StringField(body, "gprName", true);
+      if (!n.ok()) return Error(n.error());
+      new_name = **n;
     }
-    object.erase("status");
-    result = control_plane_.Update(call.who, kGpr, ns, name, std::move(object), false);
+    // Read-modify-write on the stored object with its resourceVersion: a concurrent change
+    // (another client, or the loop writing the GPR's status) makes it Aborted; read again and
+    // re-apply, so that no other change is overwritten.
+    for (int attempt = 0;; ++attempt) {
+      if (priority) object["spec"]["priority"] = *priority;
+      if (new_name) object["metadata"]["annotations"][std::string(kGprNameAnnotation)] = *new_name;
+      object.erase("status");
+      result = control_plane_.Update(call.who, kGpr, ns, name, std::move(object), false);
+      if (result.ok() || result.error().code() != common::StatusCode::kAborted || attempt == 4) {
+        break;
+      }
+      auto again = Fetch(kGpr, ns, name);
+      if (!again.ok()) return Error(again.error());
+      if (!*again) return Field("gprId", fmt::format("no GPR \"{}\"", **id), 404);
+      object = std::move(**again);
+    }
   }
   if (!result.ok()) {
     auto renames = GprRenames();
@@ -569,7 +586,9 @@ api::HttpResponse V1Server::DeleteGpr(Call& call) {
                              ProvisioningStatus(phase)),
                  409);
   }
-  auto deleted = control_plane_.Delete(call.who, kGpr, ns, name, (*current)->resource_version);
+  // No expected version: the loop rewrites a waiting GPR's status as its plan moves, and the
+  // control plane decides on the loop whether the GPR may still be deleted.
+  auto deleted = control_plane_.Delete(call.who, kGpr, ns, name, std::nullopt);
   if (!deleted.ok()) return Error(deleted.error(), GprRenames());
   return OkResponse(json{{"gprId", id}}, "GPR deleted");
 }

@@ -44,6 +44,10 @@ class RecordingControlPlane final : public api::ControlPlane {
                               std::string_view name, json object, bool) override {
     ++calls;
     updated.push_back(object);
+    if (abort_next_update) {
+      abort_next_update = false;
+      return common::AbortedError("the object has been modified");
+    }
     EGS_ASSIGN_OR_RETURN(auto cur, store_.Get(kind, ns, name));
     json old = json::parse(cur->data);
     object["status"] = old["status"];
@@ -75,6 +79,7 @@ class RecordingControlPlane final : public api::ControlPlane {
   }
 
   int calls = 0;
+  bool abort_next_update = false;  // a concurrent write got in first
   std::vector<json> created;
   std::vector<json> updated;
   std::vector<std::string> actions;
@@ -211,6 +216,18 @@ TEST_F(V1ServerTest, CreatesThroughTheControlPlane) {
   EXPECT_EQ(released["error"]["field"], "earlyRelease");
   EXPECT_EQ(Call("DELETE", "/api/v1/gpr", alice_, json{{"gprId", id}})["statusCode"], 200);
   EXPECT_EQ(Call("GET", "/api/v1/gpr", alice_, nullptr, {{"gprId", id}})["statusCode"], 404);
+}
+
+TEST_F(V1ServerTest, AConcurrentWriteIsReadAgainNotOverwritten) {
+  json r = Call("POST", "/api/v1/gpr", alice_, Gpr());
+  ASSERT_EQ(r["statusCode"], 200) << r.dump();
+  const std::string id = r["data"]["gprId"];
+  cp_.abort_next_update = true;
+  json prio = Call("PUT", "/api/v1/gpr", alice_, json{{"gprId", id}, {"priority", 140}});
+  ASSERT_EQ(prio["statusCode"], 200) << prio.dump();
+  EXPECT_EQ(prio["data"]["priority"], 140);
+  ASSERT_EQ(cp_.updated.size(), 2u);  // read again, applied again
+  EXPECT_EQ(cp_.updated[1]["spec"]["priority"], 140);
 }
 
 TEST_F(V1ServerTest, BadInputChangesNothing) {
