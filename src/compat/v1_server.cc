@@ -544,6 +544,14 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
       object = std::move(**again);
     }
   }
+  if (!result.ok() && result.error().code() == common::StatusCode::kFailedPrecondition &&
+      body.contains("priority")) {
+    return Field("priority",
+                 fmt::format("the GPR is {}; its priority can change only while it waits (Queued "
+                             "or Pending): {}",
+                             ProvisioningStatus(phase), result.error().message()),
+                 409);
+  }
   if (!result.ok()) {
     auto renames = GprRenames();
     // "spec: cannot change while ..." is about the one field changed here.
@@ -668,6 +676,13 @@ api::HttpResponse V1Server::DeleteWorkspace(Call& call) {
   if (!*ws) return Field("workspaceName", fmt::format("no slice workspace \"{}\"", **name), 404);
   auto deleted = control_plane_.Delete(call.who, kWorkspace, "", **name, std::nullopt);
   if (!deleted.ok()) {
+    if (deleted.error().code() == common::StatusCode::kFailedPrecondition) {
+      return Field("workspaceName",
+                   fmt::format("deleting a slice workspace is not supported yet by egsd (its "
+                               "requests and history refer to it); \"{}\" was not changed",
+                               **name),
+                   409);
+    }
     V1Error e = FromStatus(deleted.error(), WorkspaceRenames());
     e.field = "workspaceName";
     e.message = fmt::format("workspaceName: \"{}\" was not deleted: {}", **name, e.message);

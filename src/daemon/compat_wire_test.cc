@@ -258,6 +258,10 @@ TEST_F(CompatWireTest, FullFlowOfAnExistingClient) {
   ASSERT_EQ(slice_inv["statusCode"], 200);
   EXPECT_EQ(slice_inv["data"]["managedNodes"].size(), 4u) << slice_inv.dump();
   EXPECT_EQ(alice.Delete("/api/v1/gpr", {{"gprId", big_id}})["statusCode"], 409);
+  json late = alice.Put("/api/v1/gpr", {{"gprId", big_id}, {"priority", 300}});
+  EXPECT_EQ(late["statusCode"], 409) << late.dump();
+  EXPECT_EQ(late["error"]["field"], "priority");
+  EXPECT_EQ(alice.Get("/api/v1/gpr?gprId=" + big_id)["data"]["priority"], 200);
 
   // Delete the waiting one (allowed while queued).
   json del = alice.Delete("/api/v1/gpr", {{"gprId", small_id}});
