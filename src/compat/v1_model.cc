@@ -598,8 +598,34 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
     return t.ok() ? std::optional<common::Time>(*t) : std::nullopt;
   };
   std::optional<common::Time> estimated = time_at("startTime");
-  if (!estimated) estimated = time_at("promisedStartP50");
-  if (!estimated) estimated = time_at("plannedStart");
+  if (!estimated) {
+    // Our P50 is recorded with the promise at submit (status.promisedStartP50: the calibrated
+    // median of the start for the plan of that moment). While the plan has not moved it is the
+    // estimate. When the plan moved since (a priority change, requests ahead ending early), the
+    // same calibration -- median actual wait / planned wait -- is applied to the live plan.
+    const auto planned = time_at("plannedStart");
+    const auto promised = time_at("promisedStart");
+    const auto p50 = time_at("promisedStartP50");
+    std::optional<common::Time> submitted;
+    if (auto c = meta.find("creationTimestamp"); c != meta.end() && c->is_string()) {
+      if (auto t = api::ParseTime(c->get<std::string>()); t.ok()) submitted = *t;
+    }
+    if (p50 && promised && planned && *planned != *promised && submitted &&
+        *promised > *submitted && *p50 >= *submitted) {
+      const double ratio =
+          common::ToSeconds(*p50 - *submitted) / common::ToSeconds(*promised - *submitted);
+      const common::Duration planned_wait = *planned > now ? *planned - now : common::Duration(0);
+      estimated = now + std::chrono::duration_cast<common::Duration>(
+                            std::chrono::duration<double, std::micro>(
+                                static_cast<double>(planned_wait.count()) * ratio));
+    } else if (p50) {
+      estimated = p50;
+    } else {
+      estimated = planned;
+    }
+    // A request that has not started starts no earlier than now.
+    if (estimated && *estimated < now) estimated = now;
+  }
   common::Duration wait(0);
   if (estimated && *estimated > now) wait = *estimated - now;
 

@@ -323,6 +323,23 @@ TEST(V1MappingTest, ServesOurGprAsV1) {
     EXPECT_TRUE(v1.contains(key)) << key;
   }
 
+  // The plan moved since the promise (here: 1 h later than promised): the calibration of the
+  // promise (P50 wait 2.5 h for a planned 1 h, x2.5 from submit at 09:00) applies to the live plan.
+  json moved = queued;
+  moved["metadata"]["creationTimestamp"] = "2026-11-22T09:00:00Z";
+  moved["status"]["promisedStart"] = "2026-11-22T10:00:00Z";
+  moved["status"]["promisedStartP50"] = "2026-11-22T11:30:00Z";
+  moved["status"]["plannedStart"] = "2026-11-22T11:00:00Z";
+  v1 = ToV1Gpr(moved, shapes, now);
+  EXPECT_EQ(v1["estimatedStartTime"], "2026-11-22T12:30:00Z");  // now + 1 h x 2.5
+  EXPECT_EQ(v1["estimatedWaitTime"], "0d2h30m");
+  // Unmoved: the recorded P50, never before now.
+  moved["status"]["plannedStart"] = "2026-11-22T10:00:00Z";
+  moved["status"]["promisedStartP50"] = "2026-11-22T09:30:00Z";
+  v1 = ToV1Gpr(moved, shapes, now);
+  EXPECT_EQ(v1["estimatedStartTime"], "2026-11-22T10:00:00Z");
+  EXPECT_EQ(v1["estimatedWaitTime"], "0d0h0m");
+
   json released = queued;
   released["status"] = {{"phase", "Released"},
                         {"startTime", "2026-11-22T08:00:00Z"},
