@@ -6,7 +6,6 @@
 #include <cctype>
 #include <climits>
 #include <cstdint>
-#include <set>
 #include <utility>
 
 #include "api/codec.h"

@@ -7,7 +7,6 @@
 #include <exception>
 #include <map>
 #include <optional>
-#include <set>
 #include <utility>
 #include <vector>
 
