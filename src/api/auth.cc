@@ -147,7 +147,7 @@ Status CheckUsable(const TokenInfo& info, common::Time now) {
   if (info.revoked) return common::UnauthenticatedError("token has been revoked");
   if (info.expires && now >= *info.expires) {
     return common::UnauthenticatedError(
-        fmt::format("token expired at {}", common::FormatTime(*info.expires)));
+        fmt::format("{}{}", kTokenExpiredMessage, common::FormatTime(*info.expires)));
   }
   return common::OkStatus();
 }

@@ -62,6 +62,10 @@ struct Access {
 // OK, or PermissionDenied with a message naming the user, verb and resource.
 common::Status Authorize(const Principal& who, const Access& access);
 
+// How Authenticate's Unauthenticated message for an expired token begins (the /api/v1
+// compatibility API answers an expired API key with its own wording).
+inline constexpr std::string_view kTokenExpiredMessage = "token expired at ";
+
 struct TokenInfo {
   std::string id;  // non-secret: first 8 hex characters of the hash
   std::string user;

@@ -20,6 +20,7 @@
 #include "cluster/fleet_file.h"
 #include "cluster/simulated_fleet.h"
 #include "common/scaled_clock.h"
+#include "compat/v1_server.h"
 #include "daemon/control_plane_impl.h"
 #include "daemon/forwarding_connector.h"
 #include "daemon/scheduler_loop.h"
@@ -131,6 +132,7 @@ struct Daemon::Parts {
   std::unique_ptr<api::TokenService> tokens;
   std::unique_ptr<api::RateLimiter> limiter;
   std::unique_ptr<api::ApiServer> api;
+  std::unique_ptr<compat::V1Server> v1;  // /api/v1 for existing EGS clients
   std::unique_ptr<api::HttpServer> http;
   std::optional<std::string> admin_token;
   bool stopped = false;
@@ -262,6 +264,14 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         return api::HandleTokenRequest(*raw->tokens, who, request);
       });
 
+  compat::V1ServerOptions v1_options;
+  v1_options.allow = [raw](const api::Principal& who) { return raw->limiter->Allow(who.token_id); };
+  v1_options.decorate = [raw](std::string_view kind, json& object) {
+    raw->control_plane->Decorate(kind, object);
+  };
+  p->v1 = std::make_unique<compat::V1Server>(*p->store, *p->control_plane, *p->tokens, *p->clock,
+                                             std::move(v1_options));
+
   api::HttpServerOptions http;
   http.host = config.listen_host;
   http.port = config.listen_port;
@@ -281,11 +291,12 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     }
     portal.emplace(std::move(*files));
   }
-  api::HttpHandler handler = [portal = std::move(portal),
-                              api = p->api->handler()](const api::HttpRequest& req) {
+  api::HttpHandler handler = [portal = std::move(portal), api = p->api->handler(),
+                              v1 = p->v1.get()](const api::HttpRequest& req) {
     if (portal) {
       if (auto r = portal->Serve(req)) return std::move(*r);
     }
+    if (compat::V1Server::Serves(req.path)) return v1->Handle(req);
     if (req.path == "/" && (req.method == "GET" || req.method == "HEAD")) {
       api::HttpResponse r;
       if (portal) {
@@ -296,7 +307,8 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       } else {
         r.content_type = "text/plain; charset=utf-8";
         r.body =
-            "egsd: the API is under /apis/egs.dev/v1alpha1 (egsctl, kubectl). No portal is "
+            "egsd: the API is under /apis/egs.dev/v1alpha1 (egsctl, kubectl), and /api/v1 serves "
+            "existing EGS clients (docs/api-v1.md). No portal is "
             "installed: start egsd with --portal-dir DIR to serve one under /portal/.\n";
       }
       return r;
