@@ -717,16 +717,14 @@ namespace {
 
 // Kubernetes ObjectMeta fields a client may send back (kubectl keeps them on get/edit/apply)
 // that EGS does not use; accepted and dropped.
-constexpr std::array<std::string_view, 10> kIgnoredMetaFields = {"generation",
-                                                                 "managedFields",
-                                                                 "ownerReferences",
-                                                                 "finalizers",
-                                                                 "selfLink",
-                                                                 "deletionTimestamp",
-                                                                 "deletionGracePeriodSeconds",
-                                                                 "generateName",
-                                                                 "resourceVersionMatch",
-                                                                 "clusterName"};
+constexpr std::array<std::string_view, 8> kIgnoredMetaFields = {"generation",
+                                                                "managedFields",
+                                                                "ownerReferences",
+                                                                "selfLink",
+                                                                "deletionGracePeriodSeconds",
+                                                                "generateName",
+                                                                "resourceVersionMatch",
+                                                                "clusterName"};
 
 Status ReadStringMap(ObjectReader& r, std::string_view key, bool labels,
                      std::map<std::string, std::string>* out) {
@@ -787,6 +785,8 @@ Result<ObjectMeta> ParseObjectMeta(const json& j, std::string_view path) {
     }
   }
   r.OptTime("creationTimestamp", &meta.creation_timestamp);
+  r.OptTime("deletionTimestamp", &meta.deletion_timestamp);
+  r.Strings("finalizers", &meta.finalizers);
   if (!r.ok()) return r.Finish();
   EGS_RETURN_IF_ERROR(ReadStringMap(r, "labels", /*labels=*/true, &meta.labels));
   EGS_RETURN_IF_ERROR(ReadStringMap(r, "annotations", /*labels=*/false, &meta.annotations));
@@ -804,6 +804,8 @@ json ToJson(const ObjectMeta& meta) {
   if (meta.creation_timestamp) m["creationTimestamp"] = FormatTime(*meta.creation_timestamp);
   if (!meta.labels.empty()) m["labels"] = meta.labels;
   if (!meta.annotations.empty()) m["annotations"] = meta.annotations;
+  if (meta.deletion_timestamp) m["deletionTimestamp"] = FormatTime(*meta.deletion_timestamp);
+  if (!meta.finalizers.empty()) m["finalizers"] = meta.finalizers;
   return m;
 }
 

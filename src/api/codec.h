@@ -100,6 +100,10 @@ struct ObjectMeta {
   std::optional<common::Time> creation_timestamp;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
+  // Set by egsd when a delete must wait (a running GPR is released first); read back from the
+  // store. Clients cannot set them: egsd keeps its own values on create and update.
+  std::optional<common::Time> deletion_timestamp;
+  std::vector<std::string> finalizers;
 };
 
 struct ProjectDoc {

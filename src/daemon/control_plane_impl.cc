@@ -203,6 +203,7 @@ common::Status ControlPlaneImpl::LoadFromStore() {
     doc->meta.creation_timestamp = o.created;
     gprs_[id] = GprObject{doc->meta, doc->spec};
     names_.AddRequest({o.ns, o.name}, id);
+    if (doc->meta.deletion_timestamp) pending_deletes_.insert(id);  // finished after a cycle
     ++restored;
   }
   // Uids are "<prefix>-<n>"; continue after the highest one seen.
@@ -536,6 +537,32 @@ void ControlPlaneImpl::AfterCycle(const scheduler::CycleStats&) {
   PersistChange(std::move(ops)).IgnoreError();
   in_group_command_ = false;
   FlushGroup();  // CommitAfterChange exits on failure
+  FinalizeDeletes();
+}
+
+void ControlPlaneImpl::FinalizeDeletes() {
+  std::vector<store::WriteOp> ops;
+  for (auto it = pending_deletes_.begin(); it != pending_deletes_.end();) {
+    const RequestRecord* r = scheduler_.FindRequest(*it);
+    auto o = gprs_.find(*it);
+    if (r == nullptr || o == gprs_.end()) {
+      it = pending_deletes_.erase(it);
+      continue;
+    }
+    if (!core::IsTerminal(r->phase)) {
+      ++it;
+      continue;
+    }
+    // Its last state was written by the cycle's commit; now the object goes.
+    ops.push_back(store::WriteOp::Delete(std::string(kGpr), o->second.meta.ns, o->second.meta.name,
+                                         std::nullopt));
+    ops.push_back(store::WriteOp::Delete(kRequestStateKind, o->second.meta.ns, o->second.meta.name,
+                                         std::nullopt));
+    names_.EraseRequest(*it);
+    gprs_.erase(o);
+    it = pending_deletes_.erase(it);
+  }
+  if (!ops.empty()) CommitAfterChange(std::move(ops)).status().IgnoreError();  // exits on failure
 }
 
 void ControlPlaneImpl::OnFleetNodeHealth(core::NodeId node, core::NodeHealth health) {
@@ -579,8 +606,23 @@ common::Result<json> ControlPlaneImpl::ReadStored(std::string_view kind, std::st
 
 // ---- Create -------------------------------------------------------------------------------
 
+namespace {
+
+// Deletion state is egsd's own: whatever a client sends there is dropped.
+void DropDeletionFields(json& object) {
+  if (object.is_object() && object.contains("metadata") && object["metadata"].is_object()) {
+    object["metadata"].erase("deletionTimestamp");
+    object["metadata"].erase("finalizers");
+  }
+}
+
+constexpr std::string_view kReleaseFinalizer = "egs.dev/release";
+
+}  // namespace
+
 common::Result<json> ControlPlaneImpl::Create(const api::Principal&, std::string_view kind,
                                               std::string_view ns, json object, bool dry_run) {
+  DropDeletionFields(object);
   if (kind == kGpr && !dry_run) {
     return OnLoopGrouped([&] { return CreateOnLoop(kind, ns, object, dry_run); });
   }
@@ -860,6 +902,7 @@ common::Result<json> ControlPlaneImpl::CreateFleetObject(std::string_view kind, 
 common::Result<json> ControlPlaneImpl::Update(const api::Principal&, std::string_view kind,
                                               std::string_view ns, std::string_view name,
                                               json object, bool dry_run) {
+  DropDeletionFields(object);
   return OnLoop([&] { return UpdateOnLoop(kind, ns, name, object, dry_run); });
 }
 
@@ -984,9 +1027,21 @@ common::Result<json> ControlPlaneImpl::DeleteOnLoop(std::string_view kind, std::
         r->phase == core::RequestPhase::kPendingApproval) {
       EGS_RETURN_IF_ERROR(scheduler_.Cancel(id));
     } else if (!core::IsTerminal(r->phase)) {
-      return common::FailedPreconditionError(
-          fmt::format("status.phase: the request is {}; release it first (egsctl release {} -n {})",
-                      core::PhaseName(r->phase), name, ns));
+      // Running: released first, as Kubernetes does with a finalizer. The object stays, with
+      // its deletionTimestamp, until its nodes are back (FinalizeDeletes removes it then).
+      GprObject& o = gprs_.at(id);
+      if (!o.meta.deletion_timestamp) {
+        if (r->phase != core::RequestPhase::kReleasing) {
+          EGS_RETURN_IF_ERROR(scheduler_.EarlyRelease(id));
+        }
+        o.meta.deletion_timestamp = clock_.Now();
+        o.meta.finalizers = {std::string(kReleaseFinalizer)};
+      }
+      pending_deletes_.insert(id);
+      std::vector<store::WriteOp> writes;
+      AddRequestWrites(*scheduler_.FindRequest(id), writes);
+      EGS_RETURN_IF_ERROR(PersistChange(std::move(writes)));
+      return ReadBack(kGpr, ns, name);
     }
     ops.push_back(store::WriteOp::Delete(kRequestStateKind, std::string(ns), std::string(name),
                                          std::nullopt));

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -200,6 +201,9 @@ class ControlPlaneImpl final : public api::ControlPlane {
 
   std::atomic<std::shared_ptr<const FleetNames>> fleet_names_;
   std::atomic<std::uint64_t> fleet_names_generation_{0};
+  // GPRs deleted while running: removed from the store once their request is terminal.
+  std::set<core::RequestId> pending_deletes_;
+  void FinalizeDeletes();
 };
 
 }  // namespace egs::daemon

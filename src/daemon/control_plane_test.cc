@@ -176,12 +176,11 @@ TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
   auto edited = a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "next", edit, false);
   ASSERT_OK(edited);
   EXPECT_EQ((*edited)["spec"]["nodes"], 1);
-  // The running one cannot be edited or deleted, but it can be released.
+  // The running one cannot be edited, but it can be released (a delete releases it first: see
+  // DeletingARunningGprReleasesItFirstThenRemovesIt).
   EXPECT_THAT(
       a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "run", Gpr("run", 2, "2h"), false),
       StatusIs(common::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "run", std::nullopt),
-              StatusIs(common::StatusCode::kFailedPrecondition));
   auto explain = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "explain", {});
   ASSERT_OK(explain);
   EXPECT_FALSE((*explain)["explanation"].get<std::string>().empty());
@@ -263,6 +262,54 @@ TEST(ControlPlaneTest, PreemptionDecisionsAndRestartOfAPreemptingRequest) {
   b.Cycle(clock.Now());
   EXPECT_EQ(phase("team-a", "urgent"), "Active");
   EXPECT_EQ(phase("batch", "sweep"), "Queued");
+}
+
+}  // namespace
+}  // namespace egs::daemon
+
+namespace egs::daemon {
+namespace {
+
+TEST(ControlPlaneTest, DeletingARunningGprReleasesItFirstThenRemovesIt) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  {
+    Instance a(store, clock);
+    CreateFleet(a.cp);
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("run", 1, "4h"), false));
+    // A client cannot mark an object deleted on create.
+    json sneaky = Gpr("sneaky", 1, "1h");
+    sneaky["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+    sneaky["metadata"]["finalizers"] = {"x"};
+    auto created = a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", sneaky, false);
+    ASSERT_OK(created);
+    EXPECT_FALSE((*created)["metadata"].contains("deletionTimestamp"));
+    // Connector outcomes are answered at once, so give each step its own cycles.
+    a.Cycle(clock.Now());
+    auto stored = [&](std::string_view name) {
+      auto o = store.Get("GPUProvisionRequest", "team-a", name);
+      EXPECT_TRUE(o.ok());
+      return o->has_value() ? json::parse((*o)->data) : json();
+    };
+    ASSERT_EQ(stored("run")["status"]["phase"], "Active");
+    auto deleted = a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "run", std::nullopt);
+    ASSERT_OK(deleted);
+    EXPECT_TRUE((*deleted)["metadata"].contains("deletionTimestamp"));
+    EXPECT_EQ((*deleted)["metadata"]["finalizers"], json::array({"egs.dev/release"}));
+    EXPECT_EQ(stored("run")["status"]["phase"], "Releasing");
+    // Deleting again while it is released changes nothing.
+    ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "run", std::nullopt));
+  }
+  // egsd restarts before the release is confirmed; the deletion is finished after it.
+  Instance b(store, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  b.Cycle(clock.Now());
+  b.Cycle(clock.Now());
+  auto gone = store.Get("GPUProvisionRequest", "team-a", "run");
+  ASSERT_OK(gone);
+  EXPECT_FALSE(gone->has_value());
+  // The name is free again.
+  ASSERT_OK(b.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("run", 1, "1h"), false));
 }
 
 }  // namespace

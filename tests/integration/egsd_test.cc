@@ -355,6 +355,31 @@ TEST(EgsdTest, KubectlAndEgsctlDriveIt) {
   EXPECT_EQ(del.code, 0) << del.out << del.err;
   RunResult gone = kubectl({"get", "gpr", "from-egsctl", "-n", "team-a"});
   EXPECT_NE(gone.code, 0);
+
+  // Deleting a running request releases it first (a finalizer holds the object meanwhile);
+  // kubectl waits until it is gone.
+  std::string active;
+  std::string last_output;
+  common::RealClock clock;
+  const common::Time deadline = clock.Now() + std::chrono::seconds(20);
+  while (clock.Now() < deadline && active.empty()) {
+    RunResult got = kubectl({"get", "gpr", "-n", "team-a", "-o", "json"});
+    last_output = got.out + got.err;
+    if (got.code == 0) {
+      const json listed = json::parse(got.out);
+      for (const json& item : listed["items"]) {
+        if (item["status"].value("phase", "") == "Active") {
+          active = item["metadata"]["name"].get<std::string>();
+        }
+      }
+    }
+    if (active.empty()) clock.SleepUntil(clock.Now() + std::chrono::milliseconds(200));
+  }
+  ASSERT_FALSE(active.empty()) << "no Active GPR in team-a: " << last_output;
+  RunResult del_active = kubectl({"delete", "gpr", active, "-n", "team-a", "--timeout=30s"});
+  EXPECT_EQ(del_active.code, 0) << del_active.out << del_active.err;
+  RunResult gone_active = kubectl({"get", "gpr", active, "-n", "team-a"});
+  EXPECT_NE(gone_active.code, 0) << gone_active.out;
 }
 
 TEST(EgsdTest, RestartKeepsEverythingAndTokens) {
