@@ -62,6 +62,7 @@ struct Args {
   std::string out;
   std::size_t max_jobs = 0;
   std::size_t max_planned = 0;
+  std::optional<int> preemptible_below;
   bool lower_bound = false;
   std::size_t lb_jobs = 500;
   std::size_t lb_windows = 3;
@@ -73,7 +74,7 @@ constexpr const char* kUsage =
     "               [--fleet {philly|openb|tiresias|NxG}] [--policy egs,conservative,easy,"
     "priority,fifo]\n"
     "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
-    "               [--lower-bound] [--lb-jobs N] [--lb-windows K]\n";
+    "               [--lower-bound] [--lb-jobs N] [--lb-windows K] [--preemptible-below P]\n";
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -127,6 +128,9 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
     EGS_ASSIGN_OR_RETURN(args.max_jobs, ParseNumber<std::size_t>(flag, value));
   } else if (flag == "--max-planned") {
     EGS_ASSIGN_OR_RETURN(args.max_planned, ParseNumber<std::size_t>(flag, value));
+  } else if (flag == "--preemptible-below") {
+    EGS_ASSIGN_OR_RETURN(int p, ParseNumber<int>(flag, value));
+    args.preemptible_below = p;
   } else if (flag == "--lb-jobs") {
     EGS_ASSIGN_OR_RETURN(args.lb_jobs, ParseNumber<std::size_t>(flag, value));
     if (args.lb_jobs < 1) return common::InvalidArgumentError("--lb-jobs: must be >= 1");
@@ -362,6 +366,7 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
   config.policy = policy;
   config.quotas = setup.quotas;
   config.max_planned = args.max_planned;
+  config.preemptible_below = args.preemptible_below;
   const common::Time start = clock.Now();
   common::Result<sim::SimResult> result = [&] {
     ProgressTicker ticker(clock, done, total, fmt::format("{} @ load {}", name, state.load));

@@ -18,11 +18,13 @@ using core::Time;
 constexpr double kMinBsldHoldS = 10;
 
 // Where a request held its GPUs; nullopt if it never started.
+// (The final run: after a preemption, from `resumed`.)
 std::optional<Interval> HeldInterval(const JobOutcome& job) {
   if (!job.start) return std::nullopt;
-  if (job.end) return Interval{*job.start, std::max(*job.start, *job.end)};
+  const Time start = job.resumed.value_or(*job.start);
+  if (job.end) return Interval{start, std::max(start, *job.end)};
   Duration run = job.requested > Duration(0) ? std::min(job.hold, job.requested) : job.hold;
-  return Interval{*job.start, *job.start + std::max(run, Duration(0))};
+  return Interval{start, start + std::max(run, Duration(0))};
 }
 
 // [first submit, last end], or [first submit, last submit] when nothing ever held GPUs.
@@ -121,10 +123,20 @@ AllocationStats ComputeAllocation(const SimResult& result, const Interval& horiz
     deltas[job.submit].waiting += 1;
     auto held = HeldInterval(job);
     if (!held) continue;
-    deltas[held->start].waiting -= 1;
+    // Waiting ends at the first start; GPUs are held over every run.
+    deltas[job.start.value_or(held->start)].waiting -= 1;
     deltas[held->start].held += job.gpus;
     deltas[held->end].held -= job.gpus;
     a.booked_gpu_hours += job.gpus * common::ToHours(held->length());
+    for (std::size_t i = 0; i < job.evicted.size(); ++i) {
+      const Interval& run = job.evicted[i];
+      deltas[run.start].held += job.gpus;
+      deltas[run.end].held -= job.gpus;
+      a.booked_gpu_hours += job.gpus * common::ToHours(run.length());
+      // Back in the queue until its next run.
+      deltas[run.end].waiting += 1;
+      deltas[i + 1 < job.evicted.size() ? job.evicted[i + 1].start : held->start].waiting -= 1;
+    }
   }
   const double total = result.total_gpus;
   if (horizon.empty()) return a;
@@ -186,6 +198,9 @@ FairnessStats ComputeFairness(const SimResult& result, const Interval& horizon, 
     const Time leave = held ? held->end : horizon.end;
     AddOverWindows(job.submit, leave, job.gpus, horizon.start, window, demand);
     if (held) AddOverWindows(held->start, held->end, job.gpus, horizon.start, window, received);
+    for (const Interval& run : job.evicted) {
+      AddOverWindows(run.start, run.end, job.gpus, horizon.start, window, received);
+    }
   }
   double sum_jain = 0;
   for (std::size_t k = 0; k < windows; ++k) {
@@ -308,6 +323,12 @@ common::Result<PolicyMetrics> ComputeMetrics(const SimResult& result,
   const Interval horizon = Horizon(result);
   m.allocation = ComputeAllocation(result, horizon);
   m.fairness = ComputeFairness(result, horizon, options.fairness_window);
+  for (const JobOutcome& job : result.jobs) {
+    m.preemptions += job.evicted.size();
+    for (const Interval& run : job.evicted) {
+      m.gpu_hours_lost += job.gpus * common::ToHours(run.length());
+    }
+  }
   m.estimate_p50 = ComputeEstimateQuality(EstimateSamples(result, EstimateSource::kPromisedP50));
   m.estimate_plan = ComputeEstimateQuality(EstimateSamples(result, EstimateSource::kPlan));
   return m;

@@ -137,7 +137,7 @@ struct PolicyMetrics {
   std::vector<GroupWaitStats> by_priority;  // one per distinct priority, highest first
   AllocationStats allocation;
   FairnessStats fairness;
-  // Not yet recorded by the simulator (JobOutcome has no preemption fields); kept at 0.
+  // Runs cut short by preemption, and the GPU-hours they had run (work a restarted job redoes).
   std::size_t preemptions = 0;
   double gpu_hours_lost = 0;
   EstimateQuality estimate_p50;   // EstimateSource::kPromisedP50

@@ -180,14 +180,17 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
   std::map<std::string, core::WorkspaceId> teams;
   std::map<std::string, int> quota_of;
   for (const TeamQuota& q : config.quotas) quota_of[q.team] = q.gpus;
-  auto workspace_for = [&](const std::string& team) -> common::Result<core::WorkspaceId> {
-    auto [it, inserted] = teams.try_emplace(team, core::WorkspaceId(teams.size() + 1));
+  auto workspace_for = [&](const std::string& team,
+                           bool preemptible) -> common::Result<core::WorkspaceId> {
+    const std::string key = preemptible ? team + "~be" : team;
+    auto [it, inserted] = teams.try_emplace(key, core::WorkspaceId(teams.size() + 1));
     if (inserted) {
       core::Workspace ws;
       ws.id = it->second;
-      ws.name = team.empty() ? "default" : team;
+      ws.name = team.empty() ? "default" : key;
       ws.policy.max_active_requests = 1'000'000;
       ws.policy.max_priority = 1'000'000;
+      ws.policy.preemptible = preemptible;
       if (config.hard_quota && quota_of.contains(team)) ws.policy.gpu_quota = quota_of[team];
       EGS_RETURN_IF_ERROR(sched->AddWorkspace(ws));
     }
@@ -198,7 +201,9 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
   result.total_gpus = model.total_gpus;
   result.jobs.resize(trace.jobs.size());
   std::unordered_map<core::RequestId, std::size_t> job_of;
-  std::multimap<Time, core::RequestId> releases;
+  // When each running job's work is done: (instant, request, start of the run it ends).
+  std::multimap<Time, std::pair<core::RequestId, Time>> releases;
+  std::unordered_map<core::RequestId, Time> run_start;  // the current run of each started job
   std::size_t next_job = 0;
   std::size_t seen_orders = 0;
   Time last_now = common::kInfinitePast;
@@ -216,8 +221,13 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
     const Time now = clock.Now();
     // 2. Jobs whose real run is over release their reservation.
     while (!releases.empty() && releases.begin()->first <= now) {
-      sched->EarlyRelease(releases.begin()->second).IgnoreError();  // may have ended already
+      const auto [id, started] = releases.begin()->second;
       releases.erase(releases.begin());
+      // Only the run it was set for (a preempted job restarts with a release of its own).
+      const auto* r = sched->FindRequest(id);
+      if (r != nullptr && r->actual_start == started) {
+        sched->EarlyRelease(id).IgnoreError();  // may have ended already
+      }
     }
     // 3. Submits.
     while (next_job < trace.jobs.size() && trace.jobs[next_job].submit <= now) {
@@ -229,7 +239,9 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
       out.priority = job.priority;
       out.submit = job.submit;
       out.hold = job.hold;
-      EGS_ASSIGN_OR_RETURN(core::WorkspaceId ws, workspace_for(job.team));
+      EGS_ASSIGN_OR_RETURN(core::WorkspaceId ws,
+                           workspace_for(job.team, config.preemptible_below &&
+                                                       job.priority < *config.preemptible_below));
       core::RequestSpec spec = JobSpec(job, model, ws, config.max_booking);
       out.requested = spec.duration;
       auto id = spec.shapes.empty() ? common::Result<core::RequestId>(common::InvalidArgumentError(
@@ -262,6 +274,16 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
     }
     if (now != last_now) cycles_at_now = 0;
     last_now = now;
+    // Evictions: the run ends when the notice is over (the job starts again from scratch).
+    for (const core::Event& e : sched->TakeEvents()) {
+      if (e.reason != "PreemptionStarted") continue;
+      const core::RequestId id(e.object.id);
+      auto it = job_of.find(id);
+      auto run = run_start.find(id);
+      if (it == job_of.end() || run == run_start.end()) continue;
+      result.jobs[it->second].evicted.push_back({run->second, e.first_time});
+      run_start.erase(run);
+    }
     const auto& orders = connector.provisioned();
     for (; seen_orders < orders.size(); ++seen_orders) {
       core::RequestId id = orders[seen_orders].request;
@@ -269,8 +291,14 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
       if (it == job_of.end()) continue;
       JobOutcome& out = result.jobs[it->second];
       const auto* r = sched->FindRequest(id);
-      out.start = r->actual_start;
-      if (out.hold < out.requested) releases.insert({now + out.hold, id});
+      if (!r->actual_start) continue;  // already gone again
+      if (!out.start) {
+        out.start = r->actual_start;
+      } else {
+        out.resumed = r->actual_start;
+      }
+      run_start[id] = *r->actual_start;
+      if (out.hold < out.requested) releases.insert({now + out.hold, {id, *r->actual_start}});
     }
   }
   for (const auto& [id, index] : job_of) {

@@ -37,6 +37,10 @@ struct SimConfig {
   bool hard_quota = false;
   // Plan only the first N queued requests (0 = all); see SchedulerOptions::max_planned.
   std::size_t max_planned = 0;
+  // Jobs with a priority below this go to a preemptible workspace of their team ("<team>~be",
+  // default preemption policy: 30 min minimum runtime, 10 min notice, requeued): higher-priority
+  // jobs may evict them. nullopt: no preemption.
+  std::optional<int> preemptible_below;
 };
 
 // What happened to one job.
@@ -52,8 +56,11 @@ struct JobOutcome {
   // The estimate promised at submit: calibrated for egs, equal to the plan for the others.
   std::optional<core::Time> promised_p50;
   std::optional<core::Time> promised_p90;
-  std::optional<core::Time> start;  // nullopt: never started
+  std::optional<core::Time> start;  // first start (waits count to it); nullopt: never started
   std::optional<core::Time> end;
+  // Runs cut short by a preemption, in order; the final run starts at `resumed`.
+  std::vector<core::Interval> evicted;
+  std::optional<core::Time> resumed;
   bool rejected = false;  // refused at submit (never fits the fleet)
   std::string reject_reason;
 };

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "common/rng.h"
+#include "sim/metrics.h"
 
 namespace egs::sim {
 namespace {
@@ -79,6 +80,36 @@ TEST(SimulatorTest, EveryJobRunsAndNoGpuIsOversubscribed) {
     }
     EXPECT_LE(PeakGpus(*r), 32) << PolicyName(p);
   }
+}
+
+TEST(SimulatorTest, PreemptibleLowPriorityJobsAreEvictedRequeuedAndFinish) {
+  // One 8-GPU node: a low-priority 8-GPU job runs 10 h; a high-priority one arrives after 1 h.
+  Trace t;
+  t.jobs.push_back(Job("low", 0, 8, 10 * 3600, "a", 0));
+  t.jobs.push_back(Job("high", 3600, 8, 2 * 3600, "b", 100));
+  SimConfig cfg;
+  cfg.preemptible_below = 50;
+  auto r = RunSimulation(t, Nodes(1, 8), cfg);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  const JobOutcome& low = r->jobs[0];
+  const JobOutcome& high = r->jobs[1];
+  ASSERT_EQ(low.evicted.size(), 1u);
+  EXPECT_EQ(low.evicted[0], (core::Interval{S(0), S(3600 + 600)}));  // 10 min notice
+  ASSERT_TRUE(high.start && low.resumed && low.end);
+  EXPECT_EQ(*high.start, S(3600 + 600));
+  // Requeued, it starts again from scratch after the high-priority job and runs its whole hold.
+  EXPECT_EQ(*low.resumed, *high.end);
+  EXPECT_EQ(*low.end - *low.resumed, common::Hours(10));
+  EXPECT_EQ(*low.start, S(0));  // its wait counts to its first start
+  auto m = ComputeMetrics(*r);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->preemptions, 1u);
+  EXPECT_NEAR(m->gpu_hours_lost, 8 * (70.0 / 60.0), 1e-9);
+  // Without preemptible workspaces the high-priority job waits.
+  auto plain = RunSimulation(t, Nodes(1, 8), SimConfig{});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->jobs[0].evicted.empty());
+  EXPECT_EQ(*plain->jobs[1].start, *plain->jobs[0].end);
 }
 
 TEST(SimulatorTest, SameInputsGiveIdenticalResults) {
