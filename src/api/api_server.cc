@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -587,9 +588,68 @@ HttpResponse ApiServer::Serve(const HttpRequest& req, const Target& t,
   if (extra_routes_) {
     if (auto r = extra_routes_(*who, req)) return std::move(*r);
   }
-  // 4. Discovery, then objects.
+  // 4. Logs, discovery, then objects.
+  static const std::string kLogsPrefix = fmt::format("/apis/{}/logs/", kApiVersion);
+  if (t.path.starts_with(kLogsPrefix)) {
+    return ServeLog(req, std::string_view(t.path).substr(kLogsPrefix.size()), *who);
+  }
   if (!t.resource_path) return ServeDiscovery(req, t.path);
   return ServeResource(req, t, *who);
+}
+
+HttpResponse ApiServer::ServeLog(const HttpRequest& req, std::string_view stream,
+                                 const Principal& who) {
+  if (stream != "audit" && stream != "decisions") {
+    return ToResponse(NoRoute());
+  }
+  if (req.method != "GET") {
+    return ToResponse(MethodNotAllowed(fmt::format("{} is not supported on logs", req.method)));
+  }
+  if (who.role != Role::kAdmin) {
+    return ErrorResponse(common::PermissionDeniedError(
+        fmt::format("user \"{}\" may not read the {} log (admins only)", who.user, stream)));
+  }
+  auto number = [&](const char* key, std::int64_t fallback, std::int64_t min,
+                    std::int64_t max) -> Result<std::int64_t> {
+    auto v = req.Query(key);
+    if (!v || v->empty()) return fallback;
+    char* end = nullptr;
+    const long long n = std::strtoll(v->c_str(), &end, 10);
+    if (*end != '\0' || n < min || n > max) {
+      return common::InvalidArgumentError(
+          fmt::format("{}: must be an integer in [{}, {}], got \"{}\"", key, min, max, *v));
+    }
+    return static_cast<std::int64_t>(n);
+  };
+  auto after = number("after", 0, 0, std::numeric_limits<std::int64_t>::max());
+  if (!after) return ToResponse(BadRequest(after.error().message()));
+  auto limit = number("limit", 100, 1, 1000);
+  if (!limit) return ToResponse(BadRequest(limit.error().message()));
+  // Decisions of one request ("namespace/name"), scanning at most 10,000 records per call.
+  const std::string request = req.Query("request").value_or("");
+  json items = json::array();
+  std::int64_t next = *after;
+  std::int64_t scanned = 0;
+  while (static_cast<std::int64_t>(items.size()) < *limit && scanned < 10'000) {
+    auto page = store_.ReadLog(
+        stream, next, request.empty() ? static_cast<std::size_t>(*limit) : std::size_t{1000});
+    if (!page) return ErrorResponse(page.error());
+    if (page->empty()) break;
+    for (const store::LogRecord& rec : *page) {
+      next = rec.seq;
+      ++scanned;
+      json data = json::parse(rec.data, nullptr, /*allow_exceptions=*/false);
+      if (!request.empty() && (!data.is_object() || data.value("request", "") != request)) {
+        continue;
+      }
+      items.push_back(
+          {{"seq", rec.seq}, {"time", FormatTime(rec.at)}, {"record", std::move(data)}});
+      if (static_cast<std::int64_t>(items.size()) == *limit) break;
+    }
+  }
+  return JsonResponse(
+      200,
+      {{"kind", "LogRecordList"}, {"stream", stream}, {"items", std::move(items)}, {"next", next}});
 }
 
 HttpResponse ApiServer::ServeDiscovery(const HttpRequest& req, std::string_view path) {

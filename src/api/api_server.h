@@ -120,6 +120,9 @@ class ApiServer {
   static Target ParseTarget(const HttpRequest& req);
   HttpResponse Serve(const HttpRequest& req, const Target& target, std::optional<Principal>& who);
   HttpResponse ServeDiscovery(const HttpRequest& req, std::string_view path);
+  // GET /apis/egs.dev/v1alpha1/logs/{audit|decisions}?after=SEQ&limit=N[&request=NS/NAME]:
+  // records of the store's append-only logs, oldest first (admins only).
+  HttpResponse ServeLog(const HttpRequest& req, std::string_view stream, const Principal& who);
   HttpResponse ServeResource(const HttpRequest& req, const Target& target, const Principal& who);
   HttpResponse GetObject(const HttpRequest& req, const Target& t, const Principal& who);
   HttpResponse ListObjects(const HttpRequest& req, const Target& t, const Principal& who);

@@ -865,6 +865,31 @@ TEST_F(ApiServerTest, ListFromCachedBytesEqualsTheGeneralPath) {
   }
 }
 
+TEST_F(ApiServerTest, LogsAreReadByAdminsInPages) {
+  std::vector<store::LogRecord> logs;
+  for (int i = 0; i < 5; ++i) {
+    json d = {{"kind", "Start"}, {"request", i % 2 == 0 ? "team-a/even" : "team-a/odd"}, {"i", i}};
+    logs.push_back({"decisions", 0, *ParseTime("2026-11-22T10:00:00Z"), d.dump()});
+  }
+  ASSERT_TRUE(store_->Commit({}, logs).ok());
+  HttpResponse all = Get("/apis/egs.dev/v1alpha1/logs/decisions", {{"limit", "3"}});
+  ASSERT_EQ(all.status, 200) << all.body;
+  json page = json::parse(all.body);
+  ASSERT_EQ(page["items"].size(), 3u);
+  EXPECT_EQ(page["items"][0]["record"]["i"], 0);
+  HttpResponse rest = Get("/apis/egs.dev/v1alpha1/logs/decisions",
+                          {{"after", std::to_string(page["next"].get<std::int64_t>())}});
+  ASSERT_EQ(rest.status, 200);
+  EXPECT_EQ(json::parse(rest.body)["items"].size(), 2u);
+  HttpResponse odd = Get("/apis/egs.dev/v1alpha1/logs/decisions", {{"request", "team-a/odd"}});
+  ASSERT_EQ(odd.status, 200);
+  ASSERT_EQ(json::parse(odd.body)["items"].size(), 2u);
+  EXPECT_EQ(json::parse(odd.body)["items"][1]["record"]["i"], 3);
+  EXPECT_EQ(Get("/apis/egs.dev/v1alpha1/logs/decisions", {{"limit", "0"}}).status, 400);
+  EXPECT_EQ(Get("/apis/egs.dev/v1alpha1/logs/other").status, 404);
+  EXPECT_EQ(Call("GET", "/apis/egs.dev/v1alpha1/logs/audit", "", {}, {}, "viewer").status, 403);
+}
+
 TEST_F(ApiServerTest, ExtraRoutesComeFirst) {
   Reset({}, {}, [](const Principal& who, const HttpRequest& req) -> std::optional<HttpResponse> {
     if (req.path != "/apis/egs.dev/v1alpha1/tokens") return std::nullopt;
