@@ -542,7 +542,7 @@ std::string ProvisioningStatus(std::string_view phase) {
       {"PendingApproval", "Pending"}, {"Queued", "Queued"},       {"Provisioning", "Provisioning"},
       {"Active", "Provisioned"},      {"Releasing", "Releasing"}, {"Completed", "Complete"},
       {"Released", "Complete"},       {"Preempted", "Evicted"},   {"Rejected", "Rejected"},
-      {"Cancelled", "Cancelled"},     {"Failed", "Failed"},
+      {"Cancelled", "Cancelled"},     {"Failed", "Failed"},       {"Preempting", "Evicting"},
   };
   auto it = kMap.find(phase);
   return it == kMap.end() ? std::string("Pending") : std::string(it->second);
@@ -628,10 +628,11 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
   common::Duration wait(0);
   if (estimated && *estimated > now) wait = *estimated - now;
 
-  const bool holds_nodes = phase == "Provisioning" || phase == "Active" || phase == "Releasing";
+  const bool holds_nodes =
+      phase == "Provisioning" || phase == "Active" || phase == "Preempting" || phase == "Releasing";
   const json node_names = status.value("nodes", json::array());
   std::string internal_state;
-  if (phase == "Provisioning" || phase == "Active") {
+  if (phase == "Provisioning" || phase == "Active" || phase == "Preempting") {
     internal_state = "Reserved";
   } else if (phase == "Releasing" || phase == "Completed" || phase == "Released" ||
              phase == "Preempted" || (phase == "Failed" && status.contains("startTime"))) {
