@@ -678,9 +678,7 @@ api::HttpResponse V1Server::DeleteWorkspace(Call& call) {
   if (!deleted.ok()) {
     if (deleted.error().code() == common::StatusCode::kFailedPrecondition) {
       return Field("workspaceName",
-                   fmt::format("deleting a slice workspace is not supported yet by egsd (its "
-                               "requests and history refer to it); \"{}\" was not changed",
-                               **name),
+                   fmt::format("\"{}\" was not deleted: {}", **name, deleted.error().message()),
                    409);
     }
     V1Error e = FromStatus(deleted.error(), WorkspaceRenames());

@@ -540,6 +540,38 @@ void ControlPlaneImpl::AfterCycle(const scheduler::CycleStats&) {
   FinalizeDeletes();
 }
 
+common::Result<json> ControlPlaneImpl::DeleteWorkspace(std::string_view name,
+                                                       std::int64_t resource_version) {
+  auto id = names_.workspaces.Find(name);
+  if (!id) return common::NotFoundError(fmt::format("Workspace \"{}\" not found", name));
+  EGS_ASSIGN_OR_RETURN(json last, ReadBack(kWorkspace, "", name));
+  // Like a Kubernetes namespace: its requests (all finished) and events go with it.
+  EGS_ASSIGN_OR_RETURN(std::vector<core::RequestId> forgotten, scheduler_.RemoveWorkspace(*id));
+  std::vector<store::WriteOp> ops;
+  ops.push_back(
+      store::WriteOp::Delete(std::string(kWorkspace), "", std::string(name), resource_version));
+  for (core::RequestId r : forgotten) {
+    auto o = gprs_.find(r);
+    if (o == gprs_.end()) continue;
+    ops.push_back(store::WriteOp::Delete(std::string(kGpr), o->second.meta.ns, o->second.meta.name,
+                                         std::nullopt));
+    ops.push_back(store::WriteOp::Delete(kRequestStateKind, o->second.meta.ns, o->second.meta.name,
+                                         std::nullopt));
+    names_.EraseRequest(r);
+    gprs_.erase(o);
+    pending_deletes_.erase(r);
+  }
+  if (auto events = store_.List(kEvent, name); events.ok()) {
+    for (const store::StoredObject& e : events->objects) {
+      ops.push_back(store::WriteOp::Delete(std::string(kEvent), e.ns, e.name, std::nullopt));
+    }
+  }
+  names_.workspaces.Erase(std::string(name));
+  PublishNames();
+  EGS_RETURN_IF_ERROR(CommitAfterChange(std::move(ops)).status());
+  return last;
+}
+
 void ControlPlaneImpl::FinalizeDeletes() {
   std::vector<store::WriteOp> ops;
   for (auto it = pending_deletes_.begin(); it != pending_deletes_.end();) {
@@ -1010,6 +1042,7 @@ common::Result<json> ControlPlaneImpl::DeleteOnLoop(std::string_view kind, std::
                                             kind, name, *expected_version,
                                             current->resource_version));
   }
+  if (kind == kWorkspace) return DeleteWorkspace(name, current->resource_version);
   if (kind != kGpr && kind != kEvent) {
     return common::FailedPreconditionError(fmt::format(
         "deleting a {} is not supported: cordon or fail nodes instead, and keep fleet objects "

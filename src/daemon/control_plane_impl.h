@@ -204,6 +204,8 @@ class ControlPlaneImpl final : public api::ControlPlane {
   // GPRs deleted while running: removed from the store once their request is terminal.
   std::set<core::RequestId> pending_deletes_;
   void FinalizeDeletes();
+  common::Result<nlohmann::json> DeleteWorkspace(std::string_view name,
+                                                 std::int64_t resource_version);
 };
 
 }  // namespace egs::daemon

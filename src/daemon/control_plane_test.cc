@@ -314,3 +314,47 @@ TEST(ControlPlaneTest, DeletingARunningGprReleasesItFirstThenRemovesIt) {
 
 }  // namespace
 }  // namespace egs::daemon
+
+namespace egs::daemon {
+namespace {
+
+TEST(ControlPlaneTest, DeletingAWorkspaceTakesItsFinishedRequestsAndWaitsForRunningOnes) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  json ws =
+      Obj("Workspace", "tmp", {{"project", "research"}, {"policy", {{"maxActiveRequests", 4}}}});
+  ASSERT_OK(a.cp.Create(kAdmin, "Workspace", "", ws, false));
+  json gpr = Gpr("job", 1, "1h");
+  gpr["metadata"]["namespace"] = "tmp";
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "tmp", gpr, false));
+  a.Cycle(clock.Now());
+  EXPECT_THAT(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt),
+              StatusIs(common::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE((*store.Get("Workspace", "", "tmp")).has_value());  // nothing changed
+  clock.AdvanceBy(common::Hours(1));
+  a.Cycle(clock.Now());
+  a.Cycle(clock.Now());
+  ASSERT_EQ(json::parse((*store.Get("GPUProvisionRequest", "tmp", "job"))->data)["status"]["phase"],
+            "Completed");
+  ASSERT_OK(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt));
+  EXPECT_FALSE((*store.Get("Workspace", "", "tmp")).has_value());
+  EXPECT_FALSE((*store.Get("GPUProvisionRequest", "tmp", "job")).has_value());
+  EXPECT_TRUE(store.List("Event", std::string_view("tmp"))->objects.empty());
+  // The name can be used again, and requests run in the new workspace.
+  ASSERT_OK(a.cp.Create(kAdmin, "Workspace", "", ws, false));
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "tmp", gpr, false));
+  a.Cycle(clock.Now());
+  EXPECT_EQ(json::parse((*store.Get("GPUProvisionRequest", "tmp", "job"))->data)["status"]["phase"],
+            "Active");
+  // And it all comes back after a restart.
+  Instance b(store, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  b.Cycle(clock.Now());
+  EXPECT_EQ(json::parse((*store.Get("GPUProvisionRequest", "tmp", "job"))->data)["status"]["phase"],
+            "Active");
+}
+
+}  // namespace
+}  // namespace egs::daemon

@@ -140,6 +140,37 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
   return common::OkStatus();
 }
 
+common::Result<std::vector<core::RequestId>> Scheduler::RemoveWorkspace(core::WorkspaceId id) {
+  auto it = workspaces_.find(id);
+  if (it == workspaces_.end()) {
+    return common::NotFoundError(fmt::format("workspace {} not found", id.value()));
+  }
+  std::vector<core::RequestId> finished;
+  std::size_t open = 0;
+  const RequestRecord* example = nullptr;
+  for (const auto& [rid, r] : requests_) {
+    if (r.spec.workspace != id) continue;
+    if (core::IsTerminal(r.phase)) {
+      finished.push_back(rid);
+    } else {
+      ++open;
+      if (example == nullptr || rid < example->id) example = &r;
+    }
+  }
+  if (open > 0) {
+    return common::FailedPreconditionError(fmt::format(
+        "workspace {} still has {} request(s) that are not finished (request {} is {}); delete "
+        "or release them first",
+        it->second.name, open, example->id.value(), core::PhaseName(example->phase)));
+  }
+  for (core::RequestId rid : finished) requests_.erase(rid);
+  std::sort(finished.begin(), finished.end());
+  workspaces_.erase(it);
+  loads_.erase(id);
+  changed_since_publish_ = true;
+  return finished;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Admission.
 

@@ -160,6 +160,9 @@ class Scheduler {
   common::Status AddNode(core::Node node);
   common::Status AddWorkspace(core::Workspace workspace);
   common::Status UpdatePolicy(core::WorkspaceId workspace, core::WorkspacePolicy policy);
+  // Removes a workspace and forgets its finished requests (returned, by id). FailedPrecondition
+  // (naming one) while any of its requests is not finished; NotFound for an unknown workspace.
+  common::Result<std::vector<core::RequestId>> RemoveWorkspace(core::WorkspaceId workspace);
   // The workspace with its current policy; nullptr when unknown.
   const core::Workspace* FindWorkspace(core::WorkspaceId id) const;
 
