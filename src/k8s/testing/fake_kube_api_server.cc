@@ -227,6 +227,14 @@ void FakeKubeApiServer::Install() {
     {
       std::lock_guard lock(mu_);
       ++request_counts_[{req.method, req.path}];
+      for (const auto& [key, status] : failures_) {
+        if (key.first == req.method && req.path.rfind(key.second, 0) == 0) {
+          res.status = status;
+          res.set_content(StatusBody(status, "InjectedFailure", "injected by the test").dump(),
+                          "application/json");
+          return;
+        }
+      }
     }
     const bool watch = req.method == "GET" &&
                        (Param(req.params, "watch") == "true" || Param(req.params, "watch") == "1");
@@ -820,6 +828,17 @@ void FakeKubeApiServer::SetReachable(bool reachable) {
 void FakeKubeApiServer::SetBookmarkInterval(common::Duration interval) {
   std::lock_guard lock(mu_);
   bookmark_interval_ = interval;
+}
+
+void FakeKubeApiServer::FailRequests(const std::string& method, const std::string& path_prefix,
+                                     int http_status) {
+  std::lock_guard lock(mu_);
+  failures_[{method, path_prefix}] = http_status;
+}
+
+void FakeKubeApiServer::ClearFailures() {
+  std::lock_guard lock(mu_);
+  failures_.clear();
 }
 
 int FakeKubeApiServer::RequestCount(const std::string& method,

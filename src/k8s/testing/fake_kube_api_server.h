@@ -79,6 +79,10 @@ class FakeKubeApiServer {
   void SetReachable(bool reachable);
   // How often watches that asked for bookmarks get one (default 200 ms).
   void SetBookmarkInterval(common::Duration interval);
+  // Requests with `method` whose path starts with `path_prefix` answer `http_status` (a Status
+  // body) until ClearFailures. For fault injection: a 503 on one node's PATCH, say.
+  void FailRequests(const std::string& method, const std::string& path_prefix, int http_status);
+  void ClearFailures();
   // Number of requests served with `method` whose path starts with `path_prefix`.
   int RequestCount(const std::string& method, const std::string& path_prefix) const;
 
@@ -140,6 +144,7 @@ class FakeKubeApiServer {
   common::Duration bookmark_interval_ = std::chrono::milliseconds(200);   // GUARDED_BY(mu_)
   std::map<std::string, std::string> issued_tokens_;                      // GUARDED_BY(mu_)
   std::map<std::pair<std::string, std::string>, int> request_counts_;     // GUARDED_BY(mu_)
+  std::map<std::pair<std::string, std::string>, int> failures_;           // GUARDED_BY(mu_)
 };
 
 }  // namespace egs::k8s::testing
