@@ -631,10 +631,17 @@ std::map<core::RequestId, Claim> KubernetesConnector::Claims() const {
   for (const auto& [name, labels] : node_labels_) {
     if (!labels.contains(kLabelRequest)) continue;
     auto get = [&](const char* key) {
-      return labels.contains(key) ? ToInt(labels[key].get<std::string>()) : 0;
+      return labels.contains(key) && labels[key].is_string() ? ToInt(labels[key].get<std::string>())
+                                                             : 0;
     };
-    Claim& claim = out[core::RequestId(
-        static_cast<std::uint64_t>(std::stoull(labels[kLabelRequest].get<std::string>())))];
+    // Labels are user-editable: a value that is not a request id is not a claim of ours.
+    const std::string request =
+        labels[kLabelRequest].is_string() ? labels[kLabelRequest].get<std::string>() : "";
+    if (request.empty() || request.size() > 19 ||
+        request.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    Claim& claim = out[core::RequestId(static_cast<std::uint64_t>(std::stoull(request)))];
     claim.workspace = core::WorkspaceId(static_cast<std::uint32_t>(get(kLabelWorkspace)));
     claim.reservation = core::ReservationId(static_cast<std::uint64_t>(get(kLabelReservation)));
     if (auto it = nodes_.find(name); it != nodes_.end()) claim.nodes.push_back(it->second.id);

@@ -99,7 +99,8 @@ class KubernetesConnectorTest : public ::testing::Test {
     server_.Put({{"kind", "Node"}, {"metadata", {{"name", "cpu-1"}}}, {"status", json::object()}});
   }
 
-  std::unique_ptr<KubernetesConnector> MakeConnector(Recorder& rec) {
+  std::unique_ptr<KubernetesConnector> MakeConnector(
+      Recorder& rec, common::Duration eviction_deadline = std::chrono::seconds(10)) {
     KubeConfig config;
     config.server = server_.url();
     config.token = "secret";
@@ -116,7 +117,7 @@ class KubernetesConnectorTest : public ::testing::Test {
     };
     options.retry_initial = 20ms;
     options.retry_max = 100ms;
-    options.eviction_deadline = 10s;
+    options.eviction_deadline = eviction_deadline;
     options.watch_timeout = 2s;
     auto connector = std::make_unique<KubernetesConnector>(clock_, std::move(client).value(),
                                                            options, rec.Callbacks());
@@ -272,6 +273,33 @@ TEST_F(KubernetesConnectorTest, EarlyReleaseWaitsForPodDisruptionBudget) {
   ASSERT_TRUE(rec.WaitFor([&] { return !rec.released.empty(); }));
   EXPECT_TRUE(server_.Get("Pod", "team-7", "serve-0").is_null());
   EXPECT_FALSE(NodeLabels("gpu-1").contains("egs.dev/workspace"));
+}
+
+TEST_F(KubernetesConnectorTest, PodStillProtectedAtTheEvictionDeadlineIsDeleted) {
+  Recorder rec;
+  auto connector = MakeConnector(rec, /*eviction_deadline=*/100ms);
+  auto order = Order(10, {1});
+  connector->Provision(order);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  server_.Put(Pod("team-7", "stuck", "gpu-1", 8, {{"app", "stuck"}}));
+  server_.Put(
+      {{"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "stuck"}, {"namespace", "team-7"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "stuck"}}}}}}}});
+  connector->Release(ReleaseOf(order));
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.released.empty(); }));
+  EXPECT_TRUE(server_.Get("Pod", "team-7", "stuck").is_null());
+  EXPECT_GE(server_.RequestCount("DELETE", "/api/v1/namespaces/team-7/pods/stuck"), 1);
+}
+
+TEST_F(KubernetesConnectorTest, RelistsAfterTheWatchHistoryIsCompacted) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  const int lists = server_.RequestCount("GET", "/api/v1/nodes");
+  server_.CompactHistory();  // ends the watch; resuming from its resourceVersion gets 410
+  server_.Put(GpuNode("gpu-5"));
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.nodes.size() == 4; }));
+  EXPECT_GT(server_.RequestCount("GET", "/api/v1/nodes"), lists);
 }
 
 TEST_F(KubernetesConnectorTest, ClusterOutageDegradesThenRetriesWithoutDoingTwice) {

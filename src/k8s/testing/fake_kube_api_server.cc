@@ -226,7 +226,9 @@ void FakeKubeApiServer::Install() {
     const std::string content_type = req.get_header_value("Content-Type");
     {
       std::lock_guard lock(mu_);
-      ++request_counts_[{req.method, req.path}];
+      const bool is_watch =
+          Param(req.params, "watch") == "true" || Param(req.params, "watch") == "1";
+      ++request_counts_[{is_watch ? "WATCH" : req.method, req.path}];
       for (const auto& [key, status] : failures_) {
         if (key.first == req.method && req.path.rfind(key.second, 0) == 0) {
           res.status = status;
@@ -722,6 +724,7 @@ void FakeKubeApiServer::StreamWatch(const std::string& kind, const std::string& 
   const common::Time deadline = clock_.Now() + timeout;
   common::Time next_bookmark = clock_.Now() + bookmark_interval_;
   while (true) {
+    if (stopping_ || epoch != outage_epoch_ || !reachable_) return;
     std::vector<json> out;
     for (const auto& ev : history_) {
       if (ev.rv <= last || ev.kind != kind) continue;
@@ -813,7 +816,7 @@ void FakeKubeApiServer::SetNodeReady(const std::string& name, bool ready) {
 void FakeKubeApiServer::CompactHistory() {
   std::lock_guard lock(mu_);
   history_.clear();
-  compacted_rv_ = rv_;
+  compacted_rv_ = rv_ + 1;
   ++outage_epoch_;  // A real compaction also ends the watches that fell behind.
   cv_.notify_all();
 }

@@ -73,7 +73,8 @@ class FakeKubeApiServer {
   std::vector<nlohmann::json> ListAll(const std::string& kind, const std::string& ns = "") const;
   // Sets the node's Ready condition.
   void SetNodeReady(const std::string& name, bool ready);
-  // Forgets the watch history: watches from an older resourceVersion get 410 Gone.
+  // Forgets the watch history and ends open watches: a watch from any resourceVersion handed
+  // out so far gets 410 Gone (the client must relist).
   void CompactHistory();
   // While unreachable every request answers 503 and open watches end.
   void SetReachable(bool reachable);
@@ -83,7 +84,8 @@ class FakeKubeApiServer {
   // body) until ClearFailures. For fault injection: a 503 on one node's PATCH, say.
   void FailRequests(const std::string& method, const std::string& path_prefix, int http_status);
   void ClearFailures();
-  // Number of requests served with `method` whose path starts with `path_prefix`.
+  // Number of requests served with `method` whose path starts with `path_prefix`. Watches count
+  // under the method "WATCH", not "GET".
   int RequestCount(const std::string& method, const std::string& path_prefix) const;
 
  private:
