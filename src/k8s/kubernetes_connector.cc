@@ -422,6 +422,14 @@ KubernetesConnector::Attempt KubernetesConnector::TryRelease(
   for (core::NodeId id : order_nodes) {
     if (auto name = NodeName(id)) names.insert(*name);
   }
+  if (std::holds_alternative<core::ReleaseOrder>(task.order)) {
+    // A full release also frees nodes the labels say the request holds beyond the order's (a
+    // replacement the scheduler has not recorded yet, say).
+    std::lock_guard lock(mu_);
+    for (const auto& [name, labels] : node_labels_) {
+      if (labels.value(kLabelRequest, "") == req) names.insert(name);
+    }
+  }
   bool blocked = false;
   for (const auto& name : names) {
     auto node = client_->Get("/api/v1/nodes/" + name);
@@ -614,7 +622,7 @@ void KubernetesConnector::RunWatch() {
             const std::string next = Str(object, "/metadata/resourceVersion");
             if (!next.empty()) rv = next;
             if (type != "BOOKMARK") ObserveNode(object, type == "DELETED");
-            return true;
+            return !stopped();
           });
       if (!s.ok()) {
         NoteResult(s);

@@ -383,6 +383,12 @@ TEST_F(KubernetesConnectorTest, ReplaceNodeMovesTheWorkspace) {
   EXPECT_FALSE(NodeLabels("gpu-2").contains("egs.dev/request"));
   EXPECT_TRUE(server_.Get("Pod", "team-7", "w-1").is_null());
   EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/request"], "30");
+  // Releasing with the original node list also frees the replacement (found by its labels).
+  connector->Release(ReleaseOf(order));
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.released.empty(); }));
+  for (const char* name : {"gpu-1", "gpu-2", "gpu-3"}) {
+    EXPECT_FALSE(NodeLabels(name).contains("egs.dev/request")) << name;
+  }
 }
 
 }  // namespace
