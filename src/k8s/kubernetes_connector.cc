@@ -17,6 +17,9 @@ constexpr const char* kLabelReservation = "egs.dev/reservation";
 constexpr const char* kLabelState = "egs.dev/state";  // "provisioned" | "releasing"
 constexpr const char* kAnnotationWindowEnd = "egs.dev/window-end";
 constexpr const char* kTaintKey = "egs.dev/workspace";  // value: workspace id, NoSchedule
+constexpr const char* kAnnotationNodeSelector = "scheduler.alpha.kubernetes.io/node-selector";
+constexpr const char* kAnnotationDefaultTolerations =
+    "scheduler.alpha.kubernetes.io/defaultTolerations";
 constexpr int kConflictRetries = 5;
 
 std::string Str(const json& object, const char* pointer) {
@@ -310,24 +313,35 @@ common::Result<std::string> KubernetesConnector::PreCheck(const json& node,
 common::Status KubernetesConnector::EnsureNamespaces(core::WorkspaceId workspace) {
   const std::string ws = std::to_string(workspace.value());
   const json labels = {{kLabelWorkspace, ws}, {"app.kubernetes.io/managed-by", "egs"}};
+  json annotations = json::object();
+  if (options_.steer_by_namespace_annotations) {
+    // Read by the PodNodeSelector and PodTolerationRestriction admission plugins: every pod of
+    // the namespace gets the node selector and the toleration of the workspace's taint.
+    annotations[kAnnotationNodeSelector] = std::string(kLabelWorkspace) + "=" + ws;
+    annotations[kAnnotationDefaultTolerations] =
+        json::array(
+            {{{"key", kTaintKey}, {"operator", "Equal"}, {"value", ws}, {"effect", "NoSchedule"}}})
+            .dump();
+  }
+  const json metadata = {{"labels", labels}, {"annotations", annotations}};
   for (const auto& ns : NamespacesOf(workspace)) {
     auto existing = client_->Get("/api/v1/namespaces/" + ns);
     if (!existing && existing.error().code() == common::StatusCode::kNotFound) {
-      auto created =
-          client_->Post("/api/v1/namespaces", {{"apiVersion", "v1"},
-                                               {"kind", "Namespace"},
-                                               {"metadata", {{"name", ns}, {"labels", labels}}}});
+      json object = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", metadata}};
+      object["metadata"]["name"] = ns;
+      auto created = client_->Post("/api/v1/namespaces", object);
       if (!created && created.error().code() != common::StatusCode::kAlreadyExists) {
         return created.error();
       }
       continue;
     }
     if (!existing) return existing.error();
-    if (Label(*existing, kLabelWorkspace) != ws) {
-      EGS_RETURN_IF_ERROR(client_
-                              ->Patch("/api/v1/namespaces/" + ns,
-                                      {{"metadata", {{"labels", labels}}}}, PatchType::kMerge)
-                              .error());
+    json want = *existing;
+    want["metadata"].merge_patch(metadata);
+    if (want != *existing) {
+      EGS_RETURN_IF_ERROR(
+          client_->Patch("/api/v1/namespaces/" + ns, {{"metadata", metadata}}, PatchType::kMerge)
+              .error());
     }
   }
   return common::OkStatus();

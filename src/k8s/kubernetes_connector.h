@@ -10,8 +10,10 @@
 // - Provision(order): pre-checks every node (Ready, schedulable, allocatable GPUs as expected, no
 //   GPU pod outside the workspace's namespaces, not held by another request). If one fails,
 //   nothing is changed and on_provisioned reports ok = false with the failed nodes. Otherwise the
-//   workspace's namespaces are created (or labelled), each node is labelled and tainted for the
-//   workspace and request, an Event is written in each namespace, and ok = true is reported.
+//   workspace's namespaces are created (or labelled, and annotated with the node selector and
+//   default toleration that steer their pods onto the workspace's nodes), each node is labelled
+//   and tainted for the workspace and request, an Event is written in each namespace, and
+//   ok = true is reported.
 // - Release(order): each node held by the request is marked releasing, the workspace's pods on it
 //   are evicted through the Eviction API (a PodDisruptionBudget's 429 is retried until
 //   `eviction_deadline` after the order, then the pod is deleted), its labels and taint are
@@ -76,6 +78,9 @@ struct KubernetesConnectorOptions {
   std::function<core::NodeId(const std::string& node_name)> node_id;
   // The namespaces of a workspace; default {"egs-ws-<id>"}.
   std::function<std::vector<std::string>(core::WorkspaceId)> namespaces;
+  // Steers the workspace's pods onto its nodes through namespace annotations read by the
+  // PodNodeSelector and PodTolerationRestriction admission plugins (where they are enabled).
+  bool steer_by_namespace_annotations = true;
   common::Duration retry_initial = std::chrono::seconds(1);
   common::Duration retry_max = std::chrono::seconds(30);
   common::Duration eviction_deadline = std::chrono::minutes(5);

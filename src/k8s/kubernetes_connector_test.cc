@@ -207,6 +207,13 @@ TEST_F(KubernetesConnectorTest, FullEntryAndExit) {
   json ns = server_.Get("Namespace", "", "team-7");
   ASSERT_FALSE(ns.is_null());
   EXPECT_EQ(ns["metadata"]["labels"]["egs.dev/workspace"], "7");
+  EXPECT_EQ(ns["metadata"]["annotations"]["scheduler.alpha.kubernetes.io/node-selector"],
+            "egs.dev/workspace=7");
+  EXPECT_EQ(
+      json::parse(ns["metadata"]["annotations"]["scheduler.alpha.kubernetes.io/defaultTolerations"]
+                      .get<std::string>()),
+      json::parse(R"([{"key":"egs.dev/workspace","operator":"Equal","value":"7",
+                             "effect":"NoSchedule"}])"));
   auto events = server_.ListAll("Event", "team-7");
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["reason"], "GpuProvisioned");
