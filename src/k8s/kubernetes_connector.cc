@@ -1,0 +1,675 @@
+#include "k8s/kubernetes_connector.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/time.h"
+
+namespace egs::k8s {
+namespace {
+
+using nlohmann::json;
+
+// The label and taint scheme (docs/design/0005-kubernetes-connector.md).
+constexpr const char* kLabelWorkspace = "egs.dev/workspace";
+constexpr const char* kLabelRequest = "egs.dev/request";
+constexpr const char* kLabelReservation = "egs.dev/reservation";
+constexpr const char* kLabelState = "egs.dev/state";  // "provisioned" | "releasing"
+constexpr const char* kAnnotationWindowEnd = "egs.dev/window-end";
+constexpr const char* kTaintKey = "egs.dev/workspace";  // value: workspace id, NoSchedule
+constexpr const char* kAnnotationNodeSelector = "scheduler.alpha.kubernetes.io/node-selector";
+constexpr const char* kAnnotationDefaultTolerations =
+    "scheduler.alpha.kubernetes.io/defaultTolerations";
+constexpr int kConflictRetries = 5;
+
+std::string Str(const json& object, const char* pointer) {
+  json::json_pointer ptr(pointer);
+  if (!object.contains(ptr) || !object.at(ptr).is_string()) return "";
+  return object.at(ptr).get<std::string>();
+}
+
+json Labels(const json& object) {
+  return object.value("/metadata/labels"_json_pointer, json::object());
+}
+
+std::string Label(const json& object, const std::string& key) {
+  json labels = Labels(object);
+  return labels.contains(key) && labels[key].is_string() ? labels[key].get<std::string>() : "";
+}
+
+int ToInt(const std::string& s) {
+  try {
+    return s.empty() ? 0 : std::stoi(s);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+bool IsReady(const json& node) {
+  for (const auto& c : node.value("/status/conditions"_json_pointer, json::array())) {
+    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+  }
+  return false;
+}
+
+bool IsTerminated(const json& pod) {
+  const std::string phase = Str(pod, "/status/phase");
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+int PodGpus(const json& pod, const std::string& resource) {
+  int total = 0;
+  for (const auto& c : pod.value("/spec/containers"_json_pointer, json::array())) {
+    for (const char* section : {"limits", "requests"}) {
+      json r = c.value("resources", json::object()).value(section, json::object());
+      if (r.contains(resource)) {
+        total += r[resource].is_string() ? ToInt(r[resource].get<std::string>())
+                                         : r[resource].get<int>();
+        break;
+      }
+    }
+  }
+  return total;
+}
+
+bool IsRetryable(const common::Status& s) {
+  switch (s.code()) {
+    case common::StatusCode::kUnavailable:
+    case common::StatusCode::kAborted:
+    case common::StatusCode::kResourceExhausted:
+    case common::StatusCode::kDeadlineExceeded:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+KubernetesConnector::KubernetesConnector(common::Clock& clock, std::unique_ptr<KubeClient> client,
+                                         KubernetesConnectorOptions options,
+                                         KubernetesCallbacks callbacks)
+    : clock_(clock),
+      client_(std::move(client)),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)) {
+  // The daemon must say how node names map to its inventory's ids.
+  EGS_CHECK(options_.node_id != nullptr);
+}
+
+KubernetesConnector::~KubernetesConnector() { Stop(); }
+
+void KubernetesConnector::Start() {
+  std::lock_guard guard(start_stop_mu_);
+  if (worker_.joinable()) return;
+  worker_ = std::thread([this] { RunWorker(); });
+  watcher_ = std::thread([this] { RunWatch(); });
+}
+
+void KubernetesConnector::Stop() {
+  std::lock_guard guard(start_stop_mu_);
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  client_->CancelWatches();
+  if (worker_.joinable()) worker_.join();
+  if (watcher_.joinable()) watcher_.join();
+}
+
+bool KubernetesConnector::IsSynced() const {
+  std::lock_guard lock(mu_);
+  return synced_;
+}
+
+void KubernetesConnector::Provision(const core::ProvisionOrder& order) {
+  Task task;
+  task.order = order;
+  Enqueue(std::move(task));
+}
+
+void KubernetesConnector::Release(const core::ReleaseOrder& order) {
+  {
+    // A release cancels a provisioning of the same request that has not been done yet.
+    std::lock_guard lock(mu_);
+    std::erase_if(queue_, [&](const auto& entry) {
+      const auto* p = std::get_if<core::ProvisionOrder>(&entry.second.order);
+      return p != nullptr && p->request == order.request;
+    });
+  }
+  Task task;
+  task.order = order;
+  Enqueue(std::move(task));
+}
+
+void KubernetesConnector::ReplaceNode(const core::NodeReplacementOrder& order) {
+  Task task;
+  task.order = order;
+  Enqueue(std::move(task));
+}
+
+void KubernetesConnector::Enqueue(Task task) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.emplace(std::make_pair(clock_.Now(), next_seq_++), std::move(task));
+  }
+  cv_.notify_all();
+}
+
+void KubernetesConnector::RunWorker() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    if (!synced_ || queue_.empty()) {
+      clock_.WaitUntil(cv_, lock, clock_.Now() + common::Hours(1),
+                       [&] { return stop_ || (synced_ && !queue_.empty()); });
+      continue;
+    }
+    const common::Time due = queue_.begin()->first.first;
+    if (clock_.Now() < due) {
+      clock_.WaitUntil(cv_, lock, due, [&] {
+        return stop_ || queue_.empty() || queue_.begin()->first.first < due;
+      });
+      continue;
+    }
+    Task task = std::move(queue_.begin()->second);
+    queue_.erase(queue_.begin());
+    lock.unlock();
+    Attempt attempt = Try(task);
+    NoteResult(attempt.done ? common::OkStatus() : attempt.status);
+    lock.lock();
+    if (!attempt.done && !stop_) {
+      task.backoff = task.backoff.count() == 0 ? options_.retry_initial
+                                               : std::min(options_.retry_max, task.backoff * 2);
+      queue_.emplace(std::make_pair(clock_.Now() + task.backoff, next_seq_++), std::move(task));
+    }
+  }
+}
+
+KubernetesConnector::Attempt KubernetesConnector::Try(Task& task) {
+  if (auto* p = std::get_if<core::ProvisionOrder>(&task.order)) return TryProvision(*p, true);
+  if (auto* r = std::get_if<core::ReleaseOrder>(&task.order)) {
+    Attempt a = TryRelease(r->request, r->workspace, r->nodes, task);
+    if (a.done) {
+      RecordEvent(r->workspace, "GpuReleased",
+                  "request " + std::to_string(r->request.value()) + ": nodes released");
+      if (callbacks_.on_released) callbacks_.on_released(r->request);
+    }
+    return a;
+  }
+  auto& o = std::get<core::NodeReplacementOrder>(task.order);
+  if (!task.replacement_released) {
+    Attempt a = TryRelease(o.request, o.workspace, {o.failed}, task);
+    if (!a.done) return a;
+    task.replacement_released = true;
+  }
+  core::ProvisionOrder p{o.request,       o.reservation,   o.workspace, o.cluster,
+                         {o.replacement}, o.gpus_per_node, o.window};
+  return TryProvision(p, false);
+}
+
+KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::ProvisionOrder& order,
+                                                               bool report) {
+  const std::string request = std::to_string(order.request.value());
+  std::vector<std::pair<std::string, bool>> nodes;  // name, already labelled for the request
+  std::vector<core::NodeId> failed;
+  std::vector<std::string> reasons;
+  auto fail = [&](core::NodeId id, std::string reason) {
+    failed.push_back(id);
+    reasons.push_back(std::move(reason));
+  };
+  // 1. Read and pre-check every node (nodes already labelled for the request passed before).
+  for (core::NodeId id : order.nodes) {
+    std::optional<std::string> name = NodeName(id);
+    if (!name) {
+      fail(id, "node " + std::to_string(id.value()) + " is not a GPU node of the cluster");
+      continue;
+    }
+    auto node = client_->Get("/api/v1/nodes/" + *name);
+    if (!node && node.error().code() == common::StatusCode::kNotFound) {
+      fail(id, *name + ": not found");
+      continue;
+    }
+    if (!node) return Attempt::Retry(node.error());
+    const bool ours = Label(*node, kLabelRequest) == request;
+    nodes.emplace_back(*name, ours);
+    if (ours) continue;
+    auto reason = PreCheck(*node, order);
+    if (!reason) return Attempt::Retry(reason.error());
+    if (!reason->empty()) fail(id, *name + ": " + *reason);
+  }
+  // 2. A failed pre-check changes nothing (and undoes an earlier attempt's labels).
+  if (!failed.empty()) {
+    for (const auto& [name, ours] : nodes) {
+      if (!ours) continue;
+      common::Status s = PatchNode(name, std::nullopt, false);
+      if (!s.ok()) return Attempt::Retry(s);
+    }
+    if (report && callbacks_.on_provisioned) {
+      callbacks_.on_provisioned({order.request, false, failed, JoinNames(reasons)});
+    }
+    if (!report && callbacks_.on_node_health) {
+      for (core::NodeId id : failed) callbacks_.on_node_health(id, core::NodeHealth::kUnhealthy);
+    }
+    return Attempt::Done();
+  }
+  // 3. Namespaces, then labels and taints, then the milestone.
+  common::Status s = EnsureNamespaces(order.workspace);
+  for (const auto& [name, ours] : nodes) {
+    if (!s.ok()) break;
+    if (!ours) s = PatchNode(name, order, false);
+  }
+  if (!s.ok()) {
+    if (IsRetryable(s)) return Attempt::Retry(s);
+    if (report && callbacks_.on_provisioned) {
+      callbacks_.on_provisioned({order.request, false, {}, s.ToString()});
+    }
+    return Attempt::Done();
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : nodes) names.push_back(entry.first);
+  RecordEvent(order.workspace, "GpuProvisioned",
+              "request " + request + ": nodes " + JoinNames(names) + " ready until " +
+                  common::FormatTime(order.window.end));
+  if (report && callbacks_.on_provisioned) {
+    callbacks_.on_provisioned({order.request, true, {}, ""});
+  }
+  return Attempt::Done();
+}
+
+common::Result<std::string> KubernetesConnector::PreCheck(const json& node,
+                                                          const core::ProvisionOrder& order) {
+  const std::string holder = Label(node, kLabelRequest);
+  if (!holder.empty()) return "held by request " + holder;
+  if (!IsReady(node)) return std::string("not Ready");
+  if (node.value("/spec/unschedulable"_json_pointer, false)) return std::string("cordoned");
+  const int allocatable = ToInt(node.value("/status/allocatable"_json_pointer, json::object())
+                                    .value(options_.gpu_resource, std::string()));
+  int want = order.gpus_per_node;
+  if (want <= 0) want = std::max(1, ToInt(Label(node, options_.count_label)));
+  if (allocatable < want) {
+    return std::to_string(allocatable) + " allocatable GPUs, " + std::to_string(want) + " expected";
+  }
+  const std::string name = Str(node, "/metadata/name");
+  EGS_ASSIGN_OR_RETURN(json pods, client_->Get("/api/v1/pods?fieldSelector=" +
+                                               KubeClient::Escape("spec.nodeName=" + name)));
+  const std::vector<std::string> own = NamespacesOf(order.workspace);
+  for (const auto& pod : pods.value("items", json::array())) {
+    const std::string ns = Str(pod, "/metadata/namespace");
+    if (IsTerminated(pod) || PodGpus(pod, options_.gpu_resource) == 0) continue;
+    if (std::find(own.begin(), own.end(), ns) == own.end()) {
+      return "GPU pod " + ns + "/" + Str(pod, "/metadata/name") + " of another tenant";
+    }
+  }
+  return std::string();
+}
+
+common::Status KubernetesConnector::EnsureNamespaces(core::WorkspaceId workspace) {
+  const std::string ws = std::to_string(workspace.value());
+  const json labels = {{kLabelWorkspace, ws}, {"app.kubernetes.io/managed-by", "egs"}};
+  json annotations = json::object();
+  if (options_.steer_by_namespace_annotations) {
+    // Read by the PodNodeSelector and PodTolerationRestriction admission plugins: every pod of
+    // the namespace gets the node selector and the toleration of the workspace's taint.
+    annotations[kAnnotationNodeSelector] = std::string(kLabelWorkspace) + "=" + ws;
+    annotations[kAnnotationDefaultTolerations] =
+        json::array(
+            {{{"key", kTaintKey}, {"operator", "Equal"}, {"value", ws}, {"effect", "NoSchedule"}}})
+            .dump();
+  }
+  const json metadata = {{"labels", labels}, {"annotations", annotations}};
+  for (const auto& ns : NamespacesOf(workspace)) {
+    auto existing = client_->Get("/api/v1/namespaces/" + ns);
+    if (!existing && existing.error().code() == common::StatusCode::kNotFound) {
+      json object = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", metadata}};
+      object["metadata"]["name"] = ns;
+      auto created = client_->Post("/api/v1/namespaces", object);
+      if (!created && created.error().code() != common::StatusCode::kAlreadyExists) {
+        return created.error();
+      }
+      continue;
+    }
+    if (!existing) return existing.error();
+    json want = *existing;
+    want["metadata"].merge_patch(metadata);
+    if (want != *existing) {
+      EGS_RETURN_IF_ERROR(
+          client_->Patch("/api/v1/namespaces/" + ns, {{"metadata", metadata}}, PatchType::kMerge)
+              .error());
+    }
+  }
+  return common::OkStatus();
+}
+
+common::Status KubernetesConnector::PatchNode(const std::string& name,
+                                              const std::optional<core::ProvisionOrder>& claim,
+                                              bool releasing) {
+  common::Status last;
+  for (int i = 0; i < kConflictRetries; ++i) {
+    EGS_ASSIGN_OR_RETURN(json node, client_->Get("/api/v1/nodes/" + name));
+    json patch = {{"metadata", {{"resourceVersion", Str(node, "/metadata/resourceVersion")}}}};
+    if (releasing) {
+      patch["metadata"]["labels"] = {{kLabelState, "releasing"}};
+    } else {
+      // Taints are an atomic list: rewrite it whole, guarded by the resourceVersion.
+      json taints = json::array();
+      for (const auto& t : node.value("/spec/taints"_json_pointer, json::array())) {
+        if (t.value("key", "") != kTaintKey) taints.push_back(t);
+      }
+      if (claim) {
+        const std::string ws = std::to_string(claim->workspace.value());
+        taints.push_back({{"key", kTaintKey}, {"value", ws}, {"effect", "NoSchedule"}});
+        patch["metadata"]["labels"] = {
+            {kLabelWorkspace, ws},
+            {kLabelRequest, std::to_string(claim->request.value())},
+            {kLabelReservation, std::to_string(claim->reservation.value())},
+            {kLabelState, "provisioned"}};
+        patch["metadata"]["annotations"] = {
+            {kAnnotationWindowEnd, common::FormatTime(claim->window.end)}};
+      } else {
+        patch["metadata"]["labels"] = {{kLabelWorkspace, nullptr},
+                                       {kLabelRequest, nullptr},
+                                       {kLabelReservation, nullptr},
+                                       {kLabelState, nullptr}};
+        patch["metadata"]["annotations"] = {{kAnnotationWindowEnd, nullptr}};
+      }
+      patch["spec"] = {{"taints", taints}};
+    }
+    auto patched = client_->Patch("/api/v1/nodes/" + name, patch, PatchType::kMerge);
+    if (patched) {
+      ObserveNode(*patched, false);
+      return common::OkStatus();
+    }
+    last = patched.error();
+    if (last.code() != common::StatusCode::kAborted) return last;  // 409: re-read and retry
+  }
+  return last;
+}
+
+common::Result<bool> KubernetesConnector::EvictWorkspacePods(const std::string& node,
+                                                             core::WorkspaceId workspace,
+                                                             common::Time deadline) {
+  EGS_ASSIGN_OR_RETURN(json pods, client_->Get("/api/v1/pods?fieldSelector=" +
+                                               KubeClient::Escape("spec.nodeName=" + node)));
+  const std::vector<std::string> own = NamespacesOf(workspace);
+  bool all_gone = true;
+  for (const auto& pod : pods.value("items", json::array())) {
+    const std::string ns = Str(pod, "/metadata/namespace");
+    const std::string name = Str(pod, "/metadata/name");
+    if (std::find(own.begin(), own.end(), ns) == own.end() || IsTerminated(pod)) continue;
+    if (pod.contains("/metadata/deletionTimestamp"_json_pointer)) {
+      all_gone = false;  // terminating: wait for it
+      continue;
+    }
+    const std::string path = "/api/v1/namespaces/" + ns + "/pods/" + name;
+    auto evicted =
+        client_->Post(path + "/eviction", {{"apiVersion", "policy/v1"},
+                                           {"kind", "Eviction"},
+                                           {"metadata", {{"name", name}, {"namespace", ns}}}});
+    if (evicted || evicted.error().code() == common::StatusCode::kNotFound) continue;
+    if (evicted.error().code() != common::StatusCode::kResourceExhausted) return evicted.error();
+    // A PodDisruptionBudget refuses (429): wait, until the deadline; then delete.
+    if (clock_.Now() < deadline) {
+      all_gone = false;
+      continue;
+    }
+    auto deleted = client_->Delete(path);
+    if (!deleted && deleted.error().code() != common::StatusCode::kNotFound) {
+      return deleted.error();
+    }
+  }
+  return all_gone;
+}
+
+KubernetesConnector::Attempt KubernetesConnector::TryRelease(
+    core::RequestId request, core::WorkspaceId workspace,
+    const std::vector<core::NodeId>& order_nodes, Task& task) {
+  if (!task.eviction_deadline) task.eviction_deadline = clock_.Now() + options_.eviction_deadline;
+  const std::string req = std::to_string(request.value());
+  std::set<std::string> names;
+  for (core::NodeId id : order_nodes) {
+    if (auto name = NodeName(id)) names.insert(*name);
+  }
+  if (std::holds_alternative<core::ReleaseOrder>(task.order)) {
+    // A full release also frees nodes the labels say the request holds beyond the order's (a
+    // replacement the scheduler has not recorded yet, say).
+    std::lock_guard lock(mu_);
+    for (const auto& [name, labels] : node_labels_) {
+      if (labels.value(kLabelRequest, "") == req) names.insert(name);
+    }
+  }
+  bool blocked = false;
+  for (const auto& name : names) {
+    auto node = client_->Get("/api/v1/nodes/" + name);
+    if (!node && node.error().code() == common::StatusCode::kNotFound) continue;
+    if (!node) return Attempt::Retry(node.error());
+    if (Label(*node, kLabelRequest) != req) continue;  // released already, or never provisioned
+    if (Label(*node, kLabelState) != "releasing") {
+      common::Status s = PatchNode(name, std::nullopt, true);
+      if (!s.ok()) return Attempt::Retry(s);
+    }
+    auto gone = EvictWorkspacePods(name, workspace, *task.eviction_deadline);
+    if (!gone) return Attempt::Retry(gone.error());
+    if (!*gone) {
+      blocked = true;
+      continue;
+    }
+    common::Status s = PatchNode(name, std::nullopt, false);
+    if (!s.ok()) return Attempt::Retry(s);
+  }
+  if (blocked) {
+    return Attempt::Retry(common::ResourceExhaustedError(
+        "request " + req + ": eviction refused by a PodDisruptionBudget; retrying"));
+  }
+  return Attempt::Done();
+}
+
+void KubernetesConnector::RecordEvent(core::WorkspaceId workspace, const std::string& reason,
+                                      const std::string& message) {
+  const std::string now =
+      common::FormatTime(std::chrono::floor<std::chrono::seconds>(clock_.Now()));
+  for (const auto& ns : NamespacesOf(workspace)) {
+    json event = {{"apiVersion", "v1"},
+                  {"kind", "Event"},
+                  {"metadata", {{"generateName", "egs-" + reason + "-"}, {"namespace", ns}}},
+                  {"involvedObject", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"name", ns}}},
+                  {"reason", reason},
+                  {"message", message},
+                  {"type", "Normal"},
+                  {"source", {{"component", "egs"}}},
+                  {"reportingComponent", "egs.dev/connector"},
+                  {"firstTimestamp", now},
+                  {"lastTimestamp", now},
+                  {"count", 1}};
+    // Best effort: a milestone that cannot be written is not worth holding up the order.
+    client_->Post("/api/v1/namespaces/" + ns + "/events", event).error().IgnoreError();
+  }
+}
+
+std::vector<std::string> KubernetesConnector::NamespacesOf(core::WorkspaceId workspace) const {
+  if (options_.namespaces) return options_.namespaces(workspace);
+  return {"egs-ws-" + std::to_string(workspace.value())};
+}
+
+std::optional<std::string> KubernetesConnector::NodeName(core::NodeId id) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [name, info] : nodes_) {
+    if (info.id == id && info.gpu) return name;
+  }
+  return std::nullopt;
+}
+
+void KubernetesConnector::ObserveNode(const json& node, bool deleted) {
+  const std::string name = Str(node, "/metadata/name");
+  const json labels = Labels(node);
+  const int allocatable = ToInt(node.value("/status/allocatable"_json_pointer, json::object())
+                                    .value(options_.gpu_resource, std::string()));
+  const int count = ToInt(Label(node, options_.count_label));
+  if (name.empty() || (count == 0 && allocatable == 0)) return;  // not a GPU node
+  core::NodeHealth health = core::NodeHealth::kHealthy;
+  if (deleted || !IsReady(node)) {
+    health = core::NodeHealth::kUnhealthy;
+  } else if (node.value("/spec/unschedulable"_json_pointer, false)) {
+    health = core::NodeHealth::kCordoned;
+  }
+  bool known;
+  {
+    std::lock_guard lock(mu_);
+    known = nodes_.count(name) > 0;
+  }
+  const core::NodeId id = known ? core::NodeId() : options_.node_id(name);
+  std::optional<core::Node> added;
+  std::optional<std::pair<core::NodeId, core::NodeHealth>> changed;
+  {
+    std::lock_guard lock(mu_);
+    if (deleted) {
+      node_labels_.erase(name);
+    } else {
+      node_labels_[name] = labels;
+    }
+    auto [it, inserted] = nodes_.try_emplace(name, NodeInfo{id, name, health, true});
+    if (inserted) {
+      core::Node n;
+      n.id = id;
+      n.name = name;
+      n.cluster = options_.cluster;
+      const std::string product = Label(node, options_.product_label);
+      const int gpus = count > 0 ? count : allocatable;
+      for (const auto& rule : options_.shapes) {
+        if ((rule.gpu_product.empty() || rule.gpu_product == product) &&
+            (rule.gpu_count == 0 || rule.gpu_count == gpus)) {
+          n.shape = rule.shape;
+          break;
+        }
+      }
+      const int memory = ToInt(Label(node, options_.memory_label));
+      for (int i = 0; i < gpus; ++i) {
+        n.gpus.push_back(
+            {i, name + "-gpu" + std::to_string(i), product, memory, core::MigMode::kDisabled});
+      }
+      for (const auto& [k, v] : labels.items()) {
+        if (v.is_string()) n.labels[k] = v.get<std::string>();
+      }
+      n.health = health;
+      added = std::move(n);
+    } else if (it->second.health != health) {
+      it->second.health = health;
+      changed = std::make_pair(it->second.id, health);
+    }
+  }
+  if (added && callbacks_.on_node) callbacks_.on_node(*added);
+  if (changed && callbacks_.on_node_health)
+    callbacks_.on_node_health(changed->first, changed->second);
+}
+
+void KubernetesConnector::NoteResult(const common::Status& status) {
+  core::ClusterHealth next;
+  if (status.ok()) {
+    next = core::ClusterHealth::kHealthy;
+  } else if (status.code() == common::StatusCode::kUnavailable) {
+    next = core::ClusterHealth::kDegraded;
+  } else {
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (health_ == next) return;
+    health_ = next;
+  }
+  if (callbacks_.on_cluster_health) callbacks_.on_cluster_health(options_.cluster, next);
+}
+
+void KubernetesConnector::RunWatch() {
+  common::Duration backoff = options_.retry_initial;
+  auto stopped = [this] {
+    std::lock_guard lock(mu_);
+    return stop_;
+  };
+  auto pause = [&] {
+    std::unique_lock lock(mu_);
+    clock_.WaitUntil(cv_, lock, clock_.Now() + backoff, [&] { return stop_; });
+    backoff = std::min(options_.retry_max, backoff * 2);
+  };
+  const auto timeout_s = std::max<std::int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(options_.watch_timeout).count());
+  while (!stopped()) {
+    // 1. List: the full state and the resourceVersion to watch from.
+    auto list = client_->Get("/api/v1/nodes");
+    NoteResult(list.error());
+    if (!list) {
+      pause();
+      continue;
+    }
+    backoff = options_.retry_initial;
+    std::set<std::string> listed;
+    for (const auto& item : list->value("items", json::array())) {
+      listed.insert(Str(item, "/metadata/name"));
+      ObserveNode(item, false);
+    }
+    std::vector<std::string> vanished;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [name, info] : nodes_) {
+        if (listed.count(name) == 0) vanished.push_back(name);
+      }
+      synced_ = true;
+    }
+    cv_.notify_all();
+    for (const auto& name : vanished) {
+      ObserveNode({{"metadata", {{"name", name}, {"labels", {{options_.count_label, "1"}}}}}},
+                  true);
+    }
+    std::string rv = Str(*list, "/metadata/resourceVersion");
+    // 2. Watch from there; a watch the server ends resumes from the last resourceVersion seen
+    //    (bookmarks keep it fresh); 410 Gone or a failure relists.
+    while (!stopped()) {
+      common::Status s = client_->Watch(
+          "/api/v1/nodes?watch=true&allowWatchBookmarks=true&timeoutSeconds=" +
+              std::to_string(timeout_s) + "&resourceVersion=" + KubeClient::Escape(rv),
+          [&](const std::string& type, const json& object) {
+            const std::string next = Str(object, "/metadata/resourceVersion");
+            if (!next.empty()) rv = next;
+            if (type != "BOOKMARK") ObserveNode(object, type == "DELETED");
+            return !stopped();
+          });
+      if (!s.ok()) {
+        NoteResult(s);
+        if (s.code() != common::StatusCode::kFailedPrecondition) pause();
+        break;
+      }
+    }
+  }
+}
+
+std::map<core::RequestId, Claim> KubernetesConnector::Claims() const {
+  std::lock_guard lock(mu_);
+  std::map<core::RequestId, Claim> out;
+  for (const auto& [name, labels] : node_labels_) {
+    if (!labels.contains(kLabelRequest)) continue;
+    auto get = [&](const char* key) {
+      return labels.contains(key) && labels[key].is_string() ? ToInt(labels[key].get<std::string>())
+                                                             : 0;
+    };
+    // Labels are user-editable: a value that is not a request id is not a claim of ours.
+    const std::string request =
+        labels[kLabelRequest].is_string() ? labels[kLabelRequest].get<std::string>() : "";
+    if (request.empty() || request.size() > 19 ||
+        request.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    Claim& claim = out[core::RequestId(static_cast<std::uint64_t>(std::stoull(request)))];
+    claim.workspace = core::WorkspaceId(static_cast<std::uint32_t>(get(kLabelWorkspace)));
+    claim.reservation = core::ReservationId(static_cast<std::uint64_t>(get(kLabelReservation)));
+    if (auto it = nodes_.find(name); it != nodes_.end()) claim.nodes.push_back(it->second.id);
+    if (labels.value(kLabelState, "") == "releasing") claim.releasing = true;
+  }
+  return out;
+}
+
+}  // namespace egs::k8s

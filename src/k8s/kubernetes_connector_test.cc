@@ -1,0 +1,402 @@
+// The Kubernetes connector against the fake API server on loopback, with the real clock and
+// short timings (each test takes well under a second).
+#include "k8s/kubernetes_connector.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "k8s/testing/fake_kube_api_server.h"
+
+namespace egs::k8s {
+namespace {
+
+using nlohmann::json;
+using testing::FakeKubeApiServer;
+using namespace std::chrono_literals;
+
+constexpr core::ShapeId kH100{1};
+constexpr core::WorkspaceId kWs{7};
+
+json GpuNode(const std::string& name, bool ready = true) {
+  return {{"kind", "Node"},
+          {"metadata",
+           {{"name", name},
+            {"labels",
+             {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+              {"nvidia.com/gpu.count", "8"},
+              {"nvidia.com/gpu.memory", "81559"}}}}},
+          {"spec", json::object()},
+          {"status",
+           {{"allocatable", {{"nvidia.com/gpu", "8"}, {"cpu", "96"}}},
+            {"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "False"}}}}}}};
+}
+
+json Pod(const std::string& ns, const std::string& name, const std::string& node, int gpus,
+         json labels = json::object()) {
+  json limits = json::object();
+  if (gpus > 0) limits["nvidia.com/gpu"] = std::to_string(gpus);
+  return {{"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"labels", labels}}},
+          {"spec",
+           {{"nodeName", node},
+            {"containers", {{{"name", "main"}, {"resources", {{"limits", limits}}}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+// Records every callback; WaitFor blocks (bounded) until a predicate over the record holds.
+class Recorder {
+ public:
+  KubernetesCallbacks Callbacks() {
+    KubernetesCallbacks cb;
+    cb.on_provisioned = [this](const core::ProvisionOutcome& o) {
+      Add([&] { provisioned.push_back(o); });
+    };
+    cb.on_released = [this](core::RequestId r) { Add([&] { released.push_back(r); }); };
+    cb.on_node = [this](const core::Node& n) { Add([&] { nodes.push_back(n); }); };
+    cb.on_node_health = [this](core::NodeId id, core::NodeHealth h) {
+      Add([&] { health.emplace_back(id, h); });
+    };
+    cb.on_cluster_health = [this](core::ClusterId, core::ClusterHealth h) {
+      Add([&] { cluster.push_back(h); });
+    };
+    return cb;
+  }
+  // Some predicates read the fake server or the connector rather than the record: re-check
+  // every 10 ms as well as on each callback.
+  bool WaitFor(const std::function<bool()>& pred, common::Duration timeout = 5s) {
+    const common::Time deadline = clock.Now() + timeout;
+    std::unique_lock lock(mu);
+    while (!clock.WaitUntil(cv, lock, std::min(deadline, clock.Now() + 10ms), pred)) {
+      if (clock.Now() >= deadline) return false;
+    }
+    return true;
+  }
+  template <typename F>
+  void Add(F f) {
+    {
+      std::lock_guard lock(mu);
+      f();
+    }
+    cv.notify_all();
+  }
+
+  common::RealClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<core::ProvisionOutcome> provisioned;
+  std::vector<core::RequestId> released;
+  std::vector<core::Node> nodes;
+  std::vector<std::pair<core::NodeId, core::NodeHealth>> health;
+  std::vector<core::ClusterHealth> cluster;
+};
+
+class KubernetesConnectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.Start().ok());
+    server_.SetBookmarkInterval(50ms);
+    for (int i = 1; i <= 3; ++i) server_.Put(GpuNode("gpu-" + std::to_string(i)));
+    server_.Put({{"kind", "Node"}, {"metadata", {{"name", "cpu-1"}}}, {"status", json::object()}});
+  }
+
+  std::unique_ptr<KubernetesConnector> MakeConnector(
+      Recorder& rec, common::Duration eviction_deadline = std::chrono::seconds(10)) {
+    KubeConfig config;
+    config.server = server_.url();
+    config.token = "secret";
+    auto client = KubeClient::Create(clock_, config);
+    EGS_CHECK(client.ok());
+    KubernetesConnectorOptions options;
+    options.cluster = core::ClusterId(1);
+    options.shapes = {{"NVIDIA-H100-80GB-HBM3", 8, kH100}};
+    options.node_id = [](const std::string& name) {
+      return core::NodeId(static_cast<std::uint32_t>(std::stoi(name.substr(name.rfind('-') + 1))));
+    };
+    options.namespaces = [](core::WorkspaceId ws) {
+      return std::vector<std::string>{"team-" + std::to_string(ws.value())};
+    };
+    options.retry_initial = 20ms;
+    options.retry_max = 100ms;
+    options.eviction_deadline = eviction_deadline;
+    options.watch_timeout = 2s;
+    auto connector = std::make_unique<KubernetesConnector>(clock_, std::move(client).value(),
+                                                           options, rec.Callbacks());
+    connector->Start();
+    EXPECT_TRUE(rec.WaitFor([&] { return connector->IsSynced(); }));
+    return connector;
+  }
+
+  static core::ProvisionOrder Order(std::uint64_t request, std::vector<std::uint32_t> nodes) {
+    core::ProvisionOrder order;
+    order.request = core::RequestId(request);
+    order.reservation = core::ReservationId(request * 10);
+    order.workspace = kWs;
+    order.cluster = core::ClusterId(1);
+    for (auto n : nodes) order.nodes.push_back(core::NodeId(n));
+    order.window = {common::FromUnixMicros(0), common::FromUnixMicros(3'600'000'000)};
+    return order;
+  }
+  static core::ReleaseOrder ReleaseOf(const core::ProvisionOrder& p) {
+    return {p.request, p.reservation, p.workspace, p.cluster, p.nodes};
+  }
+
+  json NodeLabels(const std::string& name) {
+    return server_.Get("Node", "", name)["metadata"].value("labels", json::object());
+  }
+  json NodeTaints(const std::string& name) {
+    return server_.Get("Node", "", name)["spec"].value("taints", json::array());
+  }
+
+  common::RealClock clock_;
+  FakeKubeApiServer server_{clock_, "secret"};
+};
+
+TEST_F(KubernetesConnectorTest, InventoryFromGpuFeatureDiscoveryAndNodeHealth) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.nodes.size() == 3; }));
+  {
+    std::lock_guard lock(rec.mu);
+    const core::Node& n = rec.nodes[0];
+    EXPECT_EQ(n.name, "gpu-1");
+    EXPECT_EQ(n.id, core::NodeId(1));
+    EXPECT_EQ(n.shape, kH100);
+    ASSERT_EQ(n.gpus.size(), 8u);
+    EXPECT_EQ(n.gpus[0].memory_mib, 81559);
+    EXPECT_EQ(n.health, core::NodeHealth::kHealthy);
+  }
+  // A node joining later arrives through the watch.
+  server_.Put(GpuNode("gpu-4"));
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.nodes.size() == 4; }));
+  // NotReady -> unhealthy; cordoned -> kCordoned; Ready again -> healthy.
+  server_.SetNodeReady("gpu-2", false);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.health.empty(); }));
+  json cordoned = server_.Get("Node", "", "gpu-3");
+  cordoned["spec"]["unschedulable"] = true;
+  server_.Put(cordoned);
+  server_.SetNodeReady("gpu-2", true);
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.health.size() == 3; }));
+  std::lock_guard lock(rec.mu);
+  EXPECT_THAT(rec.health,
+              ::testing::ElementsAre(std::make_pair(core::NodeId(2), core::NodeHealth::kUnhealthy),
+                                     std::make_pair(core::NodeId(3), core::NodeHealth::kCordoned),
+                                     std::make_pair(core::NodeId(2), core::NodeHealth::kHealthy)));
+}
+
+TEST_F(KubernetesConnectorTest, FullEntryAndExit) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  server_.Put(GpuNode("gpu-3"));  // touch: the watch must keep up with unrelated changes
+  auto order = Order(42, {1, 2});
+  connector->Provision(order);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.provisioned[0].ok) << rec.provisioned[0].message;
+  }
+  for (const char* name : {"gpu-1", "gpu-2"}) {
+    json labels = NodeLabels(name);
+    EXPECT_EQ(labels["egs.dev/workspace"], "7");
+    EXPECT_EQ(labels["egs.dev/request"], "42");
+    EXPECT_EQ(labels["egs.dev/reservation"], "420");
+    EXPECT_EQ(labels["egs.dev/state"], "provisioned");
+    EXPECT_EQ(NodeTaints(name), json::parse(R"([{"key":"egs.dev/workspace","value":"7",
+                                                 "effect":"NoSchedule"}])"));
+  }
+  EXPECT_FALSE(NodeLabels("gpu-3").contains("egs.dev/request"));
+  json ns = server_.Get("Namespace", "", "team-7");
+  ASSERT_FALSE(ns.is_null());
+  EXPECT_EQ(ns["metadata"]["labels"]["egs.dev/workspace"], "7");
+  EXPECT_EQ(ns["metadata"]["annotations"]["scheduler.alpha.kubernetes.io/node-selector"],
+            "egs.dev/workspace=7");
+  EXPECT_EQ(
+      json::parse(ns["metadata"]["annotations"]["scheduler.alpha.kubernetes.io/defaultTolerations"]
+                      .get<std::string>()),
+      json::parse(R"([{"key":"egs.dev/workspace","operator":"Equal","value":"7",
+                             "effect":"NoSchedule"}])"));
+  auto events = server_.ListAll("Event", "team-7");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["reason"], "GpuProvisioned");
+  auto claims = connector->Claims();
+  ASSERT_EQ(claims.count(core::RequestId(42)), 1u);
+  EXPECT_THAT(claims[core::RequestId(42)].nodes,
+              ::testing::UnorderedElementsAre(core::NodeId(1), core::NodeId(2)));
+
+  // The workspace runs a pod; exit evicts it and gives the nodes back.
+  server_.Put(Pod("team-7", "train-0", "gpu-1", 8));
+  server_.Put(Pod("kube-system", "dcgm-exporter", "gpu-1", 0));
+  connector->Release(ReleaseOf(order));
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.released.empty(); }));
+  EXPECT_TRUE(server_.Get("Pod", "team-7", "train-0").is_null());
+  EXPECT_FALSE(server_.Get("Pod", "kube-system", "dcgm-exporter").is_null());
+  for (const char* name : {"gpu-1", "gpu-2"}) {
+    EXPECT_FALSE(NodeLabels(name).contains("egs.dev/request"));
+    EXPECT_TRUE(NodeTaints(name).empty());
+  }
+  EXPECT_EQ(server_.ListAll("Event", "team-7").size(), 2u);
+  EXPECT_TRUE(rec.WaitFor([&] { return connector->Claims().empty(); }));
+}
+
+TEST_F(KubernetesConnectorTest, PreChecksFailWithoutChangingAnything) {
+  Recorder rec;
+  server_.Put({{"kind", "Namespace"}, {"metadata", {{"name", "other"}}}});
+  server_.Put(Pod("other", "foreign", "gpu-1", 1));
+  server_.SetNodeReady("gpu-2", false);
+  auto connector = MakeConnector(rec);
+  connector->Provision(Order(5, {1, 2, 3}));
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  std::lock_guard lock(rec.mu);
+  EXPECT_FALSE(rec.provisioned[0].ok);
+  EXPECT_THAT(rec.provisioned[0].failed_nodes,
+              ::testing::ElementsAre(core::NodeId(1), core::NodeId(2)));
+  EXPECT_THAT(rec.provisioned[0].message, ::testing::HasSubstr("other/foreign"));
+  EXPECT_THAT(rec.provisioned[0].message, ::testing::HasSubstr("not Ready"));
+  EXPECT_FALSE(NodeLabels("gpu-3").contains("egs.dev/request"));
+  EXPECT_EQ(server_.RequestCount("PATCH", "/api/v1/nodes"), 0);
+}
+
+TEST_F(KubernetesConnectorTest, EarlyReleaseWaitsForPodDisruptionBudget) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  auto order = Order(9, {1});
+  connector->Provision(order);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  server_.Put(Pod("team-7", "serve-0", "gpu-1", 8, {{"app", "serve"}}));
+  server_.Put(
+      {{"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "serve"}, {"namespace", "team-7"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "serve"}}}}}}}});
+  connector->Release(ReleaseOf(order));
+  const std::string eviction = "/api/v1/namespaces/team-7/pods/serve-0/eviction";
+  ASSERT_TRUE(rec.WaitFor([&] { return server_.RequestCount("POST", eviction) >= 3; }));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.released.empty());
+  }
+  EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/state"], "releasing");
+  EXPECT_FALSE(NodeTaints("gpu-1").empty());  // no foreign pod lands while draining
+  // The budget is relaxed (the user scaled up elsewhere): the eviction goes through.
+  server_.Remove("PodDisruptionBudget", "team-7", "serve");
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.released.empty(); }));
+  EXPECT_TRUE(server_.Get("Pod", "team-7", "serve-0").is_null());
+  EXPECT_FALSE(NodeLabels("gpu-1").contains("egs.dev/workspace"));
+}
+
+TEST_F(KubernetesConnectorTest, PodStillProtectedAtTheEvictionDeadlineIsDeleted) {
+  Recorder rec;
+  auto connector = MakeConnector(rec, /*eviction_deadline=*/100ms);
+  auto order = Order(10, {1});
+  connector->Provision(order);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  server_.Put(Pod("team-7", "stuck", "gpu-1", 8, {{"app", "stuck"}}));
+  server_.Put(
+      {{"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "stuck"}, {"namespace", "team-7"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "stuck"}}}}}}}});
+  connector->Release(ReleaseOf(order));
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.released.empty(); }));
+  EXPECT_TRUE(server_.Get("Pod", "team-7", "stuck").is_null());
+  EXPECT_GE(server_.RequestCount("DELETE", "/api/v1/namespaces/team-7/pods/stuck"), 1);
+}
+
+TEST_F(KubernetesConnectorTest, RelistsAfterTheWatchHistoryIsCompacted) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  const int lists = server_.RequestCount("GET", "/api/v1/nodes");
+  server_.CompactHistory();  // ends the watch; resuming from its resourceVersion gets 410
+  server_.Put(GpuNode("gpu-5"));
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.nodes.size() == 4; }));
+  EXPECT_GT(server_.RequestCount("GET", "/api/v1/nodes"), lists);
+}
+
+TEST_F(KubernetesConnectorTest, ClusterOutageDegradesThenRetriesWithoutDoingTwice) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  server_.SetReachable(false);
+  ASSERT_TRUE(rec.WaitFor([&] {
+    return !rec.cluster.empty() && rec.cluster.back() == core::ClusterHealth::kDegraded;
+  }));
+  connector->Provision(Order(11, {1, 2}));
+  clock_.SleepUntil(clock_.Now() + 150ms);  // a few retries fail
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.provisioned.empty());
+  }
+  server_.SetReachable(true);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  std::lock_guard lock(rec.mu);
+  EXPECT_TRUE(rec.provisioned[0].ok);
+  EXPECT_EQ(rec.provisioned.size(), 1u);
+  EXPECT_EQ(rec.cluster.back(), core::ClusterHealth::kHealthy);
+  EXPECT_EQ(server_.RequestCount("PATCH", "/api/v1/nodes/gpu-1"), 1);
+  EXPECT_EQ(server_.RequestCount("PATCH", "/api/v1/nodes/gpu-2"), 1);
+}
+
+TEST_F(KubernetesConnectorTest, RestartMidProvisioningRebuildsFromLabelsAndNeverActsTwice) {
+  auto order = Order(21, {1, 2});
+  {
+    // The first egsd labels gpu-1, then cannot patch gpu-2 and stops (crashes) while retrying.
+    Recorder rec;
+    server_.FailRequests("PATCH", "/api/v1/nodes/gpu-2", 503);
+    auto first = MakeConnector(rec);
+    first->Provision(order);
+    ASSERT_TRUE(
+        rec.WaitFor([&] { return server_.RequestCount("PATCH", "/api/v1/nodes/gpu-2") >= 2; }));
+    first->Stop();
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.provisioned.empty());
+  }
+  EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/request"], "21");
+  server_.ClearFailures();
+  // The restarted egsd sees the claim in the labels and re-issues the order.
+  Recorder rec;
+  auto second = MakeConnector(rec);
+  auto claims = second->Claims();
+  ASSERT_EQ(claims.count(core::RequestId(21)), 1u);
+  EXPECT_THAT(claims[core::RequestId(21)].nodes, ::testing::ElementsAre(core::NodeId(1)));
+  second->Provision(order);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.provisioned[0].ok) << rec.provisioned[0].message;
+  }
+  EXPECT_EQ(server_.RequestCount("PATCH", "/api/v1/nodes/gpu-1"), 1);  // not patched again
+  EXPECT_EQ(NodeLabels("gpu-2")["egs.dev/request"], "21");
+  // A repeated order after completion changes nothing either.
+  second->Provision(order);
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.provisioned.size() == 2; }));
+  EXPECT_EQ(server_.RequestCount("PATCH", "/api/v1/nodes/gpu-1"), 1);
+  EXPECT_EQ(server_.ListAll("Event", "team-7").size(), 2u);
+}
+
+TEST_F(KubernetesConnectorTest, ReplaceNodeMovesTheWorkspace) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  auto order = Order(30, {1, 2});
+  connector->Provision(order);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  server_.Put(Pod("team-7", "w-1", "gpu-2", 8));
+  core::NodeReplacementOrder replace{order.request,
+                                     order.reservation,
+                                     order.workspace,
+                                     order.cluster,
+                                     core::NodeId(2),
+                                     core::NodeId(3),
+                                     0,
+                                     order.window};
+  connector->ReplaceNode(replace);
+  ASSERT_TRUE(
+      rec.WaitFor([&] { return NodeLabels("gpu-3").value("egs.dev/request", "") == "30"; }));
+  EXPECT_FALSE(NodeLabels("gpu-2").contains("egs.dev/request"));
+  EXPECT_TRUE(server_.Get("Pod", "team-7", "w-1").is_null());
+  EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/request"], "30");
+  // Releasing with the original node list also frees the replacement (found by its labels).
+  connector->Release(ReleaseOf(order));
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.released.empty(); }));
+  for (const char* name : {"gpu-1", "gpu-2", "gpu-3"}) {
+    EXPECT_FALSE(NodeLabels(name).contains("egs.dev/request")) << name;
+  }
+}
+
+}  // namespace
+}  // namespace egs::k8s
