@@ -2,13 +2,16 @@
 # Prometheus integration test: a real Prometheus (Debian's package) scrapes a real egsd.
 #   1. installs prometheus (scripts/install-deps.sh --prometheus; skips with a message only when
 #      the package cannot be installed),
-#   2. starts egsd (the demo fleet, a temp data dir, a loopback port), issues a node token and
-#      posts a telemetry batch for one node with it, as an agent would,
+#   2. starts egsd (the demo fleet with 1 s provisioning and telemetry, a temp data dir, a
+#      loopback port), issues a node token and posts a telemetry batch for one node with it, as
+#      an agent would, and creates a request whose nodes then report the simulated fleet's
+#      telemetry,
 #   3. runs `promtool check metrics` on egsd's /metrics: no parse errors, and no lint problem
 #      except the camelCase label names and _TOTAL counters that DCGM-exporter compatibility
 #      requires (modelName, Hostname, UUID; DCGM_FI_DEV_ECC_*_VOL_TOTAL),
 #   4. starts Prometheus on loopback scraping egsd every second, waits for a scrape and checks
-#      PromQL answers through Prometheus's HTTP API: the posted utilization and the API counter.
+#      PromQL answers through Prometheus's HTTP API: the posted utilization, the API counter, and
+#      the simulated power of the request's GPUs under its workspace and gpr labels.
 # About 10-20 s. EGSD=path picks the egsd binary (default: the dev build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +41,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # 2. egsd, a node token and one telemetry batch.
 egsd_port=$(free_port)
-"$EGSD" --listen "127.0.0.1:$egsd_port" --data-dir "$work/data" --fleet deploy/fleets/demo.yaml \
+sed -e 's/provisioningTime: .*/provisioningTime: 1s/' -e 's/telemetryInterval: .*/telemetryInterval: 1s/' \
+  -e 's/precheckFailureRate: .*/precheckFailureRate: 0/' deploy/fleets/demo.yaml >"$work/fleet.yaml"
+"$EGSD" --listen "127.0.0.1:$egsd_port" --data-dir "$work/data" --fleet "$work/fleet.yaml" \
   --admin-token-file "$work/admin" --log-level warn >"$work/egsd.log" 2>&1 &
 pids+=($!)
 base="http://127.0.0.1:$egsd_port"
@@ -48,13 +53,17 @@ admin=$(cat "$work/admin")
 api="$base/apis/egs.dev/v1alpha1"
 node=$(curl -sf -H "Authorization: Bearer $admin" "$api/nodes?limit=1" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["items"][0]["metadata"]["name"])')
-node_token=$(curl -sf -H "Authorization: Bearer $admin" -X POST "$api/tokens" \
+node_token=$(curl -sf -H "Authorization: Bearer $admin" -H "Content-Type: application/json" -X POST "$api/tokens" \
   -d "{\"spec\":{\"user\":\"system:node:$node\",\"role\":\"node\"}}" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["token"])')
 code=$(curl -s -o "$work/ingest.json" -w '%{http_code}' -H "Authorization: Bearer $node_token" \
-  -X POST "$api/nodes/$node/telemetry" \
+  -H "Content-Type: application/json" -X POST "$api/nodes/$node/telemetry" \
   -d '{"samples":[{"gpu":0,"utilization":77.5,"powerW":512,"temperatureC":66,"memoryUsedMiB":4096,"memoryTotalMiB":81920,"smClockMHz":1410}]}')
 [[ "$code" == 202 ]] || fail "ingest answered $code: $(cat "$work/ingest.json")"
+code=$(curl -s -o "$work/gpr.json" -w '%{http_code}' -H "Authorization: Bearer $admin" \
+  -H "Content-Type: application/json" -X POST "$api/namespaces/vision/gpuprovisionrequests" \
+  -d '{"apiVersion":"egs.dev/v1alpha1","kind":"GPUProvisionRequest","metadata":{"name":"prom-run"},"spec":{"shape":"8xa100-40gb","nodes":1,"duration":"1h","priority":100}}')
+[[ "$code" == 201 ]] || fail "GPR create answered $code: $(cat "$work/gpr.json")"
 
 # 3. promtool on egsd's exposition.
 curl -sf "$base/metrics" >"$work/metrics.txt" || fail "GET /metrics failed"
@@ -88,14 +97,30 @@ query() {
     python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true
 }
 util=""
-for _ in $(seq 300); do
+deadline=$((SECONDS + 30))
+while ((SECONDS < deadline)); do
   util=$(query "DCGM_FI_DEV_GPU_UTIL{Hostname=\"$node\",gpu=\"0\",job=\"egsd\"}")
   [[ -n "$util" ]] && break
-  sleep 0.1
+  sleep 0.2
 done
 [[ "$util" == "77.5" ]] || fail "PromQL DCGM_FI_DEV_GPU_UTIL for $node gpu 0: got '$util', want 77.5"
 ingested=$(query "sum(egs_api_requests_total{resource=\"nodes/telemetry\",code=\"202\"})")
 [[ "$ingested" == "1" ]] || fail "PromQL egs_api_requests_total for the ingest: got '$ingested', want 1"
+power=""
+deadline=$((SECONDS + 20))
+while ((SECONDS < deadline)); do
+  power=$(query 'sum(DCGM_FI_DEV_POWER_USAGE{workspace="vision",gpr="prom-run",modelName="A100"})')
+  [[ -n "$power" ]] && break
+  sleep 0.2
+done
+[[ -n "$power" ]] || fail "no DCGM_FI_DEV_POWER_USAGE for the request's GPUs (workspace/gpr labels)"
+python3 -c "import sys; p=float('$power'); sys.exit(0 if 8*40 <= p <= 8*410 else 1)" ||
+  fail "simulated power of 8 A100s is $power W"
+# The request's own telemetry through the query API.
+gpus=$(curl -sf -H "Authorization: Bearer $admin" \
+  "$api/namespaces/vision/gpuprovisionrequests/prom-run/telemetry" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["gpus"])')
+[[ "$gpus" == 8 ]] || fail "GPR telemetry summary covers $gpus GPUs, want 8"
 up=$(query 'up{job="egsd"}')
 [[ "$up" == "1" ]] || fail "up{job=\"egsd\"} is '$up'"
-echo "prometheus-test: ok (Prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}') scraped egsd; PromQL answered $util)"
+echo "prometheus-test: ok (Prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}') scraped egsd; PromQL: posted utilization $util, the request's 8 GPUs draw $power W)"

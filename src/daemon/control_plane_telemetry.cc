@@ -12,6 +12,12 @@ namespace {
 
 using scheduler::RequestRecord;
 
+// The scheduler names a request "<workspace>/<name>"; the API and the gpr label use <name>.
+std::string ApiName(const std::string& scheduler_name) {
+  auto slash = scheduler_name.rfind('/');
+  return slash == std::string::npos ? scheduler_name : scheduler_name.substr(slash + 1);
+}
+
 bool Holds(core::RequestPhase phase) {
   return phase == core::RequestPhase::kProvisioning || phase == core::RequestPhase::kActive ||
          phase == core::RequestPhase::kPreempting;
@@ -52,7 +58,7 @@ std::shared_ptr<const telemetry::Assignments> ControlPlaneImpl::Assignments() co
       auto name = fleet->nodes.find(n);
       if (name == fleet->nodes.end()) continue;
       // Partial-node requests may share a node: the one with the lowest id names it.
-      out->emplace(name->second, telemetry::Assignment{workspace, r.spec.name});
+      out->emplace(name->second, telemetry::Assignment{workspace, ApiName(r.spec.name)});
     }
   }
   assignments_ = std::move(out);
@@ -67,7 +73,7 @@ api::GprTelemetryScope ScopeOf(const RequestRecord& r, const std::string& worksp
                                common::Time now) {
   api::GprTelemetryScope scope;
   scope.workspace = workspace;
-  scope.name = r.spec.name;
+  scope.name = ApiName(r.spec.name);
   if (r.plan) {
     for (core::NodeId n : r.plan->nodes) {
       auto it = node_names.find(n);
@@ -89,7 +95,8 @@ common::Result<api::GprTelemetryScope> ControlPlaneImpl::GprScope(std::string_vi
   auto ws = fleet->workspace_ids.find(ns);
   for (const auto& record : snap->requests) {
     const RequestRecord& r = *record;
-    if (ws == fleet->workspace_ids.end() || r.spec.workspace != ws->second || r.spec.name != name) {
+    if (ws == fleet->workspace_ids.end() || r.spec.workspace != ws->second ||
+        ApiName(r.spec.name) != name) {
       continue;
     }
     if (!r.actual_start) {
