@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <vector>
+
+#include "scheduler/promise_report.h"
 
 namespace egs::daemon {
 
@@ -50,7 +53,7 @@ std::pair<std::string, std::string> ClassifyRequest(const api::HttpRequest& req,
   path.remove_prefix(kApiPrefix.size());
   auto parts = Split(path);
   if (parts.size() >= 2 && parts[0] == "namespaces") parts.erase(parts.begin(), parts.begin() + 2);
-  if (parts.empty() || status == 404) return {VerbOf(req, true), "unknown"};
+  if (parts.empty() || status == 404) return {VerbOf(req, parts.size() >= 2), "unknown"};
   std::string resource(parts[0]);
   if (parts.size() >= 3) {
     resource += "/";
@@ -134,6 +137,45 @@ void DaemonMetrics::WriteScheduler(common::Time now, telemetry::TextWriter& out)
   for (const auto& [phase, n] : phases) out.Sample("egs_scheduler_requests", {{"phase", phase}}, n);
   decisions_.Write(out);
   cycle_.Write(out);
+  WritePromises(*snap, out);
+}
+
+void DaemonMetrics::WritePromises(const scheduler::ClusterSnapshot& snap,
+                                  telemetry::TextWriter& out) const {
+  // PromiseReport reads records by id; only started, promised ones count, so only those are
+  // copied.
+  std::unordered_map<core::RequestId, scheduler::RequestRecord> started;
+  for (const auto& record : snap.requests) {
+    if (record->actual_start && record->promised_p50) started.emplace(record->id, *record);
+  }
+  const auto rows = scheduler::PromiseReport(started);
+  auto name_of = [](const auto& map, auto id) {
+    auto it = map.find(id);
+    return it == map.end() ? std::string() : it->second.name;
+  };
+  struct Family {
+    const char* name;
+    const char* help;
+    double (*value)(const scheduler::PromiseAccuracy&);
+  };
+  static const Family kFamilies[] = {
+      {"egs_scheduler_promise_started", "Started requests that had a promise.",
+       [](const scheduler::PromiseAccuracy& a) { return static_cast<double>(a.started); }},
+      {"egs_scheduler_promise_within_10m_ratio",
+       "Share of started requests that started within 10 minutes of their promised P50.",
+       [](const scheduler::PromiseAccuracy& a) { return a.within_10min; }},
+      {"egs_scheduler_promise_p90_coverage_ratio",
+       "Share of started requests that started at or before their promised P90.",
+       [](const scheduler::PromiseAccuracy& a) { return a.p90_coverage; }},
+  };
+  for (const Family& f : kFamilies) {
+    out.Family(f.name, f.help, "gauge");
+    for (const scheduler::PromiseAccuracy& a : rows) {
+      const std::string ws = name_of(snap.workspaces, a.workspace);
+      const std::string shape = name_of(snap.shapes, a.shape);
+      out.Sample(f.name, {{"workspace", ws}, {"shape", shape}}, f.value(a));
+    }
+  }
 }
 
 std::string DaemonMetrics::Render(common::Time now) const {

@@ -8,6 +8,8 @@
 //   egs_scheduler_requests{phase}                        requests per phase
 //   egs_scheduler_decisions_total{kind}                  started, ended, preempted, planned
 //   egs_scheduler_cycle_duration_seconds                 histogram of loop cycles
+//   egs_scheduler_promise_started / _within_10m_ratio / _p90_coverage_ratio{workspace,shape}
+//                                                         promise accuracy (PromiseReport)
 //   egs_api_requests_total{verb,resource,code}           HTTP requests answered
 //   egs_api_request_duration_seconds{verb,resource}      histogram (a watch: until its stream
 //                                                         starts)
@@ -24,6 +26,7 @@
 #include "common/time.h"
 #include "daemon/control_plane_impl.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/snapshot.h"
 #include "telemetry/prometheus_text.h"
 #include "telemetry/telemetry_hub.h"
 
@@ -48,6 +51,7 @@ class DaemonMetrics {
 
  private:
   void WriteScheduler(common::Time now, telemetry::TextWriter& out) const;
+  void WritePromises(const scheduler::ClusterSnapshot& snap, telemetry::TextWriter& out) const;
 
   const scheduler::Scheduler& scheduler_;
   const ControlPlaneImpl& control_plane_;
