@@ -3,10 +3,18 @@
 # are not fetched again, and apt-get update runs only when something is missing.
 # `--browser` also installs Debian's chromium, which only the portal's browser test needs
 # (scripts/portal-test.sh); node and npm (for the portal's npm packages) are installed from
-# Debian when the machine has none.
+# Debian when the machine has none. `--prometheus` also installs Debian's prometheus (the server
+# and promtool), which only scripts/prometheus-test.sh needs.
 set -euo pipefail
 BROWSER=0
-if [[ "${1:-}" == "--browser" ]]; then BROWSER=1; fi
+PROMETHEUS=0
+for arg in "$@"; do
+  case "$arg" in
+    --browser) BROWSER=1 ;;
+    --prometheus) PROMETHEUS=1 ;;
+    *) echo "install-deps: unknown flag $arg" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
@@ -16,6 +24,7 @@ PACKAGES=(
   libglpk-dev clang-format
 )
 if ((BROWSER)); then PACKAGES+=(chromium); fi
+if ((PROMETHEUS)); then PACKAGES+=(prometheus); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

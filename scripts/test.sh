@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: builds the dev preset (Debug, -Werror) and the asan preset (ASan + UBSan),
-# runs CTest on both (unit and scenario labels), checks formatting and the clock rule, and runs
-# the portal's browser test (scripts/portal-test.sh) against the dev build's egsd.
+# runs CTest on both (unit and scenario labels), checks formatting and the clock rule, runs
+# the portal's browser test (scripts/portal-test.sh) and the Prometheus integration test
+# (scripts/prometheus-test.sh, ~15 s) against the dev build's egsd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,3 +31,6 @@ done
 
 echo "== portal browser test"
 EGSD=build/dev/apps/egsd/egsd scripts/portal-test.sh
+
+echo "== prometheus integration test"
+EGSD=build/dev/apps/egsd/egsd scripts/prometheus-test.sh

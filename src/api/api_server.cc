@@ -531,8 +531,12 @@ ApiServer::Target ApiServer::ParseTarget(const HttpRequest& req) {
   } else {
     t.verb = Lower(m);
   }
-  // POSTs that only compute an answer change nothing and are not audited.
-  if (t.verb == "quote" || t.verb == "explain" || t.verb == "whatif") t.mutating = false;
+  // POSTs that only compute an answer change nothing and are not audited; nor are telemetry
+  // posts (measurements, not changes: a durable audit commit per agent report would cost more
+  // than the report).
+  if (t.verb == "quote" || t.verb == "explain" || t.verb == "whatif" || t.verb == "telemetry") {
+    t.mutating = false;
+  }
   return t;
 }
 

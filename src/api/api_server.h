@@ -20,8 +20,8 @@
 // Every call except the public ones needs a bearer token (`authenticate`; 401 otherwise), passes
 // the rate limit (options.allow; 429 with Retry-After otherwise) and `authorize` for its verb
 // (403). Discovery and OpenAPI documents need a token but no authorization. Mutating calls
-// (POST/PUT/PATCH/DELETE, except the read-only quote, explain and whatif), failed or not, each
-// append one record to the Store log "audit".
+// (POST/PUT/PATCH/DELETE, except the read-only quote, explain and whatif, and telemetry posts),
+// failed or not, each append one record to the Store log "audit".
 //
 // Watches poll Store::ChangesSince every options.watch_poll_interval on the Clock. A watch from
 // a compacted resourceVersion gets an ERROR event holding a 410 Expired Status. Events for

@@ -916,6 +916,18 @@ TEST_F(ApiServerTest, ExtraRoutesComeFirst) {
   EXPECT_EQ(records[0]["reason"], "");
 }
 
+TEST_F(ApiServerTest, TelemetryPostsAreNotAudited) {
+  Reset({}, {}, [](const Principal&, const HttpRequest& req) -> std::optional<HttpResponse> {
+    if (req.path != "/apis/egs.dev/v1alpha1/nodes/n1/telemetry") return std::nullopt;
+    HttpResponse r;
+    r.status = 202;
+    r.body = R"({"accepted": 1})";
+    return r;
+  });
+  EXPECT_EQ(Post("/apis/egs.dev/v1alpha1/nodes/n1/telemetry", R"({"samples": []})").status, 202);
+  EXPECT_TRUE(AuditRecords().empty());
+}
+
 // ---- Tables ------------------------------------------------------------------------------------
 
 TEST_F(ApiServerTest, TableForKubectl) {

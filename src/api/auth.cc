@@ -166,20 +166,24 @@ std::string_view RoleName(Role role) {
       return "project-admin";
     case Role::kAdmin:
       return "admin";
+    case Role::kNode:
+      return "node";
   }
   return "unknown";
 }
 
 Result<Role> ParseRole(std::string_view name) {
-  for (Role r : {Role::kViewer, Role::kMember, Role::kProjectAdmin, Role::kAdmin}) {
+  for (Role r : {Role::kViewer, Role::kMember, Role::kProjectAdmin, Role::kAdmin, Role::kNode}) {
     if (RoleName(r) == name) return r;
   }
-  return common::InvalidArgumentError(
-      fmt::format("role: unknown role \"{}\" (want viewer, member, project-admin or admin)", name));
+  return common::InvalidArgumentError(fmt::format(
+      "role: unknown role \"{}\" (want viewer, member, project-admin, admin or node)", name));
 }
 
 Status Authorize(const Principal& who, const Access& access) {
   if (who.role == Role::kAdmin) return common::OkStatus();
+  // A node agent's token only posts its node's telemetry (checked by the telemetry handler).
+  if (who.role == Role::kNode) return Denied(who, access);
   // Tokens are credentials: only admins see or manage them.
   if (access.resource == "tokens") return Denied(who, access);
   if (IsReadVerb(access.verb)) return common::OkStatus();
@@ -197,9 +201,15 @@ Status Authorize(const Principal& who, const Access& access) {
       break;
     case Role::kViewer:
     case Role::kAdmin:
+    case Role::kNode:
       break;
   }
   return Denied(who, access);
+}
+
+std::optional<std::string> NodeOf(const Principal& who) {
+  if (who.role != Role::kNode || !who.user.starts_with(kNodeUserPrefix)) return std::nullopt;
+  return who.user.substr(kNodeUserPrefix.size());
 }
 
 // ---- TokenService ------------------------------------------------------------------------------
@@ -228,6 +238,11 @@ Result<IssuedToken> TokenService::IssueWith(std::string user, Role role,
   }
   if (role == Role::kMember && workspaces.empty()) {
     return common::InvalidArgumentError("spec.workspaces: a member token needs a workspace");
+  }
+  if (role == Role::kNode &&
+      (!user.starts_with(kNodeUserPrefix) || user.size() == kNodeUserPrefix.size())) {
+    return common::InvalidArgumentError(
+        fmt::format("spec.user: a node token's user must be \"{}<node name>\"", kNodeUserPrefix));
   }
   if (role == Role::kProjectAdmin && projects.empty()) {
     return common::InvalidArgumentError("spec.projects: a project-admin token needs a project");

@@ -13,6 +13,8 @@
 //                   release, extend, explain, what-if); read inventory, shapes, clusters,
 //                   workspaces
 //   viewer          read everything it can see (no secrets: never tokens)
+//   node            a node agent: may only post telemetry for its own node (user
+//                   "system:node:<node name>", see NodeOf); nothing else, not even reads
 //
 // Thread-safety: every class here is safe to use from any thread.
 #pragma once
@@ -32,9 +34,9 @@
 
 namespace egs::api {
 
-enum class Role { kViewer, kMember, kProjectAdmin, kAdmin };
+enum class Role { kViewer, kMember, kProjectAdmin, kAdmin, kNode };
 
-std::string_view RoleName(Role role);  // "viewer", "member", "project-admin", "admin"
+std::string_view RoleName(Role role);  // "viewer", "member", "project-admin", "admin", "node"
 common::Result<Role> ParseRole(std::string_view name);  // InvalidArgument naming "role"
 
 struct Principal {
@@ -61,6 +63,11 @@ struct Access {
 
 // OK, or PermissionDenied with a message naming the user, verb and resource.
 common::Status Authorize(const Principal& who, const Access& access);
+
+// The user of a node token is "system:node:<node name>" (as Kubernetes names its kubelets).
+inline constexpr std::string_view kNodeUserPrefix = "system:node:";
+// The node a node-role principal acts for; nullopt for any other role.
+std::optional<std::string> NodeOf(const Principal& who);
 
 // How Authenticate's Unauthenticated message for an expired token begins (the /api/v1
 // compatibility API answers an expired API key with its own wording).

@@ -24,7 +24,7 @@ constexpr common::Time kStart = common::FromUnixMicros(1'800'000'000'000'000);
 // ---------------------------------------------------------------------------------------
 
 TEST(RoleTest, NamesRoundTrip) {
-  for (Role r : {Role::kViewer, Role::kMember, Role::kProjectAdmin, Role::kAdmin}) {
+  for (Role r : {Role::kViewer, Role::kMember, Role::kProjectAdmin, Role::kAdmin, Role::kNode}) {
     auto parsed = ParseRole(RoleName(r));
     ASSERT_OK(parsed);
     EXPECT_EQ(*parsed, r);
@@ -192,6 +192,24 @@ TEST_F(TokenServiceTest, IssueValidates) {
   auto list = tokens_.List();
   ASSERT_OK(list);
   EXPECT_TRUE(list->empty());
+}
+
+TEST_F(TokenServiceTest, NodeTokensActForOneNodeAndMayDoNothingElse) {
+  auto bad = tokens_.Issue("agent", Role::kNode, {}, {}, std::nullopt);
+  EXPECT_THAT(bad, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad.error().message(), HasSubstr("spec.user"));
+  EXPECT_THAT(tokens_.Issue("system:node:", Role::kNode, {}, {}, std::nullopt),
+              StatusIs(StatusCode::kInvalidArgument));
+  auto issued = tokens_.Issue("system:node:gpu-7", Role::kNode, {}, {}, std::nullopt);
+  ASSERT_OK(issued);
+  auto who = tokens_.Authenticate("Bearer " + issued->token);
+  ASSERT_OK(who);
+  EXPECT_EQ(NodeOf(*who), "gpu-7");
+  EXPECT_EQ(NodeOf(Principal{"system:node:gpu-7", Role::kAdmin, {}, {}, ""}), std::nullopt);
+  for (const char* verb : {"get", "list", "watch", "create"}) {
+    EXPECT_THAT(Authorize(*who, Access{verb, "nodes", "", "", ""}),
+                StatusIs(StatusCode::kPermissionDenied));
+  }
 }
 
 TEST_F(TokenServiceTest, BadHeadersAreUnauthenticatedWithReason) {

@@ -45,7 +45,9 @@ SimulatedFleet::SimulatedFleet(common::Clock& clock, SimulationSettings settings
       callbacks_(std::move(callbacks)),
       next_telemetry_(clock.Now() + settings.telemetry_interval),
       precheck_rng_(settings.seed),
-      telemetry_rng_(precheck_rng_.Fork()) {
+      telemetry_rng_(precheck_rng_.Fork()),
+      // Its own seed: utilization draws stay the same whether or not details are reported.
+      physics_rng_(settings_.seed ^ 0x5ca1ab1e0ddba11ULL) {
   // A non-positive interval would make telemetry ticks never advance.
   EGS_CHECK(settings_.telemetry_interval > Duration(0));
   for (core::Node& n : nodes) {
@@ -267,16 +269,44 @@ void SimulatedFleet::SampleTelemetryLocked(core::Time now, std::vector<Report>& 
       used = std::min(gpus, used + want);
     }
   }
-  if (!callbacks_.on_telemetry) return;
+  if (!callbacks_.on_telemetry && !callbacks_.on_gpu_telemetry) return;
   for (auto& [node, sample] : samples) {
     std::vector<double>& values = sample.first;
     for (double& v : values) {
       if (v < 0) v = kIdleMax * telemetry_rng_.Uniform();
     }
-    out.push_back([this, node, values = std::move(values), tick]() mutable {
-      callbacks_.on_telemetry(node, std::move(values), tick);
-    });
+    std::vector<GpuTelemetry> detail;
+    if (callbacks_.on_gpu_telemetry) detail = DetailLocked(node, values, tick);
+    out.push_back(
+        [this, node, values = std::move(values), detail = std::move(detail), tick]() mutable {
+          if (callbacks_.on_telemetry) callbacks_.on_telemetry(node, std::move(values), tick);
+          if (callbacks_.on_gpu_telemetry)
+            callbacks_.on_gpu_telemetry(node, std::move(detail), tick);
+        });
   }
+}
+
+std::vector<GpuTelemetry> SimulatedFleet::DetailLocked(core::NodeId node,
+                                                       const std::vector<double>& util,
+                                                       core::Time tick) {
+  auto it = physics_.find(node);
+  if (it == physics_.end()) {
+    NodePhysics p;
+    if (const NodeState* n = FindLocked(node)) {
+      for (const core::Gpu& g : n->node.gpus) p.gpus.emplace_back(g.model, g.memory_mib);
+    }
+    p.last = tick - settings_.telemetry_interval;
+    it = physics_.emplace(node, std::move(p)).first;
+  }
+  NodePhysics& p = it->second;
+  while (p.gpus.size() < util.size()) p.gpus.emplace_back("", 0);
+  std::vector<GpuTelemetry> out;
+  out.reserve(util.size());
+  for (std::size_t g = 0; g < util.size(); ++g) {
+    out.push_back(p.gpus[g].Sample(util[g], tick - p.last, physics_rng_));
+  }
+  p.last = tick;
+  return out;
 }
 
 double SimulatedFleet::SampleGpuLocked(double busy_level, WorkloadProfile profile,

@@ -18,6 +18,9 @@
 //   reservation's WorkloadProfile (see below). Ticks missed by a late Step are coalesced into
 //   one sample at the latest tick. A partial-node reservation (gpus_per_node > 0) drives the
 //   next gpus_per_node GPUs of the node (in RequestId order); GPUs no reservation drives idle.
+//   on_gpu_telemetry reports the same samples with the other readings of each GPU (power,
+//   temperature, memory, SM clock, error counters) from a GpuPhysics per GPU (gpu_physics.h),
+//   drawn from their own Rng so the utilization values do not depend on whether it is set.
 //
 // Due instants are Clock::Now() at the call plus the configured delay.
 //
@@ -43,6 +46,7 @@
 #include <variant>
 #include <vector>
 
+#include "cluster/gpu_physics.h"
 #include "cluster/simulation_settings.h"
 #include "common/clock.h"
 #include "common/rng.h"
@@ -68,6 +72,8 @@ struct FleetCallbacks {
   std::function<void(core::RequestId)> on_released;
   // One value per GPU of the node, in [0, 100], sampled at the given instant.
   std::function<void(core::NodeId, std::vector<double> gpu_util_percent, core::Time)> on_telemetry;
+  // The same samples with every reading, by GPU index (called right after on_telemetry).
+  std::function<void(core::NodeId, std::vector<GpuTelemetry>, core::Time)> on_gpu_telemetry;
   std::function<void(core::NodeId, core::NodeHealth)> on_node_health;
 };
 
@@ -144,6 +150,9 @@ class SimulatedFleet final : public core::ClusterConnector {
   // One GPU's utilization, `elapsed` after its reservation became ready.
   double SampleGpuLocked(double busy_level, WorkloadProfile profile, core::Duration elapsed);
   NodeState* FindLocked(core::NodeId id);
+  // The full readings of `node`'s GPUs at `tick` for utilizations `util`.
+  std::vector<GpuTelemetry> DetailLocked(core::NodeId node, const std::vector<double>& util,
+                                         core::Time tick);
 
   common::Clock& clock_;
   const SimulationSettings settings_;
@@ -159,9 +168,15 @@ class SimulatedFleet final : public core::ClusterConnector {
   core::Time next_telemetry_;                                   // GUARDED_BY(mu_)
   common::Rng precheck_rng_;                                    // GUARDED_BY(mu_)
   common::Rng telemetry_rng_;                                   // GUARDED_BY(mu_)
-  bool wake_ = false;                                           // GUARDED_BY(mu_)
-  bool stop_ = false;                                           // GUARDED_BY(mu_)
-  std::thread worker_;  // touched by Start/Stop only, under start_stop_mu_
+  common::Rng physics_rng_;                                     // GUARDED_BY(mu_)
+  struct NodePhysics {
+    std::vector<GpuPhysics> gpus;
+    core::Time last;
+  };
+  std::map<core::NodeId, NodePhysics> physics_;  // GUARDED_BY(mu_)
+  bool wake_ = false;                            // GUARDED_BY(mu_)
+  bool stop_ = false;                            // GUARDED_BY(mu_)
+  std::thread worker_;                           // touched by Start/Stop only, under start_stop_mu_
   std::mutex start_stop_mu_;
 };
 

@@ -87,6 +87,7 @@ struct Recorder {
   std::vector<core::ProvisionOutcome> provisioned;
   std::vector<RequestId> released;
   std::vector<Sample> telemetry;
+  std::vector<std::pair<NodeId, std::vector<GpuTelemetry>>> detail;
   std::vector<std::pair<NodeId, NodeHealth>> health;
 
   FleetCallbacks Callbacks() {
@@ -98,6 +99,8 @@ struct Recorder {
             [this](NodeId n, std::vector<double> v, Time at) {
               Add([&] { telemetry.push_back({n, std::move(v), at}); });
             },
+        .on_gpu_telemetry = [this](NodeId n, std::vector<GpuTelemetry> v,
+                                   Time) { Add([&] { detail.emplace_back(n, std::move(v)); }); },
         .on_node_health = [this](NodeId n,
                                  NodeHealth h) { Add([&] { health.emplace_back(n, h); }); },
     };
@@ -177,6 +180,7 @@ TEST_F(SimulatedFleetTest, OneLateStepReportsEverythingInDueOrder) {
               [&](const core::ProvisionOutcome& o) { order.push_back("p" + o.request.ToString()); },
           .on_released = [&](RequestId id) { order.push_back("r" + id.ToString()); },
           .on_telemetry = nullptr,
+          .on_gpu_telemetry = nullptr,
           .on_node_health = nullptr,
       });
   fleet_->Provision(Order(1, {1}));  // due 30s
@@ -210,6 +214,7 @@ TEST_F(SimulatedFleetTest, CallbacksMayCallBackIntoTheFleet) {
                                },
                            .on_released = [&](RequestId id) { released.push_back(id); },
                            .on_telemetry = nullptr,
+                           .on_gpu_telemetry = nullptr,
                            .on_node_health = nullptr,
                        });
   self = &fleet;
@@ -383,6 +388,45 @@ TEST_F(SimulatedFleetTest, TelemetryOnlyForHeldNodesAtEveryInterval) {
   fleet_->Release(ReleaseOf(1, {2, 3}));
   StepTo(kT0 + Seconds(240));
   EXPECT_THAT(rec_.TakeTelemetry(), IsEmpty());
+}
+
+TEST_F(SimulatedFleetTest, DetailedTelemetryMatchesUtilizationAndLooksLikeAGpu) {
+  auto nodes = MakeNodes(1, 2);
+  for (auto& g : nodes[0].gpus) {
+    g.model = "H100";
+    g.memory_mib = 81559;
+  }
+  Make(Settings(), nodes);
+  fleet_->Provision(Order(1, {1}));
+  for (int s = 60; s <= 60 + 30 * 40; s += 30) StepTo(kT0 + Seconds(s));
+  ASSERT_EQ(rec_.detail.size(), rec_.telemetry.size());
+  ASSERT_FALSE(rec_.detail.empty());
+  const auto& last = rec_.detail.back().second;
+  ASSERT_THAT(last, SizeIs(2));
+  for (std::size_t g = 0; g < last.size(); ++g) {
+    EXPECT_EQ(last[g].util_percent, rec_.telemetry.back().gpus[g]);
+    EXPECT_THAT(last[g].power_w, AllOf(Ge(450), Le(714)));  // busy H100
+    EXPECT_THAT(last[g].temp_c, AllOf(Ge(60), Le(85)));
+    EXPECT_EQ(last[g].mem_total_mib, 81559);
+  }
+}
+
+TEST_F(SimulatedFleetTest, UtilizationDoesNotDependOnDetailedTelemetry) {
+  auto run = [](bool detail) {
+    SimulatedClock clock{kT0};
+    std::vector<std::vector<double>> util;
+    FleetCallbacks cb;
+    cb.on_telemetry = [&](NodeId, std::vector<double> v, Time) { util.push_back(std::move(v)); };
+    if (detail) cb.on_gpu_telemetry = [](NodeId, std::vector<GpuTelemetry>, Time) {};
+    SimulatedFleet fleet(clock, Settings(), MakeNodes(2), std::move(cb));
+    fleet.Provision(Order(1, {1, 2}));
+    for (int s = 30; s <= 600; s += 30) {
+      clock.AdvanceTo(kT0 + Seconds(s));
+      fleet.Step(kT0 + Seconds(s));
+    }
+    return util;
+  };
+  EXPECT_EQ(run(false), run(true));
 }
 
 TEST_F(SimulatedFleetTest, BusyProfileRampsUpToSeventyToNinetyFivePercent) {

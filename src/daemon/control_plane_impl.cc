@@ -228,6 +228,7 @@ void ControlPlaneImpl::PublishNames() {
   names_.nodes.ForEach([&](core::NodeId id, const std::string& name) {
     n->nodes[id] = name;
     n->node_ids[name] = id;
+    if (auto it = nodes_.find(id); it != nodes_.end()) n->node_gpus[id] = it->second.gpus;
   });
   names_.shapes.ForEach([&](core::ShapeId id, const std::string& name) { n->shapes[id] = name; });
   names_.clusters.ForEach(

@@ -20,18 +20,22 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
 
 #include "api/codec.h"
 #include "api/control_plane.h"
+#include "api/telemetry_handlers.h"
 #include "common/clock.h"
 #include "daemon/names.h"
 #include "daemon/scheduler_loop.h"
 #include "scheduler/scheduler.h"
 #include "store/store.h"
+#include "telemetry/queries.h"
 
 namespace egs::daemon {
 
@@ -71,6 +75,22 @@ class ControlPlaneImpl final : public api::ControlPlane {
   std::uint64_t DecorationVersion() const;
   // Loop thread (or before the loop starts): every node known, as the scheduler has it.
   std::vector<core::Node> Nodes() const;
+
+  // --- Telemetry views (control_plane_telemetry.cc). Any thread; read the published snapshot
+  // and fleet names, never the loop's state.
+  // A node's name and GPUs; nullopt for an unknown node.
+  std::optional<std::string> NodeName(core::NodeId node) const;
+  std::optional<std::vector<core::Gpu>> NodeGpus(std::string_view name) const;
+  // Who holds each node now (reservations of provisioning, active or preempting requests);
+  // computed once per snapshot and fleet-names version.
+  std::shared_ptr<const telemetry::Assignments> Assignments() const;
+  // A request's nodes (its reservation's, as the scheduler's record keeps them: a replacement
+  // node is included from its replacement on, the failed one no longer) and the window it held
+  // them (start to finish, or to now while running). NotFound for an unknown request;
+  // FailedPrecondition for one that has not started.
+  common::Result<api::GprTelemetryScope> GprScope(std::string_view ns, std::string_view name) const;
+  // The scopes of every started request of workspace `ns`; NotFound for an unknown workspace.
+  common::Result<std::vector<api::GprTelemetryScope>> WorkspaceScopes(std::string_view ns) const;
   // Whether the Store holds any object of the fleet kinds (a first start has none).
   common::Result<bool> HasFleet();
 
@@ -103,6 +123,7 @@ class ControlPlaneImpl final : public api::ControlPlane {
     std::map<core::WorkspaceId, std::string> workspaces;
     std::map<std::string, core::NodeId, std::less<>> node_ids;
     std::map<std::string, core::WorkspaceId, std::less<>> workspace_ids;
+    std::map<core::NodeId, std::vector<core::Gpu>> node_gpus;
   };
 
   // Runs `fn` on the loop thread (directly when already there or before the loop exists).
@@ -206,6 +227,10 @@ class ControlPlaneImpl final : public api::ControlPlane {
   void FinalizeDeletes();
   common::Result<nlohmann::json> DeleteWorkspace(std::string_view name,
                                                  std::int64_t resource_version);
+  // Assignments() cache: computed for (snapshot version, fleet names generation).
+  mutable std::mutex assignments_mu_;
+  mutable std::pair<std::uint64_t, std::uint64_t> assignments_version_;  // GUARDED_BY(..._mu_)
+  mutable std::shared_ptr<const telemetry::Assignments> assignments_;    // GUARDED_BY(..._mu_)
 };
 
 }  // namespace egs::daemon

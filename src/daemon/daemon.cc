@@ -16,16 +16,19 @@
 #include "api/codec.h"
 #include "api/httplib_server.h"
 #include "api/static_files.h"
+#include "api/telemetry_handlers.h"
 #include "api/token_handlers.h"
 #include "cluster/fleet_file.h"
 #include "cluster/simulated_fleet.h"
 #include "common/scaled_clock.h"
 #include "compat/v1_server.h"
 #include "daemon/control_plane_impl.h"
+#include "daemon/daemon_metrics.h"
 #include "daemon/forwarding_connector.h"
 #include "daemon/scheduler_loop.h"
 #include "scheduler/scheduler.h"
 #include "store/sqlite/sqlite_store.h"
+#include "telemetry/telemetry_hub.h"
 
 namespace egs::daemon {
 namespace {
@@ -117,7 +120,33 @@ std::vector<std::pair<std::string, json>> FleetObjects(const cluster::FleetSpec&
 
 }  // namespace
 
+namespace {
+
+// The fleet's readings of `node` as telemetry samples, with the node's GPU labels.
+std::vector<telemetry::GpuReading> FleetReadings(const std::vector<cluster::GpuTelemetry>& gpus,
+                                                 const std::optional<std::vector<core::Gpu>>& info,
+                                                 common::Time at) {
+  std::vector<telemetry::GpuReading> out;
+  out.reserve(gpus.size());
+  for (std::size_t g = 0; g < gpus.size(); ++g) {
+    telemetry::GpuReading r;
+    r.gpu = static_cast<int>(g);
+    if (info && g < info->size()) r.info = telemetry::GpuInfo{(*info)[g].uuid, (*info)[g].model};
+    const cluster::GpuTelemetry& t = gpus[g];
+    r.sample = telemetry::GpuSample{
+        at,       t.util_percent, t.mem_used_mib,  t.mem_total_mib, t.power_w,
+        t.temp_c, t.sm_clock_mhz, t.ecc_sbe_total, t.ecc_dbe_total, t.xid_errors_total};
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
 struct Daemon::Parts {
+  // First, so it outlives everything that feeds it (fleet callbacks, HTTP handlers).
+  std::unique_ptr<telemetry::TelemetryHub> hub = std::make_unique<telemetry::TelemetryHub>();
+  std::unique_ptr<DaemonMetrics> metrics;
   DaemonConfig config;
   std::unique_ptr<common::ScaledClock> scaled_clock;
   common::Clock* clock = nullptr;
@@ -144,6 +173,29 @@ struct Daemon::Parts {
     if (loop_for_callbacks != nullptr) loop_for_callbacks->Wake();
   }
 };
+
+namespace {
+
+// The telemetry routes' view of the daemon.
+api::TelemetrySources TelemetrySourcesOf(Daemon::Parts& p) {
+  ControlPlaneImpl* cp = p.control_plane.get();
+  api::TelemetrySources s;
+  s.hub = p.hub.get();
+  s.clock = p.clock;
+  s.node_gpus = [cp](std::string_view node) -> std::optional<std::vector<telemetry::GpuInfo>> {
+    auto gpus = cp->NodeGpus(node);
+    if (!gpus) return std::nullopt;
+    std::vector<telemetry::GpuInfo> out;
+    for (const core::Gpu& g : *gpus) out.push_back(telemetry::GpuInfo{g.uuid, g.model});
+    return out;
+  };
+  s.assignments = [cp] { return cp->Assignments(); };
+  s.gpr = [cp](std::string_view ns, std::string_view name) { return cp->GprScope(ns, name); };
+  s.workspace = [cp](std::string_view ns) { return cp->WorkspaceScopes(ns); };
+  return s;
+}
+
+}  // namespace
 
 Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 
@@ -206,6 +258,13 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     });
   };
   ControlPlaneImpl* cp = p->control_plane.get();
+  // The full readings go to the telemetry hub on the fleet's thread (never the loop's).
+  callbacks.on_gpu_telemetry = [raw, cp](core::NodeId node, std::vector<cluster::GpuTelemetry> gpus,
+                                         common::Time at) {
+    auto name = cp->NodeName(node);
+    if (!name) return;  // a node removed meanwhile
+    raw->hub->Ingest(*name, FleetReadings(gpus, cp->NodeGpus(*name), at)).IgnoreError();
+  };
   callbacks.on_node_health = [raw, cp](core::NodeId node, core::NodeHealth health) {
     raw->PostToScheduler(
         [cp, node, health](scheduler::Scheduler&) { cp->OnFleetNodeHealth(node, health); });
@@ -236,9 +295,15 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->limiter =
       std::make_unique<api::RateLimiter>(*p->clock, config.rate_per_second, config.rate_burst);
 
-  p->loop = std::make_unique<SchedulerLoop>(
-      *p->scheduler, *p->clock,
-      [raw](const scheduler::CycleStats& stats) { raw->control_plane->AfterCycle(stats); });
+  p->metrics = std::make_unique<DaemonMetrics>(*p->scheduler, *p->control_plane, *p->hub);
+  p->loop = std::make_unique<SchedulerLoop>(*p->scheduler, *p->clock,
+                                            [raw](const scheduler::CycleStats& stats) {
+                                              raw->control_plane->AfterCycle(stats);
+                                              raw->metrics->ObserveCycle(stats);
+                                            });
+  // Cycle durations on the unscaled clock: real time even when the fleet speeds time up.
+  p->loop->SetCycleObserver(clock,
+                            [raw](common::Duration d) { raw->metrics->ObserveCycleDuration(d); });
   p->control_plane->AttachLoop(p->loop.get());
   p->scheduler_for_callbacks = p->scheduler.get();
   p->loop_for_callbacks = p->loop.get();
@@ -260,8 +325,10 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       [](const api::Principal& who, const api::Access& access) {
         return api::Authorize(who, access);
       },
-      [raw](const api::Principal& who, const api::HttpRequest& request) {
-        return api::HandleTokenRequest(*raw->tokens, who, request);
+      [raw, telemetry = TelemetrySourcesOf(*p)](const api::Principal& who,
+                                                const api::HttpRequest& request) {
+        if (auto r = api::HandleTokenRequest(*raw->tokens, who, request)) return r;
+        return api::HandleTelemetryRequest(telemetry, who, request);
       });
 
   compat::V1ServerOptions v1_options;
@@ -291,8 +358,14 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     }
     portal.emplace(std::move(*files));
   }
-  api::HttpHandler handler = [portal = std::move(portal), api = p->api->handler(),
-                              v1 = p->v1.get()](const api::HttpRequest& req) {
+  api::HttpHandler route = [portal = std::move(portal), api = p->api->handler(), v1 = p->v1.get(),
+                            raw](const api::HttpRequest& req) {
+    if (req.path == "/metrics" && (req.method == "GET" || req.method == "HEAD")) {
+      api::HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      r.body = raw->metrics->Render(raw->clock->Now());
+      return r;
+    }
     if (portal) {
       if (auto r = portal->Serve(req)) return std::move(*r);
     }
@@ -314,6 +387,13 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       return r;
     }
     return api(req);
+  };
+  // Every answer is counted and timed (on the unscaled clock) for /metrics.
+  api::HttpHandler handler = [route = std::move(route), raw, &clock](const api::HttpRequest& req) {
+    const common::Time began = clock.Now();
+    api::HttpResponse r = route(req);
+    raw->metrics->ObserveRequest(req, r.status, clock.Now() - began);
+    return r;
   };
   auto server = api::HttpServer::Start(http, std::move(handler));
   if (!server.ok()) {

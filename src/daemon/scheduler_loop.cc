@@ -40,8 +40,10 @@ void SchedulerLoop::Wake() {
 void SchedulerLoop::Run() {
   for (;;) {
     const common::Time now = clock_.Now();
+    const common::Time began = timing_clock_ != nullptr ? timing_clock_->Now() : now;
     scheduler::CycleStats stats = scheduler_.RunCycle(now);
     if (after_cycle_) after_cycle_(stats);
+    if (observe_cycle_) observe_cycle_(timing_clock_->Now() - began);
     std::unique_lock lock(mu_);
     if (stopping_) break;
     if (wake_ || stats.commands > 0) {

@@ -29,6 +29,13 @@ class SchedulerLoop {
   SchedulerLoop(const SchedulerLoop&) = delete;
   SchedulerLoop& operator=(const SchedulerLoop&) = delete;
 
+  // Before Start: `observe` gets the duration of every cycle (RunCycle and the after-cycle
+  // hook) as measured on `clock` (egsd passes the unscaled clock).
+  void SetCycleObserver(common::Clock& clock, std::function<void(common::Duration)> observe) {
+    timing_clock_ = &clock;
+    observe_cycle_ = std::move(observe);
+  }
+
   void Start();
   // Finishes the cycle in progress and joins the thread. Calls posted after Stop never run
   // (their futures report broken_promise).
@@ -52,6 +59,8 @@ class SchedulerLoop {
   scheduler::Scheduler& scheduler_;
   common::Clock& clock_;
   AfterCycle after_cycle_;
+  common::Clock* timing_clock_ = nullptr;
+  std::function<void(common::Duration)> observe_cycle_;
   common::Duration max_idle_;
   std::mutex mu_;
   std::condition_variable cv_;

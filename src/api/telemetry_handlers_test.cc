@@ -1,0 +1,192 @@
+#include "api/telemetry_handlers.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/simulated_clock.h"
+#include "testing/status_matchers.h"
+
+namespace egs::api {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+constexpr common::Time kNow = common::FromUnixMicros(1'800'000'000'000'000);
+const std::string kBase = "/apis/egs.dev/v1alpha1/";
+
+HttpRequest Req(std::string method, std::string path, std::string body = "") {
+  HttpRequest r;
+  r.method = std::move(method);
+  r.path = kBase + path;
+  r.body = std::move(body);
+  return r;
+}
+
+class TelemetryHandlersTest : public ::testing::Test {
+ protected:
+  TelemetryHandlersTest() {
+    sources_.hub = &hub_;
+    sources_.clock = &clock_;
+    sources_.node_gpus =
+        [](std::string_view node) -> std::optional<std::vector<telemetry::GpuInfo>> {
+      if (node != "n1" && node != "n2") return std::nullopt;
+      return std::vector<telemetry::GpuInfo>{{"GPU-a", "H100"}, {"GPU-b", "H100"}};
+    };
+    sources_.assignments = [] {
+      return std::make_shared<const telemetry::Assignments>(
+          telemetry::Assignments{{"n2", {"team-a", "train"}}});
+    };
+    sources_.gpr = [](std::string_view ns,
+                      std::string_view name) -> common::Result<GprTelemetryScope> {
+      if (ns != "team-a" || name != "train") return common::NotFoundError("no such request");
+      return GprTelemetryScope{
+          "team-a", "train", {"n2"}, {kNow - common::Minutes(30), kNow + common::Seconds(1)}};
+    };
+    sources_.workspace =
+        [this](std::string_view ns) -> common::Result<std::vector<GprTelemetryScope>> {
+      if (ns != "team-a") return common::NotFoundError("no such workspace");
+      return std::vector<GprTelemetryScope>{*sources_.gpr("team-a", "train")};
+    };
+  }
+
+  HttpResponse Call(const Principal& who, const HttpRequest& req) {
+    auto r = HandleTelemetryRequest(sources_, who, req);
+    EXPECT_TRUE(r.has_value()) << req.method << " " << req.path;
+    return r ? std::move(*r) : HttpResponse{};
+  }
+  static json Body(const HttpResponse& r) { return json::parse(r.body); }
+
+  telemetry::TelemetryHub hub_;
+  common::SimulatedClock clock_{kNow};
+  TelemetrySources sources_;
+  Principal admin_{"ada", Role::kAdmin, {}, {}, "a0"};
+  Principal viewer_{"vic", Role::kViewer, {}, {}, "v0"};
+  Principal node1_{"system:node:n1", Role::kNode, {}, {}, "n1"};
+};
+
+TEST_F(TelemetryHandlersTest, OtherPathsAreNotMine) {
+  EXPECT_FALSE(HandleTelemetryRequest(sources_, admin_, Req("GET", "nodes/n1")).has_value());
+  EXPECT_FALSE(HandleTelemetryRequest(sources_, admin_, Req("GET", "tokens")).has_value());
+}
+
+TEST_F(TelemetryHandlersTest, NodeTokenPostsForItsOwnNodeOnly) {
+  const std::string body = R"({"samples":[{"gpu":1,"utilization":40,"powerW":300,
+      "temperatureC":55,"time":"2027-01-15T07:59:00Z"}]})";
+  HttpResponse ok = Call(node1_, Req("POST", "nodes/n1/telemetry", body));
+  ASSERT_EQ(ok.status, 202) << ok.body;
+  EXPECT_EQ(Body(ok)["accepted"], 1);
+  EXPECT_EQ(Call(node1_, Req("POST", "nodes/n2/telemetry", body)).status, 403);
+  EXPECT_EQ(Call(viewer_, Req("POST", "nodes/n1/telemetry", body)).status, 403);
+  EXPECT_EQ(Call(admin_, Req("POST", "nodes/n2/telemetry", body)).status, 202);
+  // The node's token reads nothing.
+  EXPECT_EQ(Call(node1_, Req("GET", "nodes/n1/telemetry")).status, 403);
+  // Labels come from the node's inventory when the agent leaves them out.
+  auto series = hub_.Read({"n1", 1}, {kNow - common::Hours(1), kNow}, telemetry::Resolution::kRaw);
+  ASSERT_TRUE(series.ok());
+  EXPECT_EQ(series->info.uuid, "GPU-b");
+  EXPECT_EQ(series->points.at(0).start, kNow - common::Minutes(1));
+}
+
+TEST_F(TelemetryHandlersTest, BadInputIsRejectedNamingTheField) {
+  struct Case {
+    std::string body;
+    int status;
+    std::string field;
+  };
+  const Case cases[] = {
+      {"not json", 400, ""},
+      {R"({"samples": 3})", 422, "samples"},
+      {R"({"samples":[{"utilization":1}]})", 422, "samples[0].gpu"},
+      {R"({"samples":[{"gpu":2,"utilization":1}]})", 422, "samples[0].gpu"},
+      {R"({"samples":[{"gpu":0}]})", 422, "samples[0].utilization"},
+      {R"({"samples":[{"gpu":0,"utilization":1},{"gpu":0,"utilization":1,"powerW":"x"}]})", 422,
+       "samples[1].powerW"},
+      {R"({"samples":[{"gpu":0,"utilization":1,"xidErrorsTotal":-1}]})", 422,
+       "samples[0].xidErrorsTotal"},
+      {R"({"samples":[{"gpu":0,"utilization":1,"time":"2027-01-15T09:00:00Z"}]})", 422,
+       "samples[0].time"},
+  };
+  for (const Case& c : cases) {
+    HttpResponse r = Call(admin_, Req("POST", "nodes/n1/telemetry", c.body));
+    EXPECT_EQ(r.status, c.status) << c.body << " -> " << r.body;
+    if (!c.field.empty()) {
+      EXPECT_THAT(r.body, HasSubstr("\"field\":\"" + c.field + "\"")) << r.body;
+    }
+  }
+  EXPECT_EQ(hub_.samples_ingested(), 0u);  // nothing from a rejected batch
+  EXPECT_EQ(Call(admin_, Req("POST", "nodes/ghost/telemetry", R"({"samples":[]})")).status, 404);
+}
+
+TEST_F(TelemetryHandlersTest, SeriesHotspotsAndGprSummary) {
+  for (int m = 20; m >= 1; --m) {
+    const std::string t = common::FormatTime(kNow - common::Minutes(m));
+    const std::string body = R"({"samples":[{"gpu":0,"utilization":10,"powerW":100,"time":")" + t +
+                             R"("},{"gpu":1,"utilization":90,"powerW":650,
+                             "temperatureC":80,"time":")" +
+                             t + R"("}]})";
+    ASSERT_EQ(Call(admin_, Req("POST", "nodes/n2/telemetry", body)).status, 202);
+  }
+  ASSERT_EQ(Call(admin_, Req("POST", "nodes/n1/telemetry",
+                             R"({"samples":[{"gpu":0,"utilization":1,"powerW":700}]})"))
+                .status,
+            202);
+
+  HttpResponse node = Call(viewer_, Req("GET", "nodes/n2/telemetry"));
+  ASSERT_EQ(node.status, 200) << node.body;
+  EXPECT_EQ(Body(node)["series"].size(), 2u);
+  EXPECT_EQ(Body(node)["series"][0]["points"].size(), 20u);
+
+  HttpRequest one = Req("GET", "nodes/n2/telemetry");
+  one.query.emplace("gpu", "1");
+  one.query.emplace("resolution", "10m");
+  HttpResponse r = Call(viewer_, one);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["series"][0]["resolution"], "10m");
+
+  HttpRequest hot = Req("GET", "telemetry/hotspots");
+  hot.query.emplace("by", "power");
+  hot.query.emplace("limit", "1");
+  json items = Body(Call(viewer_, hot))["items"];
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0]["node"], "n1");
+  HttpRequest low = Req("GET", "telemetry/hotspots");
+  low.query.emplace("by", "low-utilization");
+  items = Body(Call(viewer_, low))["items"];
+  ASSERT_EQ(items.size(), 2u);  // only n2 is reserved
+  EXPECT_EQ(items[0]["gpu"], 0);
+  EXPECT_EQ(items[0]["gpr"], "train");
+
+  HttpResponse gpr =
+      Call(viewer_, Req("GET", "namespaces/team-a/gpuprovisionrequests/train/telemetry"));
+  ASSERT_EQ(gpr.status, 200) << gpr.body;
+  json summary = Body(gpr)["summary"];
+  EXPECT_EQ(summary["gpus"], 2);
+  EXPECT_DOUBLE_EQ(summary["utilAvg"].get<double>(), 50);
+  EXPECT_DOUBLE_EQ(summary["peakPowerW"].get<double>(), 650);
+  EXPECT_EQ(summary["hottestGpu"]["gpu"], 1);
+  EXPECT_FALSE(Body(gpr)["combined"].empty());
+
+  HttpResponse ws = Call(viewer_, Req("GET", "namespaces/team-a/telemetry"));
+  ASSERT_EQ(ws.status, 200) << ws.body;
+  EXPECT_EQ(Body(ws)["requests"], json::array({"train"}));
+  EXPECT_EQ(Call(viewer_, Req("GET", "namespaces/nobody/telemetry")).status, 404);
+  EXPECT_EQ(Call(viewer_, Req("GET", "namespaces/team-a/gpuprovisionrequests/x/telemetry")).status,
+            404);
+}
+
+TEST_F(TelemetryHandlersTest, BadQueriesNameTheParameter) {
+  HttpRequest r = Req("GET", "telemetry/hotspots");
+  r.query.emplace("by", "hot");
+  EXPECT_THAT(Call(viewer_, r).body, HasSubstr("\"field\":\"by\""));
+  HttpRequest s = Req("GET", "nodes/n1/telemetry");
+  s.query.emplace("resolution", "5m");
+  EXPECT_EQ(Call(viewer_, s).status, 422);
+  EXPECT_EQ(Call(viewer_, Req("DELETE", "nodes/n1/telemetry")).status, 405);
+}
+
+}  // namespace
+}  // namespace egs::api
