@@ -215,7 +215,14 @@ common::Status Move(Context& ctx) {
   return RunAction(ctx, "move", body, "moved");
 }
 
-common::Status Explain(Context& ctx) { return RunQuery(ctx, "explain", json::object()); }
+// With --vs OTHER: why NAME started (or is planned) before OTHER, from the decision log.
+common::Status Explain(Context& ctx) {
+  if (auto other = ctx.args.Get("vs")) {
+    if (other->empty()) return common::InvalidArgumentError("--vs: give another request's name");
+    return RunQuery(ctx, "explain-order", {{"other", *other}});
+  }
+  return RunQuery(ctx, "explain", json::object());
+}
 
 common::Status WhatIf(Context& ctx) {
   EGS_ASSIGN_OR_RETURN(auto priority, IntFlag(ctx, "priority", -1000000, 1000000));
@@ -269,9 +276,10 @@ std::vector<Command> ActionCommands() {
        {{"by", 0, true, "extra time (e.g. 2h)"}, reason},
        &Extend},
       {"explain",
-       "egsctl explain NAME",
-       "Explain why a request waits or where it stands",
-       {},
+       "egsctl explain NAME [--vs OTHER]",
+       "Explain why a request waits or where it stands; with --vs, why it started (or is "
+       "planned) before OTHER",
+       {{"vs", 0, true, "another request of the workspace"}},
        &Explain},
       {"reprioritize",
        "egsctl reprioritize NAME --priority P",

@@ -293,6 +293,8 @@ TEST_F(EgsctlTest, ActionsPostToTheirEndpoints) {
   server_.On("POST", std::string(kGprs) + "/a/move", Ok(Gpr("a")));
   server_.On("POST", std::string(kGprs) + "/a/explain",
              Ok({{"explanation", "waiting for 2 nodes of h100x8 in c1"}}));
+  server_.On("POST", std::string(kGprs) + "/a/explain-order",
+             Ok({{"explanation", "request 1 started at ..., ahead of request 2 in the queue"}}));
   Outcome r = Egsctl({"approve", "a", "--reason", "ok by me", "-n", "team-a"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out, "gpuprovisionrequest/a approved\n");
@@ -303,8 +305,12 @@ TEST_F(EgsctlTest, ActionsPostToTheirEndpoints) {
   r = Egsctl({"explain", "a", "-n", "team-a"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out, "waiting for 2 nodes of h100x8 in c1\n");
+  r = Egsctl({"explain", "a", "--vs", "b", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out, "request 1 started at ..., ahead of request 2 in the queue\n");
   auto reqs = server_.requests();
-  ASSERT_EQ(reqs.size(), 4u);
+  ASSERT_EQ(reqs.size(), 5u);
+  EXPECT_EQ(reqs[4].Json(), json({{"other", "b"}}));
   EXPECT_EQ(reqs[0].Json(), json({{"reason", "ok by me"}}));
   EXPECT_EQ(reqs[1].Json(), json({{"duration", "2h"}}));
   EXPECT_EQ(reqs[2].Json(), json({{"before", "b"}}));
