@@ -5,7 +5,7 @@
 # playwright-core) against a real egsd on a loopback port with the demo simulated fleet and a
 # temp data dir. Screenshots go to build/portal-test/.
 # Exits non-zero when a step fails or the page logs a console error. About a minute.
-# EGSD=path uses an egsd that is already built (scripts/test.sh passes the dev build's) instead.
+# EGSD=path uses an egsd that is already built (scripts/test.sh passes the one it built) instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --browser

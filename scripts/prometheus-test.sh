@@ -15,7 +15,7 @@
 # About 10-20 s. EGSD=path picks the egsd binary (default: the dev build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EGSD="${EGSD:-build/dev/apps/egsd/egsd}"
+EGSD="${EGSD:-build/asan/apps/egsd/egsd}"
 
 if ! scripts/install-deps.sh --prometheus >/dev/null 2>&1 || ! command -v prometheus >/dev/null ||
   ! command -v promtool >/dev/null; then
