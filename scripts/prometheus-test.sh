@@ -12,7 +12,7 @@
 #   4. starts Prometheus on loopback scraping egsd every second, waits for a scrape and checks
 #      PromQL answers through Prometheus's HTTP API: the posted utilization, the API counter, and
 #      the simulated power of the request's GPUs under its workspace and gpr labels.
-# About 10-20 s. EGSD=path picks the egsd binary (default: the dev build).
+# About 10-20 s. EGSD=path picks the egsd binary (default: the asan build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EGSD="${EGSD:-build/asan/apps/egsd/egsd}"
