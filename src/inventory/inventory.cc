@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -94,7 +95,21 @@ struct NodeLocation {
 };
 
 struct PoolState {
-  std::vector<NodeTimeline> timelines;  // parallel to Pool::nodes
+  // Parallel to Pool::nodes. Shared copy-on-write between copies of the inventory (the
+  // scheduler publishes a reading copy every cycle): a copy shares every pool, and the first
+  // change to a pool afterwards copies that pool only.
+  const std::vector<NodeTimeline>& timelines() const { return *timelines_; }
+  std::vector<NodeTimeline>& MutableTimelines() {
+    if (timelines_.use_count() > 1) {
+      timelines_ = std::make_shared<std::vector<NodeTimeline>>(*timelines_);
+    } else {
+      // A reader that just dropped its copy released the pool; see its reads first.
+      std::atomic_thread_fence(std::memory_order_acquire);
+    }
+    return *timelines_;
+  }
+  std::shared_ptr<std::vector<NodeTimeline>> timelines_ =
+      std::make_shared<std::vector<NodeTimeline>>();
   // Parallel to Pool::nodes. Immutable once added and shared between copies: the scheduler
   // copies the inventory into every published snapshot.
   std::vector<std::shared_ptr<const core::Node>> nodes;
@@ -294,24 +309,26 @@ struct Inventory::Impl {
   }
   const NodeTimeline* Timeline(NodeId id) const {
     const NodeLocation* at = Locate(id);
-    return at ? &states[at->pool].timelines[at->slot] : nullptr;
+    return at ? &states[at->pool].timelines()[at->slot] : nullptr;
   }
-  NodeTimeline* Timeline(NodeId id) {
-    return const_cast<NodeTimeline*>(std::as_const(*this).Timeline(id));
+  // For a change to the node (copies its pool first if a copy of the inventory shares it).
+  NodeTimeline* MutableTimeline(NodeId id) {
+    const NodeLocation* at = Locate(id);
+    return at ? &states[at->pool].MutableTimelines()[at->slot] : nullptr;
   }
   // For a change that frees `window` of the node (see BoundsCache).
   NodeTimeline* Loosen(NodeId id, Interval window) {
     const NodeLocation* at = Locate(id);
     if (!at) return nullptr;
     bounds.Loosen(at->pool, at->slot, window);
-    return &states[at->pool].timelines[at->slot];
+    return &states[at->pool].MutableTimelines()[at->slot];
   }
   // For a change that only adds use of the node over `window`.
   NodeTimeline* Tighten(NodeId id, Interval window) {
     const NodeLocation* at = Locate(id);
     if (!at) return nullptr;
     bounds.Tighten(at->pool, at->slot, window);
-    return &states[at->pool].timelines[at->slot];
+    return &states[at->pool].MutableTimelines()[at->slot];
   }
   const core::Node* Info(NodeId id) const {
     const NodeLocation* at = Locate(id);
@@ -377,7 +394,7 @@ common::Result<core::PoolId> Inventory::AddNode(const core::Node& node,
   PoolState& state = impl_->states[pool];
   impl_->node_index[node.id] = {pool, static_cast<std::uint32_t>(p.nodes.size())};
   p.nodes.push_back(node.id);
-  state.timelines.emplace_back(shape.gpus_per_node);
+  state.MutableTimelines().emplace_back(shape.gpus_per_node);
   state.nodes.push_back(std::make_shared<const core::Node>(node));
   impl_->bounds.NodeAdded(pool);
   return p.id;
@@ -424,7 +441,7 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
       q.length > core::Duration(0) && q.gpus >= 1 && q.gpus <= pool->gpus_per_node) {
     bounds = impl_->bounds.For(pool_id.value(), pool->nodes.size(), q.gpus, q.length);
   }
-  return internal::SearchEarliestFit({state.timelines, pool->nodes}, q, ignored, bounds);
+  return internal::SearchEarliestFit({state.timelines(), pool->nodes}, q, ignored, bounds);
 }
 
 common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& booking) {
@@ -473,7 +490,7 @@ void Inventory::UnbookAll(std::span<const Owner> owners) {
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  for (NodeId id : touched) impl_->Timeline(id)->RemoveAll(sorted);
+  for (NodeId id : touched) impl_->MutableTimeline(id)->RemoveAll(sorted);
   for (const Owner& owner : sorted) impl_->owners.Erase(owner);
 }
 
@@ -537,7 +554,7 @@ common::Status Inventory::Promote(core::RequestId request) {
         fmt::format("request {} already holds a reservation", request.value()));
   }
   std::vector<NodeId> nodes(planned.begin(), planned.end());
-  for (NodeId id : nodes) impl_->Timeline(id)->Promote(request);
+  for (NodeId id : nodes) impl_->MutableTimeline(id)->Promote(request);
   impl_->owners.Erase(plan);
   impl_->owners.Insert(reservation, std::move(nodes));
   return common::OkStatus();
@@ -547,7 +564,7 @@ void Inventory::ClearPlans() {
   impl_->NeedOwners();
   impl_->bounds.InvalidateAll();
   for (PoolState& state : impl_->states) {
-    for (NodeTimeline& node : state.timelines) node.RemovePlans();
+    for (NodeTimeline& node : state.MutableTimelines()) node.RemovePlans();
   }
   impl_->owners.ErasePlans();
 }
@@ -618,7 +635,7 @@ std::string Inventory::Impl::FindOwnerViolation() const {
   if (!violation.empty()) return violation;
   std::size_t held = 0;
   for (const PoolState& state : states) {
-    for (const NodeTimeline& node : state.timelines) held += node.bookings().size();
+    for (const NodeTimeline& node : state.timelines()) held += node.bookings().size();
   }
   if (held != indexed) {
     return fmt::format("owner index lists {} bookings but nodes hold {}", indexed, held);
@@ -641,7 +658,7 @@ common::Status Inventory::CheckInvariants() const {
         return common::InternalError(
             fmt::format("node {}: index does not point at pool {}", pool.nodes[slot].value(), p));
       }
-      if (std::string v = state.timelines[slot].FindViolation(); !v.empty()) {
+      if (std::string v = state.timelines()[slot].FindViolation(); !v.empty()) {
         return common::InternalError(
             fmt::format("node {} ({}): {}", pool.nodes[slot].value(), state.nodes[slot]->name, v));
       }

@@ -215,9 +215,9 @@ void Scheduler::Requeue(RequestRecord& r, std::string reason) {
 }
 
 void Scheduler::OnProvisioned(const core::ProvisionOutcome& outcome) {
-  auto it = requests_.find(outcome.request);
-  if (it == requests_.end() || it->second.phase != RequestPhase::kProvisioning) return;  // stale
-  RequestRecord& r = it->second;
+  const RequestRecord* found = requests_.FindConst(outcome.request);
+  if (found == nullptr || found->phase != RequestPhase::kProvisioning) return;  // stale
+  RequestRecord& r = requests_.at(outcome.request);
   if (outcome.ok) {
     SetPhase(r, RequestPhase::kActive, "");
     Emit(r, core::EventType::kNormal, "Active", "nodes ready in the workspace");
@@ -233,9 +233,9 @@ void Scheduler::OnProvisioned(const core::ProvisionOutcome& outcome) {
 }
 
 void Scheduler::OnReleased(core::RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end() || it->second.phase != RequestPhase::kReleasing) return;  // stale
-  RequestRecord& r = it->second;
+  const RequestRecord* found = requests_.FindConst(id);
+  if (found == nullptr || found->phase != RequestPhase::kReleasing) return;  // stale
+  RequestRecord& r = requests_.at(id);
   if (r.preempted_by.value() != 0 && !r.early_release) {
     const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
     if (!policy.requeue_on_preemption) {
@@ -285,9 +285,9 @@ std::optional<Time> Scheduler::NextWakeup() const {
 }
 
 bool Scheduler::IsLiveEnd(const TimerHeap::Entry& e) const {
-  auto it = requests_.find(e.request);
-  if (it == requests_.end()) return false;
-  const RequestRecord& r = it->second;
+  const RequestRecord* found = requests_.FindConst(e.request);
+  if (found == nullptr) return false;
+  const RequestRecord& r = *found;
   return (r.phase == RequestPhase::kProvisioning || r.phase == RequestPhase::kActive ||
           r.phase == RequestPhase::kPreempting) &&
          r.window && r.window->end == e.when;
@@ -301,9 +301,9 @@ std::optional<Time> Scheduler::MilestoneTime(const RequestRecord& r, std::uint8_
 }
 
 bool Scheduler::IsLiveMilestone(const TimerHeap::Entry& e) const {
-  auto it = requests_.find(e.request);
-  if (it == requests_.end()) return false;
-  const RequestRecord& r = it->second;
+  const RequestRecord* found = requests_.FindConst(e.request);
+  if (found == nullptr) return false;
+  const RequestRecord& r = *found;
   if ((r.phase != RequestPhase::kProvisioning && r.phase != RequestPhase::kActive) ||
       (r.milestones_done & (1u << e.tag))) {
     return false;
@@ -349,16 +349,14 @@ void Scheduler::Publish(Time now) {
   auto snap = std::make_shared<ClusterSnapshot>();
   snap->version = ++snapshot_version_;
   snap->taken_at = now;
-  // Records equal to the previous snapshot's are shared with it, so a cycle that changed a few
-  // requests copies only those. Walking the previous snapshot keeps its id order; requests it
-  // lacks (usually new ones, with higher ids) are copied, sorted and merged in.
+  // The snapshot shares the live records (RecordTable copies one before it next changes), so
+  // publishing copies no record. Walking the previous snapshot keeps its id order; requests it
+  // lacks (usually new ones, with higher ids) are sorted and merged in.
   const std::shared_ptr<const ClusterSnapshot> previous = snapshot_.load();
   auto& out = snap->requests;
   out.reserve(requests_.size());
   for (const std::shared_ptr<const RequestRecord>& old : previous->requests) {
-    auto it = requests_.find(old->id);
-    if (it == requests_.end()) continue;
-    out.push_back(*old == it->second ? old : std::make_shared<const RequestRecord>(it->second));
+    if (auto live = requests_.Share(old->id)) out.push_back(std::move(live));
   }
   if (out.size() < requests_.size()) {
     const auto shared = static_cast<std::ptrdiff_t>(out.size());
@@ -366,7 +364,7 @@ void Scheduler::Publish(Time now) {
         previous->requests.empty() ? core::RequestId() : previous->requests.back()->id;
     for (const auto& [id, r] : requests_) {
       if (id <= last && previous->FindRequest(id) != nullptr) continue;  // taken above
-      out.push_back(std::make_shared<const RequestRecord>(r));
+      out.push_back(requests_.Share(id));
     }
     auto by_id = [](const auto& a, const auto& b) { return a->id < b->id; };
     std::sort(out.begin() + shared, out.end(), by_id);

@@ -75,7 +75,7 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
   }
   std::string list;
   for (std::uint64_t h : holders) {
-    const RequestRecord& o = requests_.at(core::RequestId(h));
+    const RequestRecord& o = requests_.Get(core::RequestId(h));
     if (!list.empty()) list += ", ";
     list += fmt::format("request {} ({}, {})", h, core::PhaseName(o.phase),
                         o.phase == RequestPhase::kQueued ? "ahead in the queue" : "running");

@@ -81,9 +81,9 @@ void Scheduler::ScheduleIdleCheck(const RequestRecord& r) {
 }
 
 bool Scheduler::IsLiveIdleCheck(const TimerHeap::Entry& e) const {
-  auto it = requests_.find(e.request);
-  if (it == requests_.end()) return false;
-  const RequestRecord& r = it->second;
+  const RequestRecord* found = requests_.FindConst(e.request);
+  if (found == nullptr) return false;
+  const RequestRecord& r = *found;
   if (r.phase != RequestPhase::kActive || !r.idle_since) return false;
   const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
   if (!policy.idle_timeout) return false;

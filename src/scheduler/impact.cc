@@ -50,7 +50,7 @@ common::Result<Impact> Scheduler::WhatIf(const WhatIfChange& change) {
   const Time now = clock_.Now();
   std::vector<std::pair<core::RequestId, core::RequestSpec>> order;
   queue_.ForEach([&](core::RequestId id) {
-    order.emplace_back(id, requests_.at(id).spec);
+    order.emplace_back(id, requests_.Get(id).spec);
     return true;
   });
   auto changed = order;
@@ -130,7 +130,7 @@ common::Result<ExtendOutcome> Scheduler::Extend(core::RequestId id, core::Durati
   ExtendOutcome out;
   out.impact = impact;
   for (const StartShift& s : impact.shifts) {
-    const RequestRecord& q = requests_.at(s.request);
+    const RequestRecord& q = requests_.Get(s.request);
     bool later = !s.after || (s.before && *s.after > *s.before);
     if (!later || !q.promised_start) continue;
     const core::Duration tolerance = workspaces_.at(q.spec.workspace).policy.promise_tolerance;

@@ -14,7 +14,7 @@ using core::Time;
 std::int32_t Scheduler::RankAt(std::size_t position) const {
   auto id = queue_.At(position);
   if (!id) return INT32_MAX;
-  return requests_.at(*id).rank;
+  return requests_.Get(*id).rank;
 }
 
 namespace {
@@ -199,7 +199,7 @@ BackfillPolicy::Walk Scheduler::WalkBefore(std::size_t position, Time now) const
   std::size_t pos = 0;
   queue_.ForEach([&](core::RequestId id) {
     if (pos++ >= position) return false;
-    const RequestRecord& r = requests_.at(id);
+    const RequestRecord& r = requests_.Get(id);
     if (r.plan) {
       walk.previous_start = r.plan->start;
       if (r.plan->start > now) ++walk.future_slots;
@@ -328,9 +328,9 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
 }
 
 bool Scheduler::IsLivePlanStart(const std::pair<Time, core::RequestId>& entry) const {
-  auto it = requests_.find(entry.second);
-  return it != requests_.end() && it->second.phase == core::RequestPhase::kQueued &&
-         it->second.plan && it->second.plan->start == entry.first;
+  const RequestRecord* r = requests_.FindConst(entry.second);
+  return r != nullptr && r->phase == core::RequestPhase::kQueued && r->plan &&
+         r->plan->start == entry.first;
 }
 
 void Scheduler::PrunePlanStarts() const {

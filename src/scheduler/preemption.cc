@@ -45,7 +45,7 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
   for (core::NodeId n : pool.nodes) {
     for (const inventory::Booking& b : inventory_.BookingsOf(n)) {
       if (b.owner.kind != inventory::BookingKind::kReservation) continue;
-      const RequestRecord& v = requests_.at(b.owner.request);
+      const RequestRecord& v = requests_.Get(b.owner.request);
       if (IsVictimCandidate(v, q.spec.priority, now)) {
         notice = std::max(notice, workspaces_.at(v.spec.workspace).policy.preemption_notice);
       }
@@ -70,7 +70,7 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
       if (b.owner.kind == inventory::BookingKind::kPlan && b.rank >= q.rank) continue;
       NodeOverlap o{b.window, b.gpus, b.workspace, b.exclusive, std::nullopt, 0};
       if (b.owner.kind == inventory::BookingKind::kReservation) {
-        const RequestRecord& v = requests_.at(b.owner.request);
+        const RequestRecord& v = requests_.Get(b.owner.request);
         if (IsVictimCandidate(v, q.spec.priority, now)) {
           o.victim = v.id;
           o.cost = cost_of(v);
@@ -109,7 +109,7 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
   // times what is missing), which keeps this small on large pools.
   std::map<core::RequestId, double> cost;
   for (const auto& need : needs) {
-    for (core::RequestId v : need) cost.emplace(v, cost_of(requests_.at(v)));
+    for (core::RequestId v : need) cost.emplace(v, cost_of(requests_.Get(v)));
   }
   auto need_cost = [&](const std::vector<core::RequestId>& need) {
     double c = 0;
@@ -192,7 +192,7 @@ void Scheduler::Preempt(Time now, CycleStats& stats) {
   // and the next instant one becomes eligible (a reason to look again then).
   std::optional<int> lowest;
   for (const auto& [priority, id] : running_) {
-    const RequestRecord& v = requests_.at(id);
+    const RequestRecord& v = requests_.Get(id);
     const core::WorkspacePolicy& policy = workspaces_.at(v.spec.workspace).policy;
     if (!policy.preemptible || v.phase != RequestPhase::kActive || !v.actual_start) continue;
     const Time eligible = *v.actual_start + policy.min_runtime;
@@ -208,7 +208,7 @@ void Scheduler::Preempt(Time now, CycleStats& stats) {
   std::vector<core::RequestId> candidates;
   std::size_t visited = 0;
   queue_.ForEach([&](core::RequestId id) {
-    const RequestRecord& q = requests_.at(id);
+    const RequestRecord& q = requests_.Get(id);
     if (q.spec.priority > *lowest && q.rank >= 0 &&
         (!q.plan || q.plan->start - now > options_.preemption_min_gain)) {
       candidates.push_back(id);

@@ -286,10 +286,12 @@ TEST(NodeFailureTest, ReplacesAFailedNodeWithAFreeOneOfThePool) {
   ASSERT_EQ(h.connector.replacements().size(), 1u);
   EXPECT_EQ(h.connector.replacements()[0].failed, before[0]);
   EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
-  // The reservation still ends on time and frees the replacement then.
+  // The reservation still ends on time and frees the replacement then. (Records are copied on
+  // write once a snapshot shares them, so `rec` is not read after the cycles below.)
+  const std::vector<core::NodeId> after = rec.plan->nodes;
   h.AdvanceTo(T(4));
   EXPECT_EQ(h.Get(*r).phase, RequestPhase::kCompleted);
-  for (core::NodeId n : rec.plan->nodes) {
+  for (core::NodeId n : after) {
     EXPECT_EQ(h.sched->inventory().FreeGpusAt(n, T(4)), 8);
   }
 }

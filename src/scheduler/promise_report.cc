@@ -5,8 +5,10 @@
 
 namespace egs::scheduler {
 
-std::vector<PromiseAccuracy> PromiseReport(
-    const std::unordered_map<core::RequestId, RequestRecord>& requests) {
+namespace {
+
+template <typename Records>
+std::vector<PromiseAccuracy> Report(const Records& requests) {
   struct Sums {
     std::size_t started = 0;
     std::size_t within = 0;
@@ -38,5 +40,14 @@ std::vector<PromiseAccuracy> PromiseReport(
   }
   return out;
 }
+
+}  // namespace
+
+std::vector<PromiseAccuracy> PromiseReport(
+    const std::unordered_map<core::RequestId, RequestRecord>& requests) {
+  return Report(requests);
+}
+
+std::vector<PromiseAccuracy> PromiseReport(const RecordTable& requests) { return Report(requests); }
 
 }  // namespace egs::scheduler

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "scheduler/record_table.h"
 #include "scheduler/request_record.h"
 
 namespace egs::scheduler {
@@ -29,5 +30,6 @@ struct PromiseAccuracy {
 // workspace then shape.
 std::vector<PromiseAccuracy> PromiseReport(
     const std::unordered_map<core::RequestId, RequestRecord>& requests);
+std::vector<PromiseAccuracy> PromiseReport(const RecordTable& requests);
 
 }  // namespace egs::scheduler

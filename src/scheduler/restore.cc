@@ -71,9 +71,9 @@ common::Status Scheduler::Restore(RequestRecord r) {
   if (r.reservation) {
     next_reservation_id_ = std::max(next_reservation_id_, r.reservation->value() + 1);
   }
-  auto [it, inserted] = requests_.emplace(r.id, std::move(r));
-  EGS_CHECK(inserted);  // checked above
-  RequestRecord& rec = it->second;
+  RequestRecord* inserted = requests_.Insert(std::move(r));
+  EGS_CHECK(inserted != nullptr);  // checked above
+  RequestRecord& rec = *inserted;
   if (rec.phase == RequestPhase::kQueued) MarkDirty(*queue_.Position(rec.id));
   if (running) {
     ends_.Push(rec.window->end, rec.id);

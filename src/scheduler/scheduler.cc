@@ -254,9 +254,9 @@ void Scheduler::RecordDeferredPromises() {
   if (deferred_promises_.empty()) return;
   EnsurePlanned();
   for (core::RequestId id : std::exchange(deferred_promises_, {})) {
-    auto it = requests_.find(id);
-    if (it == requests_.end() || it->second.promised_start) continue;
-    RecordPromise(it->second, it->second.submit_time);
+    RequestRecord* r = requests_.Find(id);
+    if (r == nullptr || r->promised_start) continue;
+    RecordPromise(*r, r->submit_time);
   }
   changed_since_publish_ = true;
 }
@@ -269,9 +269,9 @@ common::Result<core::RequestId> Scheduler::SubmitImpl(core::RequestSpec spec, bo
   r.spec = std::move(spec);
   r.submit_time = clock_.Now();
   r.phase = RequestPhase::kPendingApproval;
-  auto [it, inserted] = requests_.emplace(r.id, std::move(r));
-  EGS_CHECK(inserted);  // ids are fresh
-  RequestRecord& rec = it->second;
+  RequestRecord* inserted = requests_.Insert(std::move(r));
+  EGS_CHECK(inserted != nullptr);  // ids are fresh
+  RequestRecord& rec = *inserted;
   Emit(rec, core::EventType::kNormal, "Created",
        fmt::format("{} node(s) for {} at priority {}", rec.spec.nodes,
                    common::FormatDuration(rec.spec.duration), rec.spec.priority));
@@ -295,11 +295,9 @@ common::Result<core::RequestId> Scheduler::SubmitImpl(core::RequestSpec spec, bo
 }
 
 common::Result<RequestRecord*> Scheduler::Find(core::RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) {
-    return common::NotFoundError(fmt::format("request {} not found", id.value()));
-  }
-  return &it->second;
+  RequestRecord* r = requests_.Find(id);
+  if (r == nullptr) return common::NotFoundError(fmt::format("request {} not found", id.value()));
+  return r;
 }
 
 const core::Workspace* Scheduler::FindWorkspace(core::WorkspaceId id) const {
@@ -308,8 +306,7 @@ const core::Workspace* Scheduler::FindWorkspace(core::WorkspaceId id) const {
 }
 
 const RequestRecord* Scheduler::FindRequest(core::RequestId id) const {
-  auto it = requests_.find(id);
-  return it == requests_.end() ? nullptr : &it->second;
+  return requests_.FindConst(id);
 }
 
 void Scheduler::Enqueue(RequestRecord& r) {

@@ -41,6 +41,7 @@
 #include "scheduler/backfill_policy.h"
 #include "scheduler/decision.h"
 #include "scheduler/ledger_fair_share.h"
+#include "scheduler/record_table.h"
 #include "scheduler/request_record.h"
 #include "scheduler/snapshot.h"
 #include "scheduler/timer_heap.h"
@@ -276,11 +277,13 @@ class Scheduler {
   // Thread-safe: the last published snapshot (never null after construction).
   std::shared_ptr<const ClusterSnapshot> snapshot() const { return snapshot_.load(); }
 
-  // --- Loop-thread readers.
+  // --- Loop-thread readers. A record read here is valid until the scheduler next changes:
+  // records are shared copy-on-write with published snapshots (RecordTable), so a change after
+  // a publish moves the live record to a new copy. Read again after a cycle or a command.
   const RequestRecord* FindRequest(core::RequestId id) const;
   const inventory::Inventory& inventory() const { return inventory_; }
   const queue::RequestQueue& queue() const { return queue_; }
-  const std::unordered_map<core::RequestId, RequestRecord>& requests() const { return requests_; }
+  const RecordTable& requests() const { return requests_; }
   std::vector<core::Event> TakeEvents();
   // The decisions appended since the last call (egsd persists them to the "decisions" log).
   std::vector<Decision> TakeDecisions();
@@ -417,7 +420,7 @@ class Scheduler {
   core::Time last_fair_share_refresh_ = common::kInfinitePast;
   WaitEstimator estimator_;
   queue::RequestQueue queue_;
-  std::unordered_map<core::RequestId, RequestRecord> requests_;
+  RecordTable requests_;
   std::uint64_t next_request_id_ = 1;
   std::vector<core::RequestId> deferred_promises_;  // see SubmitDeferred
   common::Result<core::RequestId> SubmitImpl(core::RequestSpec spec, bool defer);
