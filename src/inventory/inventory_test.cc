@@ -537,6 +537,26 @@ TEST_F(InventoryTest, CopyForReadingAnswersReadsLikeTheOriginal) {
   EXPECT_EQ(inv_.FreeGpusAt(NodeId(1), T(0)), 8);
 }
 
+TEST_F(InventoryTest, CopiesShareNodesUntilEitherSideChanges) {
+  ASSERT_OK(inv_.Book(Ids({1}), B(1, 0, 10, 4)));
+  const Inventory first = inv_.CopyForReading();
+  // Every kind of change after a copy is the original's alone (pools are copied on write).
+  ASSERT_OK(inv_.Book(Ids({2}), B(2, 0, 10, 8)));
+  ASSERT_OK(inv_.Extend(Res(1), T(12)));
+  ASSERT_OK(inv_.MarkUnavailable(NodeId(3), {T(0), T(5)}));
+  const Inventory second = inv_.CopyForReading();
+  inv_.Unbook(Res(2));
+  for (const Inventory* c : {&first, &second}) EXPECT_EQ(c->FreeGpusAt(NodeId(1), T(0)), 4);
+  EXPECT_EQ(first.FreeGpusAt(NodeId(1), T(11)), 8);
+  EXPECT_EQ(second.FreeGpusAt(NodeId(1), T(11)), 4);
+  EXPECT_EQ(first.FreeGpusAt(NodeId(2), T(0)), 8);
+  EXPECT_EQ(second.FreeGpusAt(NodeId(2), T(0)), 0);
+  EXPECT_EQ(inv_.FreeGpusAt(NodeId(2), T(0)), 8);
+  EXPECT_EQ(first.FreeGpusAt(NodeId(3), T(1)), 8);
+  EXPECT_EQ(second.FreeGpusAt(NodeId(3), T(1)), 0);
+  EXPECT_TRUE(inv_.CheckInvariants().ok());
+}
+
 TEST_F(InventoryTest, CopyForReadingRefusesWhatNeedsOwners) {
   ASSERT_OK(inv_.Book(Ids({1}), B(1, 0, 10)));
   Inventory copy = inv_.CopyForReading();
