@@ -100,7 +100,7 @@ KubernetesConnector::KubernetesConnector(common::Clock& clock, std::unique_ptr<K
       options_(std::move(options)),
       callbacks_(std::move(callbacks)) {
   // The daemon must say how node names map to its inventory's ids.
-  EGS_CHECK(options_.node_id != nullptr);
+  EGS_CHECK(options_.node_id != nullptr || options_.register_node != nullptr);
 }
 
 KubernetesConnector::~KubernetesConnector() { Stop(); }
