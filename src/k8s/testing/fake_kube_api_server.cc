@@ -366,7 +366,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
                                             "patch",  "update", "watch"};
     json resources = json::array();
     for (const auto& r : kResources) {
-      if ((std::string(r.api_version) == "v1") != (path == "/api/v1")) continue;
+      if (std::string(r.api_version) != (path == "/api/v1" ? "v1" : "policy/v1")) continue;
       std::string singular = r.kind;
       std::transform(singular.begin(), singular.end(), singular.begin(), ::tolower);
       json entry = {{"name", r.resource},
