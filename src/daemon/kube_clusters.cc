@@ -377,6 +377,7 @@ void KubeClusters::RunStatusSync() {
       if (!stored.ok() || !*stored) continue;
       json object = json::parse((*stored)->data, nullptr, false);
       if (!object.is_object()) continue;
+      cp_.Decorate("GPUProvisionRequest", object);  // queue position, planned start
       json status = object.value("status", json::object());
       status["egsWorkspace"] = mirrored.workspace;
       const std::string dumped = status.dump();
