@@ -135,10 +135,30 @@ common::Status Version(Context& ctx) {
   return common::OkStatus();
 }
 
+// A workspace member's kubeconfig for a Kubernetes cluster of egsd (service account + token).
+common::Status Kubeconfig(Context& ctx) {
+  EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 1, "WORKSPACE"));
+  EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
+  QueryParams query = {{"format", "json"}};
+  if (auto member = ctx.args.Get("member")) query.emplace_back("member", *member);
+  if (auto cluster = ctx.args.Get("cluster")) query.emplace_back("cluster", *cluster);
+  EGS_ASSIGN_OR_RETURN(
+      json r, client->Get("/apis/egs.dev/v1alpha1/workspaces/" + ctx.positionals[0] + "/kubeconfig",
+                          query));
+  ctx.out << r.value("kubeconfig", "");
+  return common::OkStatus();
+}
+
 }  // namespace
 
 std::vector<Command> AdminCommands() {
   return {
+      {"kubeconfig",
+       "egsctl kubeconfig WORKSPACE [--member U] [--cluster C] > member.kubeconfig",
+       "Download a workspace member's kubeconfig for a Kubernetes cluster (default member: you)",
+       {{"member", 0, true, "the member (admins only; default: the token's user)"},
+        {"cluster", 0, true, "the Kubernetes cluster (needed when egsd has several)"}},
+       &Kubeconfig},
       {"token create",
        "egsctl token create --user U --role R [--workspace W]... [--project P]... [--ttl 24h]",
        "Issue an API token (the secret is shown once)",

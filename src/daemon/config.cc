@@ -8,6 +8,8 @@
 #include <optional>
 #include <sstream>
 
+#include "daemon/kube_settings.h"
+
 namespace egs::daemon {
 namespace {
 
@@ -89,6 +91,8 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
           return common::InvalidArgumentError(f + ": unknown key");
         }
       }
+    } else if (key == "kubernetes") {
+      EGS_RETURN_IF_ERROR(ApplyKubernetesYaml(v, field, out.kubernetes));
     } else if (key == "http" || key == "rateLimit") {
       if (!v.IsMap()) return common::InvalidArgumentError(field + ": must be a mapping");
       for (const auto& sub : v) {

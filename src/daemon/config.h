@@ -9,6 +9,7 @@
 //   tls: {certFile: "", keyFile: ""}  # PEM files; serve https (kubectl sends tokens only so)
 //   http: {threads: 64, maxBodyBytes: 1048576, maxWatches: 32}  # a watch holds a thread
 //   rateLimit: {perSecond: 200, burst: 400}   # per token
+//   kubernetes: {...}               # member clusters and the pod webhook (kube_settings.h)
 //
 // Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --fleet FILE, --log-level L,
 // --admin-token-file FILE, --tls-cert-file FILE, --tls-key-file FILE, --portal-dir DIR,
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "daemon/kube_settings.h"
 
 namespace egs::daemon {
 
@@ -41,6 +43,7 @@ struct DaemonConfig {
   int max_watches = 32;  // must be below http_threads
   double rate_per_second = 200;
   double rate_burst = 400;
+  KubernetesSettings kubernetes;  // Kubernetes member clusters (none: simulated fleet only)
 };
 
 // Parses "ADDR:PORT" into the config. InvalidArgument naming `field`.

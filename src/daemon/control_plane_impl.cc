@@ -412,6 +412,7 @@ void ControlPlaneImpl::AddEventWrites(const std::vector<core::Event>& events,
                                       std::vector<store::WriteOp>& ops,
                                       std::vector<core::RequestId>* requests) {
   for (const core::Event& e : events) {
+    if (event_observer_) event_observer_(e);
     api::EventDoc doc;
     doc.type = e.type == core::EventType::kWarning ? "Warning" : "Normal";
     doc.reason = e.reason;

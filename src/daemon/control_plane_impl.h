@@ -91,6 +91,17 @@ class ControlPlaneImpl final : public api::ControlPlane {
   common::Result<api::GprTelemetryScope> GprScope(std::string_view ns, std::string_view name) const;
   // The scopes of every started request of workspace `ns`; NotFound for an unknown workspace.
   common::Result<std::vector<api::GprTelemetryScope>> WorkspaceScopes(std::string_view ns) const;
+  // Ids by name from the published fleet names (control_plane_kube.cc); any thread.
+  std::optional<core::NodeId> FindNodeId(std::string_view name) const;
+  std::optional<core::ClusterId> FindClusterId(std::string_view name) const;
+  std::optional<core::ShapeId> FindShapeId(std::string_view name) const;
+  std::optional<std::string> ShapeName(core::ShapeId shape) const;
+  // Loop thread: called with every event the scheduler emits, before it is persisted (the
+  // Kubernetes connector mirrors request milestones as Kubernetes Events). Set before the loop
+  // starts.
+  void SetEventObserver(std::function<void(const core::Event&)> observer) {
+    event_observer_ = std::move(observer);
+  }
   // Whether the Store holds any object of the fleet kinds (a first start has none).
   common::Result<bool> HasFleet();
 
@@ -211,6 +222,7 @@ class ControlPlaneImpl final : public api::ControlPlane {
   // Starts a group commit if none is open (the caller is a grouped command).
   void OpenGroup();
   FleetHooks fleet_hooks_;
+  std::function<void(const core::Event&)> event_observer_;
   SchedulerLoop* loop_ = nullptr;
 
   // Loop-thread state.

@@ -25,6 +25,7 @@
 #include "daemon/control_plane_impl.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/forwarding_connector.h"
+#include "daemon/kube_clusters.h"
 #include "daemon/scheduler_loop.h"
 #include "scheduler/scheduler.h"
 #include "store/sqlite/sqlite_store.h"
@@ -155,6 +156,7 @@ struct Daemon::Parts {
   scheduler::Scheduler* scheduler_for_callbacks = nullptr;
   SchedulerLoop* loop_for_callbacks = nullptr;
   std::unique_ptr<cluster::SimulatedFleet> fleet;
+  std::unique_ptr<KubeClusters> kube;  // Kubernetes member clusters (kube_clusters.h)
   std::unique_ptr<scheduler::Scheduler> scheduler;
   std::unique_ptr<ControlPlaneImpl> control_plane;
   std::unique_ptr<SchedulerLoop> loop;
@@ -244,6 +246,19 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                  fleet->nodes.size(), fleet->workspaces.size());
   }
 
+  // Kubernetes member clusters: their Cluster objects, connectors and webhook.
+  if (!config.kubernetes.clusters.empty() || config.kubernetes.webhook.enabled) {
+    EGS_ASSIGN_OR_RETURN(
+        p->kube,
+        KubeClusters::Create(config.kubernetes, *p->clock, *p->control_plane, *p->scheduler,
+                             *p->store, [raw](std::function<void(scheduler::Scheduler&)> fn) {
+                               raw->PostToScheduler(std::move(fn));
+                             }));
+    p->control_plane->SetEventObserver([raw](const core::Event& e) { raw->kube->OnEvent(e); });
+  }
+  KubeClusters* kube = p->kube.get();
+  auto simulated = [kube](core::ClusterId c) { return kube == nullptr || !kube->Owns(c); };
+
   // The simulated fleet, over the nodes now known; orders held since the restore go to it.
   cluster::FleetCallbacks callbacks;
   callbacks.on_provisioned = [raw](const core::ProvisionOutcome& outcome) {
@@ -269,11 +284,16 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     raw->PostToScheduler(
         [cp, node, health](scheduler::Scheduler&) { cp->OnFleetNodeHealth(node, health); });
   };
-  p->fleet = std::make_unique<cluster::SimulatedFleet>(*p->clock, sim, p->control_plane->Nodes(),
+  std::vector<core::Node> simulated_nodes = p->control_plane->Nodes();
+  std::erase_if(simulated_nodes, [&](const core::Node& n) { return !simulated(n.cluster); });
+  p->fleet = std::make_unique<cluster::SimulatedFleet>(*p->clock, sim, std::move(simulated_nodes),
                                                        std::move(callbacks));
   cluster::SimulatedFleet* fleet_raw = p->fleet.get();
   p->control_plane->SetFleetHooks(
-      {.node_added = [fleet_raw](const core::Node& n) { return fleet_raw->AddNode(n); },
+      {.node_added =
+           [fleet_raw, simulated](const core::Node& n) {
+             return simulated(n.cluster) ? fleet_raw->AddNode(n) : common::OkStatus();
+           },
        .fail_node = [fleet_raw](core::NodeId n) { return fleet_raw->InjectNodeFailure(n); },
        .recover_node = [fleet_raw](core::NodeId n) { return fleet_raw->RecoverNode(n); }});
 
@@ -309,7 +329,14 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->loop_for_callbacks = p->loop.get();
   p->loop->Start();
   p->fleet->Start();
-  p->forwarder.SetTarget(p->fleet.get());
+  p->forwarder.SetTarget(kube ? &kube->Router(p->fleet.get()) : p->fleet.get());
+  if (kube) {
+    if (auto started = kube->Start(); !started.ok()) {
+      auto d = std::unique_ptr<Daemon>(new Daemon(std::move(p)));
+      d->Stop();
+      return started;
+    }
+  }
 
   api::ApiServerOptions options;
   options.max_body_bytes = config.max_body_bytes;
@@ -317,8 +344,11 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   options.allow = [raw](const api::Principal& who) { return raw->limiter->Allow(who.token_id); };
   options.decorate = [raw](std::string_view kind, json& object) {
     raw->control_plane->Decorate(kind, object);
+    if (raw->kube) raw->kube->Decorate(kind, object);
   };
-  options.decoration_version = [raw] { return raw->control_plane->DecorationVersion(); };
+  options.decoration_version = [raw] {
+    return raw->control_plane->DecorationVersion() + (raw->kube ? raw->kube->version() : 0);
+  };
   p->api = std::make_unique<api::ApiServer>(
       *p->store, *p->control_plane, *p->clock, std::move(options),
       [raw](std::string_view authorization) { return raw->tokens->Authenticate(authorization); },
@@ -328,6 +358,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       [raw, telemetry = TelemetrySourcesOf(*p)](const api::Principal& who,
                                                 const api::HttpRequest& request) {
         if (auto r = api::HandleTokenRequest(*raw->tokens, who, request)) return r;
+        if (raw->kube) {
+          if (auto r = raw->kube->HandleApi(who, request)) return r;
+        }
         return api::HandleTelemetryRequest(telemetry, who, request);
       });
 
@@ -413,6 +446,7 @@ void Daemon::Stop() {
   parts_->stopped = true;
   if (parts_->http) parts_->http->Stop();
   if (parts_->api) parts_->api->Shutdown();
+  if (parts_->kube) parts_->kube->Stop();  // before the loop: node registration waits on it
   if (parts_->fleet) parts_->fleet->Stop();
   if (parts_->loop) parts_->loop->Stop();
   parts_->scheduler_for_callbacks = nullptr;
@@ -420,6 +454,8 @@ void Daemon::Stop() {
 }
 
 int Daemon::port() const { return parts_->http ? parts_->http->port() : 0; }
+
+int Daemon::webhook_port() const { return parts_->kube ? parts_->kube->webhook_port() : 0; }
 
 std::string Daemon::url() const {
   return fmt::format("{}://{}:{}", parts_->config.tls_cert_file.empty() ? "http" : "https",

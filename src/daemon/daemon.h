@@ -31,6 +31,8 @@ class Daemon {
   // Stops accepting requests, ends watches, stops the loop and the fleet. Idempotent.
   void Stop();
   int port() const;
+  // The pod admission webhook's port (kubernetes.webhook); 0 when not served.
+  int webhook_port() const;
   std::string url() const;
   // The admin token issued on this start (first start only).
   const std::optional<std::string>& admin_token() const;

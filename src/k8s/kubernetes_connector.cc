@@ -100,7 +100,7 @@ KubernetesConnector::KubernetesConnector(common::Clock& clock, std::unique_ptr<K
       options_(std::move(options)),
       callbacks_(std::move(callbacks)) {
   // The daemon must say how node names map to its inventory's ids.
-  EGS_CHECK(options_.node_id != nullptr);
+  EGS_CHECK(options_.node_id != nullptr || options_.register_node != nullptr);
 }
 
 KubernetesConnector::~KubernetesConnector() { Stop(); }
@@ -155,6 +155,13 @@ void KubernetesConnector::ReplaceNode(const core::NodeReplacementOrder& order) {
   Enqueue(std::move(task));
 }
 
+void KubernetesConnector::RecordMilestone(core::WorkspaceId workspace, std::string reason,
+                                          std::string message, bool warning) {
+  Task task;
+  task.order = Milestone{workspace, std::move(reason), std::move(message), warning, 0};
+  Enqueue(std::move(task));
+}
+
 void KubernetesConnector::Enqueue(Task task) {
   {
     std::lock_guard lock(mu_);
@@ -193,6 +200,7 @@ void KubernetesConnector::RunWorker() {
 }
 
 KubernetesConnector::Attempt KubernetesConnector::Try(Task& task) {
+  if (auto* m = std::get_if<Milestone>(&task.order)) return TryMilestone(*m);
   if (auto* p = std::get_if<core::ProvisionOrder>(&task.order)) return TryProvision(*p, true);
   if (auto* r = std::get_if<core::ReleaseOrder>(&task.order)) {
     Attempt a = TryRelease(r->request, r->workspace, r->nodes, task);
@@ -472,24 +480,41 @@ KubernetesConnector::Attempt KubernetesConnector::TryRelease(
 
 void KubernetesConnector::RecordEvent(core::WorkspaceId workspace, const std::string& reason,
                                       const std::string& message) {
+  for (const auto& ns : NamespacesOf(workspace)) {
+    // Best effort: a milestone that cannot be written is not worth holding up the order.
+    WriteEvent(ns, reason, message, false).IgnoreError();
+  }
+}
+
+common::Status KubernetesConnector::WriteEvent(const std::string& ns, const std::string& reason,
+                                               const std::string& message, bool warning) {
   const std::string now =
       common::FormatTime(std::chrono::floor<std::chrono::seconds>(clock_.Now()));
-  for (const auto& ns : NamespacesOf(workspace)) {
-    json event = {{"apiVersion", "v1"},
-                  {"kind", "Event"},
-                  {"metadata", {{"generateName", "egs-" + reason + "-"}, {"namespace", ns}}},
-                  {"involvedObject", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"name", ns}}},
-                  {"reason", reason},
-                  {"message", message},
-                  {"type", "Normal"},
-                  {"source", {{"component", "egs"}}},
-                  {"reportingComponent", "egs.dev/connector"},
-                  {"firstTimestamp", now},
-                  {"lastTimestamp", now},
-                  {"count", 1}};
-    // Best effort: a milestone that cannot be written is not worth holding up the order.
-    client_->Post("/api/v1/namespaces/" + ns + "/events", event).error().IgnoreError();
+  json event = {{"apiVersion", "v1"},
+                {"kind", "Event"},
+                {"metadata", {{"generateName", "egs-" + reason + "-"}, {"namespace", ns}}},
+                {"involvedObject", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"name", ns}}},
+                {"reason", reason},
+                {"message", message},
+                {"type", warning ? "Warning" : "Normal"},
+                {"source", {{"component", "egs"}}},
+                {"reportingComponent", "egs.dev/connector"},
+                {"firstTimestamp", now},
+                {"lastTimestamp", now},
+                {"count", 1}};
+  auto posted = client_->Post("/api/v1/namespaces/" + ns + "/events", event);
+  return posted.ok() ? common::OkStatus() : posted.error();
+}
+
+KubernetesConnector::Attempt KubernetesConnector::TryMilestone(Milestone& m) {
+  const std::vector<std::string> namespaces = NamespacesOf(m.workspace);
+  for (; m.written < namespaces.size(); ++m.written) {
+    common::Status s = WriteEvent(namespaces[m.written], m.reason, m.message, m.warning);
+    // Unreachable: retry later from this namespace on (those written stay written). Other
+    // failures (a namespace not created yet, say) drop this namespace's event.
+    if (s.code() == common::StatusCode::kUnavailable) return Attempt::Retry(s);
   }
+  return Attempt::Done();
 }
 
 std::vector<std::string> KubernetesConnector::NamespacesOf(core::WorkspaceId workspace) const {
@@ -523,8 +548,41 @@ void KubernetesConnector::ObserveNode(const json& node, bool deleted) {
     std::lock_guard lock(mu_);
     known = nodes_.count(name) > 0;
   }
-  const core::NodeId id = known ? core::NodeId() : options_.node_id(name);
   std::optional<core::Node> added;
+  core::NodeId id;
+  if (!known) {
+    core::Node n;
+    n.name = name;
+    n.cluster = options_.cluster;
+    const std::string product = Label(node, options_.product_label);
+    const int gpus = count > 0 ? count : allocatable;
+    for (const auto& rule : options_.shapes) {
+      if ((rule.gpu_product.empty() || rule.gpu_product == product) &&
+          (rule.gpu_count == 0 || rule.gpu_count == gpus)) {
+        n.shape = rule.shape;
+        break;
+      }
+    }
+    const int memory = ToInt(Label(node, options_.memory_label));
+    for (int i = 0; i < gpus; ++i) {
+      n.gpus.push_back(
+          {i, name + "-gpu" + std::to_string(i), product, memory, core::MigMode::kDisabled});
+    }
+    for (const auto& [k, v] : labels.items()) {
+      if (v.is_string()) n.labels[k] = v.get<std::string>();
+    }
+    n.health = health;
+    if (options_.register_node) {
+      if (deleted) return;  // never registered: nothing to report
+      std::optional<core::NodeId> got = options_.register_node(n);
+      if (!got) return;  // considered again at its next event
+      id = *got;
+    } else {
+      id = options_.node_id(name);
+    }
+    n.id = id;
+    added = std::move(n);
+  }
   std::optional<std::pair<core::NodeId, core::NodeHealth>> changed;
   {
     std::lock_guard lock(mu_);
@@ -534,33 +592,12 @@ void KubernetesConnector::ObserveNode(const json& node, bool deleted) {
       node_labels_[name] = labels;
     }
     auto [it, inserted] = nodes_.try_emplace(name, NodeInfo{id, name, health, true});
-    if (inserted) {
-      core::Node n;
-      n.id = id;
-      n.name = name;
-      n.cluster = options_.cluster;
-      const std::string product = Label(node, options_.product_label);
-      const int gpus = count > 0 ? count : allocatable;
-      for (const auto& rule : options_.shapes) {
-        if ((rule.gpu_product.empty() || rule.gpu_product == product) &&
-            (rule.gpu_count == 0 || rule.gpu_count == gpus)) {
-          n.shape = rule.shape;
-          break;
-        }
+    if (!inserted) {
+      added.reset();  // another event registered it meanwhile
+      if (it->second.health != health) {
+        it->second.health = health;
+        changed = std::make_pair(it->second.id, health);
       }
-      const int memory = ToInt(Label(node, options_.memory_label));
-      for (int i = 0; i < gpus; ++i) {
-        n.gpus.push_back(
-            {i, name + "-gpu" + std::to_string(i), product, memory, core::MigMode::kDisabled});
-      }
-      for (const auto& [k, v] : labels.items()) {
-        if (v.is_string()) n.labels[k] = v.get<std::string>();
-      }
-      n.health = health;
-      added = std::move(n);
-    } else if (it->second.health != health) {
-      it->second.health = health;
-      changed = std::make_pair(it->second.id, health);
     }
   }
   if (added && callbacks_.on_node) callbacks_.on_node(*added);

@@ -74,8 +74,14 @@ struct KubernetesConnectorOptions {
   std::string count_label = "nvidia.com/gpu.count";
   std::string memory_label = "nvidia.com/gpu.memory";  // MiB per GPU
   std::string gpu_resource = "nvidia.com/gpu";
-  // The NodeId of a Kubernetes node name (the daemon maps names to its inventory). Required.
+  // The NodeId of a Kubernetes node name (the daemon maps names to its inventory). Required
+  // unless register_node is set.
   std::function<core::NodeId(const std::string& node_name)> node_id;
+  // When set, used instead of node_id: a GPU node seen for the first time, as built from its
+  // labels (id unset; shape unset when no rule matched), gets its NodeId from here (egsd creates
+  // the node in its inventory). nullopt: not now; the node is considered again at its next list
+  // or watch event. Called on the watch thread, no lock held; it may block.
+  std::function<std::optional<core::NodeId>(const core::Node& node)> register_node;
   // The namespaces of a workspace; default {"egs-ws-<id>"}.
   std::function<std::vector<std::string>(core::WorkspaceId)> namespaces;
   // Steers the workspace's pods onto its nodes through namespace annotations read by the
@@ -116,6 +122,11 @@ class KubernetesConnector final : public core::ClusterConnector {
   void Provision(const core::ProvisionOrder& order) override;
   void Release(const core::ReleaseOrder& order) override;
   void ReplaceNode(const core::NodeReplacementOrder& order) override;
+  // Writes a Kubernetes Event (reason, message; type Warning when `warning`) in each of the
+  // workspace's namespaces, so that `kubectl get events` shows the request's milestones. Queued
+  // like an order and retried while the cluster is unreachable; other failures drop it.
+  void RecordMilestone(core::WorkspaceId workspace, std::string reason, std::string message,
+                       bool warning = false);
 
   // Starts the worker and watch threads (no-op when running). Stop() ends them promptly; queued
   // orders stay queued and are lost with the connector (the scheduler re-issues them).
@@ -134,8 +145,16 @@ class KubernetesConnector final : public core::ClusterConnector {
     core::NodeHealth health = core::NodeHealth::kHealthy;
     bool gpu = false;
   };
+  struct Milestone {
+    core::WorkspaceId workspace;
+    std::string reason;
+    std::string message;
+    bool warning = false;
+    std::size_t written = 0;  // namespaces done (in NamespacesOf order)
+  };
   struct Task {
-    std::variant<core::ProvisionOrder, core::ReleaseOrder, core::NodeReplacementOrder> order;
+    std::variant<core::ProvisionOrder, core::ReleaseOrder, core::NodeReplacementOrder, Milestone>
+        order;
     std::optional<common::Time> eviction_deadline;  // set at the first release attempt
     common::Duration backoff{0};
     bool replacement_released = false;  // ReplaceNode: the failed node is out
@@ -168,6 +187,10 @@ class KubernetesConnector final : public core::ClusterConnector {
                                           common::Time deadline);
   void RecordEvent(core::WorkspaceId workspace, const std::string& reason,
                    const std::string& message);
+  // Writes one Event in namespace `ns`.
+  common::Status WriteEvent(const std::string& ns, const std::string& reason,
+                            const std::string& message, bool warning);
+  Attempt TryMilestone(Milestone& m);
   std::vector<std::string> NamespacesOf(core::WorkspaceId workspace) const;
   std::optional<std::string> NodeName(core::NodeId id) const;
   // Updates the node table from one node object; reports through the callbacks.

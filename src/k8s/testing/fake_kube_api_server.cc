@@ -28,7 +28,13 @@ constexpr ResourceInfo kResources[] = {
     {"events", "Event", "v1", true},
     {"serviceaccounts", "ServiceAccount", "v1", true},
     {"poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", true},
+    // The EGS custom resource (CRD with a status subresource).
+    {"gpuprovisionrequests", "GPUProvisionRequest", "egs.dev/v1alpha1", true},
 };
+
+// Kinds served with a status subresource: the main resource ignores status changes, /status
+// changes nothing else (as for a CRD with `subresources: {status: {}}`).
+bool HasStatusSubresource(const std::string& kind) { return kind == "GPUProvisionRequest"; }
 
 const ResourceInfo* FindResource(const std::string& resource) {
   for (const auto& r : kResources) {
@@ -41,6 +47,28 @@ const ResourceInfo* FindKind(const std::string& kind) {
     if (kind == r.kind) return &r;
   }
   return nullptr;
+}
+
+// For a kind with a status subresource: a write to the main resource keeps the old status; a
+// write to /status keeps everything but the status.
+template <typename RouteT>
+json ApplySubresourceRules(const RouteT& route, const json& old, json object) {
+  if (!HasStatusSubresource(route.info->kind)) return object;
+  if (route.subresource == "status") {
+    json out = old;
+    if (object.contains("status")) {
+      out["status"] = object["status"];
+    } else {
+      out.erase("status");
+    }
+    return out;
+  }
+  if (old.contains("status")) {
+    object["status"] = old["status"];
+  } else {
+    object.erase("status");
+  }
+  return object;
 }
 
 std::string Param(const Params& params, const std::string& name) {
@@ -338,7 +366,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
                                             "patch",  "update", "watch"};
     json resources = json::array();
     for (const auto& r : kResources) {
-      if ((std::string(r.api_version) == "v1") != (path == "/api/v1")) continue;
+      if (std::string(r.api_version) != (path == "/api/v1" ? "v1" : "policy/v1")) continue;
       std::string singular = r.kind;
       std::transform(singular.begin(), singular.end(), singular.begin(), ::tolower);
       json entry = {{"name", r.resource},
@@ -378,7 +406,9 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
   size_t base = 0;
   if (segs.size() >= 2 && segs[0] == "api" && segs[1] == "v1") {
     base = 2;
-  } else if (segs.size() >= 3 && segs[0] == "apis" && segs[1] == "policy" && segs[2] == "v1") {
+  } else if (segs.size() >= 3 && segs[0] == "apis" &&
+             ((segs[1] == "policy" && segs[2] == "v1") ||
+              (segs[1] == "egs.dev" && segs[2] == "v1alpha1"))) {
     base = 3;
   } else {
     return {404, StatusBody(404, "NotFound", "the server could not find the requested resource")};
@@ -395,6 +425,10 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
     route.info = FindResource(rest[0]);
     if (rest.size() >= 2) route.name = rest[1];
     if (rest.size() >= 3) route.subresource = rest[2];
+  }
+  if (route.info != nullptr &&
+      std::string(route.info->api_version) != (base == 2 ? "v1" : segs[1] + "/" + segs[2])) {
+    route.info = nullptr;  // a resource of another group
   }
   if (route.info == nullptr || rest.size() > 5) {
     return {404, StatusBody(404, "NotFound", "the server could not find the requested resource")};
@@ -429,7 +463,12 @@ FakeKubeApiServer::Reply FakeKubeApiServer::HandleResource(const std::string& me
         std::string(route.info->kind) == "ServiceAccount") {
       return TokenLocked(route, parsed);
     }
-    return {404, StatusBody(404, "NotFound", "no such subresource " + route.subresource)};
+    if (route.subresource != "status" || !HasStatusSubresource(route.info->kind)) {
+      return {404, StatusBody(404, "NotFound", "no such subresource " + route.subresource)};
+    }
+    if (method != "GET" && method != "PUT" && method != "PATCH") {
+      return {405, StatusBody(405, "MethodNotAllowed", method + " on status")};
+    }
   }
   if (route.name.empty()) {
     if (method == "GET") return ListLocked(route, params);
@@ -508,6 +547,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::CreateLocked(const Route& route, jso
   meta.erase("resourceVersion");
   meta.erase("uid");
   if (std::string(route.info->kind) == "Namespace") object["status"] = {{"phase", "Active"}};
+  if (HasStatusSubresource(route.info->kind)) object.erase("status");
   return {201, CommitLocked(route.info->kind, std::move(object), "ADDED")};
 }
 
@@ -532,6 +572,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::UpdateLocked(const Route& route, jso
   }
   object["metadata"]["uid"] = it->second["metadata"]["uid"];
   object["metadata"]["creationTimestamp"] = it->second["metadata"]["creationTimestamp"];
+  object = ApplySubresourceRules(route, it->second, std::move(object));
   return {200, CommitLocked(route.info->kind, std::move(object), "MODIFIED")};
 }
 
@@ -561,6 +602,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::PatchLocked(const Route& route, cons
   // Identity fields are not patchable.
   object["metadata"]["name"] = route.name;
   object["metadata"]["uid"] = it->second["metadata"]["uid"];
+  object = ApplySubresourceRules(route, it->second, std::move(object));
   if (object == it->second) return {200, object};  // No-op patches do not bump resourceVersion.
   return {200, CommitLocked(route.info->kind, std::move(object), "MODIFIED")};
 }

@@ -16,6 +16,9 @@
 //   ("Expired"); resourceVersion "" or "0" starts with synthetic ADDED events.
 // - pods/eviction: 429 TooManyRequests while a PodDisruptionBudget (spec.minAvailable) that
 //   selects the pod would be violated, otherwise the pod is deleted (201).
+// - The EGS custom resource gpuprovisionrequests.egs.dev/v1alpha1 (namespaced) with a status
+//   subresource: writes to the resource keep the status, writes to /status change only the
+//   status, a create drops it. (No CRD discovery document is served.)
 // - serviceaccounts/token (TokenRequest): issues a token that the server then accepts.
 // - Bearer authentication: when a token is configured, other requests get 401.
 //
@@ -64,7 +67,7 @@ class FakeKubeApiServer {
 
   // --- Test hooks (act as a controller or kubelet would; they bump resourceVersion). ---
   // Creates or replaces an object; `kind` is "Node", "Namespace", "Pod", "Event",
-  // "ServiceAccount" or "PodDisruptionBudget".
+  // "ServiceAccount", "PodDisruptionBudget" or "GPUProvisionRequest".
   void Put(nlohmann::json object);
   void Remove(const std::string& kind, const std::string& ns, const std::string& name);
   // A copy of the object, or null.

@@ -1,0 +1,127 @@
+// KubeClusters: egsd's side of the Kubernetes member clusters (docs/design/0005). For each
+// cluster of `kubernetes.clusters` it owns a KubernetesConnector and
+//   - makes sure the Cluster object exists (provider kubernetes), before the loop starts;
+//   - registers the cluster's GPU nodes in the control plane as the connector's node watch sees
+//     them (shape from the GPU feature discovery rules), and feeds their health changes to the
+//     scheduler like the simulated fleet's;
+//   - routes orders: Router() sends a cluster's orders to its connector and every other order to
+//     the simulated fleet;
+//   - mirrors request events (provisioning, 25/50/75 %, exit notice, released, ...) as Kubernetes
+//     Events in the workspace's namespaces;
+//   - shows the connector's view of the cluster (Healthy / Degraded) as status.health of the
+//     Cluster object (Decorate);
+//   - mirrors the cluster's GPUProvisionRequest custom resources (k8s::GprMirror): a resource
+//     created in a workspace's namespace becomes a GPR of that workspace (same name, annotated
+//     egs.dev/source=<cluster>/<namespace>/<name>), deleting it deletes the GPR, and the GPR's
+//     status is written back to the resource's status subresource (checked every 500 ms);
+//   - serves the pod admission webhook (AdmissionReview v1, its own TLS listener) and, in the
+//     REST API, GET /apis/egs.dev/v1alpha1/workspaces/{ws}/kubeconfig?cluster=C[&member=U] (a
+//     member kubeconfig: service account + TokenRequest).
+//
+// Thread-safety: Create before the loop starts; Start/Stop from the thread that owns the daemon;
+// OnEvent on the loop thread; the rest from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "api/auth.h"
+#include "api/http.h"
+#include "common/clock.h"
+#include "core/cluster_connector.h"
+#include "core/event.h"
+#include "daemon/kube_settings.h"
+#include "scheduler/scheduler.h"
+#include "store/store.h"
+
+namespace egs::api {
+class HttpServer;
+}
+namespace egs::k8s {
+class KubernetesConnector;
+class KubeClient;
+struct KubeConfig;
+}  // namespace egs::k8s
+
+namespace egs::daemon {
+
+class ControlPlaneImpl;
+
+class KubeClusters {
+ public:
+  // Before the loop starts, after the fleet is loaded. Creates missing Cluster objects, reads the
+  // kubeconfigs and builds the connectors (not started). `post` runs a function on the
+  // scheduler loop. InvalidArgument naming the setting for an unreadable kubeconfig, an unknown
+  // shape or project, or a cluster of the same name that is not provider kubernetes.
+  static common::Result<std::unique_ptr<KubeClusters>> Create(
+      const KubernetesSettings& settings, common::Clock& clock, ControlPlaneImpl& control_plane,
+      scheduler::Scheduler& scheduler, store::Store& store,
+      std::function<void(std::function<void(scheduler::Scheduler&)>)> post);
+  ~KubeClusters();
+
+  // Whether `cluster` is a Kubernetes cluster of this egsd.
+  bool Owns(core::ClusterId cluster) const;
+  // The connector for the scheduler: Kubernetes clusters' orders to their connectors, the rest to
+  // `fallback` (the simulated fleet; must outlive this).
+  core::ClusterConnector& Router(core::ClusterConnector* fallback);
+  // After the loop runs: starts the connectors and the webhook listener (Unavailable naming
+  // kubernetes.webhook.listen when it cannot listen).
+  common::Status Start();
+  void Stop();
+  int webhook_port() const;
+
+  // Adds status.health to Cluster objects of Kubernetes clusters.
+  void Decorate(std::string_view kind, nlohmann::json& object) const;
+  std::uint64_t version() const { return version_.load(); }
+  // Loop thread: a scheduler event; request milestones go to the request's cluster.
+  void OnEvent(const core::Event& event);
+  // The member kubeconfig route; nullopt for other paths.
+  std::optional<api::HttpResponse> HandleApi(const api::Principal& who,
+                                             const api::HttpRequest& request);
+  // The webhook's handler (served on its own listener by Start).
+  api::HttpResponse HandleWebhook(const api::HttpRequest& request) const;
+
+ private:
+  struct Member;
+  class OrderRouter;
+  KubeClusters(const KubernetesSettings& settings, common::Clock& clock, ControlPlaneImpl& cp,
+               scheduler::Scheduler& scheduler, store::Store& store);
+  std::vector<std::string> NamespacesOf(core::WorkspaceId workspace) const;
+  std::optional<core::NodeId> RegisterNode(const Member& m, const core::Node& node);
+  // GPR custom resources (mirror thread of each member).
+  struct Mirrored {
+    Member* member;
+    std::string ns, name, workspace;
+    std::string written;  // the status last written (dumped)
+  };
+  void OnCustomResource(Member& m, const nlohmann::json& object);
+  void OnCustomResourceDeleted(Member& m, const std::string& ns, const std::string& name);
+  std::optional<std::string> WorkspaceOfNamespace(const std::string& ns) const;
+  void RunStatusSync();
+
+  const KubernetesSettings settings_;
+  common::Clock& clock_;
+  ControlPlaneImpl& cp_;
+  scheduler::Scheduler& scheduler_;
+  store::Store& store_;
+  std::function<void(std::function<void(scheduler::Scheduler&)>)> post_;
+  std::map<core::ClusterId, std::unique_ptr<Member>> members_;
+  std::unique_ptr<OrderRouter> router_;
+  std::unique_ptr<api::HttpServer> webhook_;
+  mutable std::mutex mu_;
+  std::map<core::ClusterId, std::string> health_;  // GUARDED_BY(mu_)
+  std::atomic<std::uint64_t> version_{0};
+  std::map<std::string, Mirrored> mirrored_;  // GUARDED_BY(mu_); "<cluster>/<ns>/<name>"
+  std::condition_variable cv_;
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  std::thread status_sync_;
+};
+
+}  // namespace egs::daemon

@@ -1,0 +1,448 @@
+// egsd with a Kubernetes member cluster: a real Daemon (SQLite store, scheduler loop, REST API
+// on loopback) whose config registers a cluster whose kubeconfig points at FakeKubeApiServer.
+// Covers registration, inventory sync, a request's entry (pre-checks, labels, taint, Events)
+// and exit (eviction, labels removed), early release, node failure, an outage and the return,
+// an egsd restart mid-provisioning (nothing done twice), the pod admission webhook over TLS
+// and the member kubeconfig download. Real clock, short durations; each test about 1-3 s.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <openssl/evp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "daemon/daemon.h"
+#include "k8s/kube_client.h"
+#include "k8s/testing/fake_kube_api_server.h"
+#include "testing/temp_dir.h"
+
+namespace egs::daemon {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr char kFleet[] = R"(
+projects:
+  - {name: research}
+shapes:
+  - {name: h100x8, gpuModel: H100, gpusPerNode: 8, memoryPerGpuMiB: 81920, interconnect: infiniband}
+clusters: []
+workspaces:
+  - name: team-a
+    project: research
+    namespaces: [team-a]
+    members: [{user: alice, role: member}]
+    policy: {maxActiveRequests: 4, maxPriority: 500}
+simulation:
+  seed: 7
+)";
+
+json GpuNode(const std::string& name) {
+  return {{"kind", "Node"},
+          {"metadata",
+           {{"name", name},
+            {"labels",
+             {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+              {"nvidia.com/gpu.count", "8"},
+              {"nvidia.com/gpu.memory", "81559"}}}}},
+          {"spec", json::object()},
+          {"status",
+           {{"allocatable", {{"nvidia.com/gpu", "8"}}},
+            {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+json Pod(const std::string& ns, const std::string& name, const std::string& node) {
+  return {{"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"spec",
+           {{"nodeName", node},
+            {"containers",
+             {{{"name", "main"}, {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}}}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+std::string Label(const json& object, const std::string& key) {
+  return object.value("/metadata/labels"_json_pointer, json::object()).value(key, "");
+}
+
+class KubeDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kube_.Start().ok());
+    kube_.SetBookmarkInterval(50ms);
+    for (const char* n : {"gpu-1", "gpu-2"}) kube_.Put(GpuNode(n));
+    kube_.Put({{"kind", "Node"}, {"metadata", {{"name", "cpu-1"}}}, {"status", json::object()}});
+    std::ofstream(dir_.path() / "fleet.yaml") << kFleet;
+    std::ofstream(dir_.path() / "east.kubeconfig")
+        << "apiVersion: v1\nkind: Config\ncurrent-context: east\nclusters:\n- name: east\n  "
+           "cluster: {server: \""
+        << kube_.url()
+        << "\"}\nusers:\n- name: egs\n  user: {token: secret}\ncontexts:\n- name: east\n  "
+           "context: {cluster: east, user: egs}\n";
+    config_.listen_host = "127.0.0.1";
+    config_.listen_port = 0;
+    config_.data_dir = (dir_.path() / "data").string();
+    config_.fleet_file = (dir_.path() / "fleet.yaml").string();
+    config_.http_threads = 8;
+    config_.max_watches = 2;
+    config_.log_level = "warn";
+    KubeClusterSettings east;
+    east.name = "gpu-east";
+    east.project = "research";
+    east.kubeconfig = (dir_.path() / "east.kubeconfig").string();
+    east.shapes = {{"NVIDIA-H100-80GB-HBM3", 8, "h100x8"}};
+    east.retry_initial = 20ms;
+    east.retry_max = 100ms;
+    east.eviction_deadline = 10s;
+    config_.kubernetes.clusters = {east};
+  }
+  void TearDown() override {
+    if (daemon_) daemon_->Stop();
+  }
+
+  void StartDaemon() {
+    auto d = Daemon::Start(config_, clock_);
+    ASSERT_TRUE(d.ok()) << d.error().ToString();
+    daemon_ = std::move(*d);
+    if (daemon_->admin_token()) token_ = *daemon_->admin_token();
+  }
+
+  httplib::Client Client() {
+    httplib::Client c("127.0.0.1", daemon_->port());
+    c.set_bearer_token_auth(token_);
+    c.set_read_timeout(10, 0);
+    return c;
+  }
+  json Get(const std::string& path) {
+    auto r = Client().Get(path);
+    if (!r || r->status != 200) return json();
+    return json::parse(r->body, nullptr, false);
+  }
+  json Submit(const std::string& name, int nodes, const std::string& duration) {
+    json gpr = {{"apiVersion", "egs.dev/v1alpha1"},
+                {"kind", "GPUProvisionRequest"},
+                {"metadata", {{"name", name}}},
+                {"spec", {{"shape", "h100x8"}, {"nodes", nodes}, {"duration", duration}}}};
+    auto r = Client().Post(kGprs, gpr.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no answer");
+    return r ? json::parse(r->body, nullptr, false) : json();
+  }
+  std::string Phase(const std::string& name) {
+    const json gpr = Get(kGprs + "/" + name);
+    return gpr.is_object() ? gpr.value("/status/phase"_json_pointer, std::string()) : "";
+  }
+  // Polls (bounded) until `pred` holds.
+  bool WaitFor(const std::function<bool()>& pred, common::Duration timeout = 8s) {
+    const common::Time deadline = clock_.Now() + timeout;
+    while (clock_.Now() < deadline) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return pred();
+  }
+  // The names of the nodes the fake says request `gpr` holds.
+  std::vector<std::string> HeldBy(const std::string& gpr) {
+    const std::string id = std::to_string(
+        Get(kGprs + "/" + gpr).value("/status/requestId"_json_pointer, std::int64_t{0}));
+    std::vector<std::string> out;
+    for (const json& n : kube_.ListAll("Node")) {
+      if (Label(n, "egs.dev/request") == id) out.push_back(n["metadata"]["name"]);
+    }
+    return out;
+  }
+  std::vector<std::string> EventReasons(const std::string& ns) {
+    std::vector<std::string> out;
+    for (const json& e : kube_.ListAll("Event", ns)) out.push_back(e.value("reason", ""));
+    return out;
+  }
+  static bool Has(const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  }
+
+  const std::string kGprs = "/apis/egs.dev/v1alpha1/namespaces/team-a/gpuprovisionrequests";
+  common::RealClock clock_;
+  k8s::testing::FakeKubeApiServer kube_{clock_, "secret"};
+  egs::testing::TempDir dir_;
+  DaemonConfig config_;
+  std::unique_ptr<Daemon> daemon_;
+  std::string token_;
+};
+
+TEST_F(KubeDaemonTest, RegistersTheClusterAndSyncsItsGpuNodes) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  json cluster = Get("/apis/egs.dev/v1alpha1/clusters/gpu-east");
+  EXPECT_EQ(cluster.value("/spec/provider"_json_pointer, ""), "kubernetes");
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  json node = Get("/apis/egs.dev/v1alpha1/nodes/gpu-1");
+  EXPECT_EQ(node.value("/spec/cluster"_json_pointer, ""), "gpu-east");
+  EXPECT_EQ(node.value("/spec/shape"_json_pointer, ""), "h100x8");
+  EXPECT_EQ(node.value("/spec/gpus"_json_pointer, json::array()).size(), 8u);
+  EXPECT_TRUE(Get("/apis/egs.dev/v1alpha1/nodes/cpu-1").is_null());  // not a GPU node
+  EXPECT_EQ(
+      Get("/apis/egs.dev/v1alpha1/clusters/gpu-east").value("/status/health"_json_pointer, ""),
+      "Healthy");
+  // A node added later comes through the watch.
+  kube_.Put(GpuNode("gpu-3"));
+  EXPECT_TRUE(WaitFor([&] { return !Get("/apis/egs.dev/v1alpha1/nodes/gpu-3").is_null(); }));
+}
+
+TEST_F(KubeDaemonTest, EntryAndExitOfARequestWithMilestoneEvents) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  Submit("train", 1, "2s");
+  ASSERT_TRUE(WaitFor([&] { return Phase("train") == "Active"; })) << Phase("train");
+  // Entry: one node labelled and tainted for the workspace; the namespace exists.
+  const std::vector<std::string> held = HeldBy("train");
+  ASSERT_EQ(held.size(), 1u);
+  json node = kube_.Get("Node", "", held[0]);
+  EXPECT_EQ(Label(node, "egs.dev/state"), "provisioned");
+  ASSERT_EQ(node["spec"]["taints"].size(), 1u);
+  EXPECT_EQ(node["spec"]["taints"][0]["key"], "egs.dev/workspace");
+  EXPECT_FALSE(kube_.Get("Namespace", "", "team-a").is_null());
+  kube_.Put(Pod("team-a", "worker", held[0]));
+  // Exit at the end of the window: the workspace's pod is evicted, labels and taint removed.
+  ASSERT_TRUE(WaitFor([&] { return Phase("train") == "Completed"; })) << Phase("train");
+  EXPECT_TRUE(kube_.Get("Pod", "team-a", "worker").is_null());
+  node = kube_.Get("Node", "", held[0]);
+  EXPECT_EQ(Label(node, "egs.dev/request"), "");
+  EXPECT_TRUE(node["spec"].value("taints", json::array()).empty());
+  // Milestones as Kubernetes Events in the workspace's namespace.
+  ASSERT_TRUE(WaitFor([&] { return Has(EventReasons("team-a"), "Progress75"); }));
+  const std::vector<std::string> reasons = EventReasons("team-a");
+  for (const char* r : {"GpuProvisioned", "Active", "Progress25", "Progress50", "GpuReleased"}) {
+    EXPECT_TRUE(Has(reasons, r)) << r;
+  }
+}
+
+TEST_F(KubeDaemonTest, EarlyReleaseAndNodeFailure) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  Submit("long", 1, "1h");
+  ASSERT_TRUE(WaitFor([&] { return Phase("long") == "Active"; }));
+  const std::vector<std::string> first = HeldBy("long");
+  ASSERT_EQ(first.size(), 1u);
+  const std::string other = first[0] == "gpu-1" ? "gpu-2" : "gpu-1";
+  // Node failure: the node goes NotReady; egsd marks it Unhealthy and moves the request to the
+  // other node (the connector labels the replacement and unlabels the failed one).
+  kube_.SetNodeReady(first[0], false);
+  ASSERT_TRUE(WaitFor([&] {
+    return Get("/apis/egs.dev/v1alpha1/nodes/" + first[0])
+               .value("/status/health"_json_pointer, "") == "Unhealthy";
+  }));
+  ASSERT_TRUE(WaitFor([&] { return HeldBy("long") == std::vector<std::string>{other}; }));
+  // Early release: labels removed, phase Released.
+  auto r = Client().Post(kGprs + "/long/release", "{}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  ASSERT_TRUE(WaitFor([&] { return Phase("long") == "Released"; })) << Phase("long");
+  EXPECT_TRUE(HeldBy("long").empty());
+}
+
+TEST_F(KubeDaemonTest, OutageShowsDegradedAndWorkResumesOnReturn) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  kube_.SetReachable(false);
+  Submit("during", 1, "1h");
+  const std::string cluster = "/apis/egs.dev/v1alpha1/clusters/gpu-east";
+  ASSERT_TRUE(
+      WaitFor([&] { return Get(cluster).value("/status/health"_json_pointer, "") == "Degraded"; }));
+  ASSERT_TRUE(WaitFor([&] { return Phase("during") == "Provisioning"; })) << Phase("during");
+  kube_.SetReachable(true);
+  ASSERT_TRUE(WaitFor([&] { return Phase("during") == "Active"; })) << Phase("during");
+  EXPECT_EQ(Get(cluster).value("/status/health"_json_pointer, ""), "Healthy");
+  EXPECT_EQ(HeldBy("during").size(), 1u);
+}
+
+TEST_F(KubeDaemonTest, RestartMidProvisioningNeverActsTwice) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  // The second node's patch fails: the first is labelled, the request stays Provisioning.
+  kube_.FailRequests("PATCH", "/api/v1/nodes/gpu-2", 503);
+  Submit("both", 2, "1h");
+  ASSERT_TRUE(WaitFor([&] {
+    return Label(kube_.Get("Node", "", "gpu-1"), "egs.dev/state") == "provisioned" &&
+           kube_.RequestCount("PATCH", "/api/v1/nodes/gpu-2") >= 2;
+  }));
+  EXPECT_EQ(Phase("both"), "Provisioning");
+  daemon_->Stop();
+  daemon_.reset();
+  const int gpu1_patches = kube_.RequestCount("PATCH", "/api/v1/nodes/gpu-1");
+  kube_.ClearFailures();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Phase("both") == "Active"; })) << Phase("both");
+  EXPECT_EQ(HeldBy("both").size(), 2u);
+  // gpu-1 was labelled before the restart and is not patched again.
+  EXPECT_EQ(kube_.RequestCount("PATCH", "/api/v1/nodes/gpu-1"), gpu1_patches);
+  // Nodes are not registered twice either.
+  EXPECT_EQ(Get("/apis/egs.dev/v1alpha1/nodes")["items"].size(), 2u);
+}
+
+}  // namespace
+}  // namespace egs::daemon
+
+namespace egs::daemon {
+namespace {
+
+json Review(const std::string& ns) {
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", "u-1"},
+            {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+            {"namespace", ns},
+            {"operation", "CREATE"},
+            {"object",
+             {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "p"}}},
+              {"spec", {{"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}}}}}};
+}
+
+TEST_F(KubeDaemonTest, WebhookOverTlsSteersPodsOnlyWithAnActiveReservation) {
+  const std::string cert = (dir_.path() / "webhook.crt").string();
+  const std::string key = (dir_.path() / "webhook.key").string();
+  const std::string openssl =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "
+      "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " 2>/dev/null";
+  ASSERT_EQ(std::system(openssl.c_str()), 0);
+  config_.kubernetes.webhook = {true, "127.0.0.1", 0, cert, key, true};
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_GT(daemon_->webhook_port(), 0);
+  httplib::SSLClient hook("127.0.0.1", daemon_->webhook_port());
+  hook.set_ca_cert_path(cert.c_str());
+  hook.enable_server_certificate_verification(true);
+  auto review = [&](const std::string& ns) {
+    auto r = hook.Post("/mutate-pods", Review(ns).dump(), "application/json");
+    EXPECT_TRUE(r) << "no answer: " << httplib::to_string(r.error());
+    if (!r) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body, nullptr, false)["response"];
+  };
+  // No reservation yet: denied, naming the workspace.
+  json denied = review("team-a");
+  EXPECT_FALSE(denied.value("allowed", true));
+  EXPECT_NE(denied.value("/status/message"_json_pointer, "").find("team-a"), std::string::npos);
+  // Namespaces EGS does not manage pass unchanged.
+  json other = review("default");
+  EXPECT_TRUE(other.value("allowed", false));
+  EXPECT_FALSE(other.contains("patch"));
+
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  Submit("serve", 1, "1h");
+  ASSERT_TRUE(WaitFor([&] { return Phase("serve") == "Active"; }));
+  json allowed = review("team-a");
+  EXPECT_TRUE(allowed.value("allowed", false));
+  EXPECT_EQ(allowed.value("patchType", ""), "JSONPatch");
+  // The patch steers onto the label the connector put on the request's node.
+  const std::string ws = Label(kube_.Get("Node", "", HeldBy("serve").at(0)), "egs.dev/workspace");
+  ASSERT_FALSE(ws.empty());
+  const std::string encoded = allowed.value("patch", "");
+  std::string decoded(encoded.size(), '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(decoded.data()),
+                                reinterpret_cast<const unsigned char*>(encoded.data()),
+                                static_cast<int>(encoded.size()));
+  ASSERT_GT(n, 0);
+  decoded.resize(static_cast<std::size_t>(n));
+  while (!decoded.empty() && decoded.back() == '\0') decoded.pop_back();
+  const json pod = Review("team-a")["request"]["object"].patch(json::parse(decoded));
+  EXPECT_EQ(
+      pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+         ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0],
+      ws);
+  EXPECT_EQ(pod["spec"]["tolerations"][0]["value"], ws);
+  // A body that is not an AdmissionReview gets a 4xx naming what is wrong.
+  auto bad = hook.Post("/mutate-pods", "{\"kind\":\"Pod\"}", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_GE(bad->status, 400);
+  EXPECT_LT(bad->status, 500);
+}
+
+TEST_F(KubeDaemonTest, MemberKubeconfigDownload) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  const std::string path = "/apis/egs.dev/v1alpha1/workspaces/team-a/kubeconfig";
+  auto r = Client().Get(path + "?member=alice");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/yaml");
+  // The kubeconfig works against the cluster: its token is accepted, its namespace is team-a.
+  auto config = k8s::ParseKubeconfig(r->body);
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_EQ(config->server, kube_.url());
+  EXPECT_NE(config->token, "secret");
+  auto client = k8s::KubeClient::Create(clock_, *config);
+  ASSERT_TRUE(client.ok());
+  EXPECT_TRUE((*client)->Get("/api/v1/namespaces/team-a/pods").ok());
+  EXPECT_FALSE(kube_.Get("ServiceAccount", "team-a", "egs-alice").is_null());
+  // egsctl's form: the same kubeconfig inside JSON.
+  auto as_json = Client().Get(path + "?member=alice&format=json");
+  ASSERT_TRUE(as_json);
+  ASSERT_EQ(as_json->status, 200);
+  const json j = json::parse(as_json->body, nullptr, false);
+  EXPECT_EQ(j.value("namespace", ""), "team-a");
+  EXPECT_TRUE(k8s::ParseKubeconfig(j.value("kubeconfig", "")).ok());
+  // Not a member of the workspace: 4xx naming the field, nothing created.
+  auto bob = Client().Get(path + "?member=bob");
+  ASSERT_TRUE(bob);
+  EXPECT_TRUE(bob->status == 400 || bob->status == 422) << bob->status << bob->body;
+  EXPECT_NE(bob->body.find("member"), std::string::npos);
+  EXPECT_TRUE(kube_.Get("ServiceAccount", "team-a", "egs-bob").is_null());
+}
+
+}  // namespace
+}  // namespace egs::daemon
+
+namespace egs::daemon {
+namespace {
+
+json CustomGpr(const std::string& ns, const std::string& name) {
+  return {{"apiVersion", "egs.dev/v1alpha1"},
+          {"kind", "GPUProvisionRequest"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"spec", {{"shape", "h100x8"}, {"nodes", 1}, {"duration", "1h"}}}};
+}
+
+TEST_F(KubeDaemonTest, GprCustomResourcesAreMirroredAndTheirStatusWrittenBack) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  kube_.Put(CustomGpr("team-a", "applied"));
+  kube_.Put(CustomGpr("elsewhere", "stray"));
+  ASSERT_TRUE(WaitFor([&] { return Phase("applied") == "Active"; })) << Phase("applied");
+  EXPECT_EQ(Get(kGprs + "/applied")
+                .value("/metadata/annotations"_json_pointer, json::object())
+                .value("egs.dev/source", ""),
+            "gpu-east/team-a/applied");
+  auto cr_phase = [&](const std::string& ns, const std::string& name) {
+    const json cr = kube_.Get("GPUProvisionRequest", ns, name);
+    return cr.is_object() ? cr.value("/status/phase"_json_pointer, std::string()) : "";
+  };
+  ASSERT_TRUE(WaitFor([&] { return cr_phase("team-a", "applied") == "Active"; }));
+  EXPECT_EQ(kube_.Get("GPUProvisionRequest", "team-a", "applied")["status"]["egsWorkspace"],
+            "team-a");
+  // A resource outside every workspace's namespaces is refused in its status.
+  ASSERT_TRUE(WaitFor([&] { return cr_phase("elsewhere", "stray") == "Failed"; }));
+  EXPECT_NE(kube_.Get("GPUProvisionRequest", "elsewhere", "stray")
+                .value("/status/message"_json_pointer, "")
+                .find("no EGS workspace"),
+            std::string::npos);
+  // Deleting the resource deletes the GPR (a running one is released first).
+  kube_.Remove("GPUProvisionRequest", "team-a", "applied");
+  ASSERT_TRUE(WaitFor([&] { return Get(kGprs + "/applied").is_null(); }));
+  EXPECT_TRUE(WaitFor([&] {
+    for (const json& n : kube_.ListAll("Node")) {
+      if (!Label(n, "egs.dev/request").empty()) return false;
+    }
+    return true;
+  }));
+}
+
+}  // namespace
+}  // namespace egs::daemon

@@ -1,0 +1,224 @@
+#include "daemon/kube_settings.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <set>
+
+#include "cluster/fleet_file.h"
+
+namespace egs::daemon {
+namespace {
+
+common::Status Error(const std::string& field, const std::string& reason) {
+  return common::InvalidArgumentError(fmt::format("{}: {}", field, reason));
+}
+
+common::Result<std::string> Scalar(const YAML::Node& v, const std::string& field) {
+  if (!v.IsScalar()) return Error(field, "must be a scalar");
+  return v.as<std::string>();
+}
+
+common::Status SetBool(const YAML::Node& v, const std::string& field, bool& out) {
+  EGS_ASSIGN_OR_RETURN(std::string s, Scalar(v, field));
+  if (s == "true") {
+    out = true;
+  } else if (s == "false") {
+    out = false;
+  } else {
+    return Error(field, fmt::format("must be true or false, got \"{}\"", s));
+  }
+  return common::OkStatus();
+}
+
+common::Status SetInt(const YAML::Node& v, const std::string& field, int min, int max, int& out) {
+  EGS_ASSIGN_OR_RETURN(std::string s, Scalar(v, field));
+  int n = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || ptr != s.data() + s.size() || n < min || n > max) {
+    return Error(field, fmt::format("must be an integer in [{}, {}], got \"{}\"", min, max, s));
+  }
+  out = n;
+  return common::OkStatus();
+}
+
+common::Status SetDuration(const YAML::Node& v, const std::string& field, common::Duration& out) {
+  EGS_ASSIGN_OR_RETURN(std::string s, Scalar(v, field));
+  auto d = cluster::ParseFleetDuration(s);
+  if (!d.ok() || d->count() <= 0) {
+    return Error(field, fmt::format("must be a duration > 0 such as 30s or 5m, got \"{}\"", s));
+  }
+  out = *d;
+  return common::OkStatus();
+}
+
+common::Status ApplyShapes(const YAML::Node& v, const std::string& field,
+                           std::vector<KubeShapeRule>& out) {
+  if (!v.IsSequence()) return Error(field, "must be a list");
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string f = fmt::format("{}[{}]", field, i);
+    if (!v[i].IsMap()) return Error(f, "must be a mapping");
+    KubeShapeRule rule;
+    for (const auto& kv : v[i]) {
+      const std::string k = kv.first.as<std::string>();
+      const std::string kf = f + "." + k;
+      if (k == "gpuProduct") {
+        EGS_ASSIGN_OR_RETURN(rule.gpu_product, Scalar(kv.second, kf));
+      } else if (k == "gpuCount") {
+        EGS_RETURN_IF_ERROR(SetInt(kv.second, kf, 0, 1024, rule.gpu_count));
+      } else if (k == "shape") {
+        EGS_ASSIGN_OR_RETURN(rule.shape, Scalar(kv.second, kf));
+      } else {
+        return Error(kf, "unknown key (gpuProduct, gpuCount, shape)");
+      }
+    }
+    if (rule.shape.empty()) return Error(f + ".shape", "required");
+    out.push_back(std::move(rule));
+  }
+  return common::OkStatus();
+}
+
+common::Status ApplyCluster(const YAML::Node& v, const std::string& f, KubeClusterSettings& c) {
+  if (!v.IsMap()) return Error(f, "must be a mapping");
+  for (const auto& kv : v) {
+    const std::string k = kv.first.as<std::string>();
+    const std::string kf = f + "." + k;
+    const YAML::Node& x = kv.second;
+    if (k == "name") {
+      EGS_ASSIGN_OR_RETURN(c.name, Scalar(x, kf));
+    } else if (k == "project") {
+      EGS_ASSIGN_OR_RETURN(c.project, Scalar(x, kf));
+    } else if (k == "kubeconfig") {
+      EGS_ASSIGN_OR_RETURN(c.kubeconfig, Scalar(x, kf));
+    } else if (k == "context") {
+      EGS_ASSIGN_OR_RETURN(c.context, Scalar(x, kf));
+    } else if (k == "inCluster") {
+      EGS_RETURN_IF_ERROR(SetBool(x, kf, c.in_cluster));
+    } else if (k == "shapes") {
+      EGS_RETURN_IF_ERROR(ApplyShapes(x, kf, c.shapes));
+    } else if (k == "labels") {
+      if (!x.IsMap()) return Error(kf, "must be a mapping");
+      for (const auto& l : x) {
+        const std::string lk = l.first.as<std::string>();
+        const std::string lf = kf + "." + lk;
+        EGS_ASSIGN_OR_RETURN(std::string value, Scalar(l.second, lf));
+        if (value.empty()) return Error(lf, "must not be empty");
+        if (lk == "product") {
+          c.product_label = value;
+        } else if (lk == "count") {
+          c.count_label = value;
+        } else if (lk == "memory") {
+          c.memory_label = value;
+        } else {
+          return Error(lf, "unknown key (product, count, memory)");
+        }
+      }
+    } else if (k == "gpuResource") {
+      EGS_ASSIGN_OR_RETURN(c.gpu_resource, Scalar(x, kf));
+    } else if (k == "steerByNamespaceAnnotations") {
+      EGS_RETURN_IF_ERROR(SetBool(x, kf, c.steer_by_namespace_annotations));
+    } else if (k == "evictionDeadline") {
+      EGS_RETURN_IF_ERROR(SetDuration(x, kf, c.eviction_deadline));
+    } else if (k == "retryInitial") {
+      EGS_RETURN_IF_ERROR(SetDuration(x, kf, c.retry_initial));
+    } else if (k == "retryMax") {
+      EGS_RETURN_IF_ERROR(SetDuration(x, kf, c.retry_max));
+    } else if (k == "qps") {
+      int qps = 0;
+      EGS_RETURN_IF_ERROR(SetInt(x, kf, 1, 100000, qps));
+      c.qps = qps;
+    } else if (k == "burst") {
+      EGS_RETURN_IF_ERROR(SetInt(x, kf, 1, 100000, c.burst));
+    } else {
+      return Error(kf, "unknown key");
+    }
+  }
+  if (c.name.empty()) return Error(f + ".name", "required");
+  if (c.in_cluster == !c.kubeconfig.empty()) {
+    return Error(f, "exactly one of kubeconfig (a file) and inCluster: true is required");
+  }
+  if (c.shapes.empty()) return Error(f + ".shapes", "at least one rule is required");
+  return common::OkStatus();
+}
+
+common::Status ApplyWebhook(const YAML::Node& v, const std::string& f, WebhookSettings& w) {
+  if (!v.IsMap()) return Error(f, "must be a mapping");
+  w.enabled = true;
+  for (const auto& kv : v) {
+    const std::string k = kv.first.as<std::string>();
+    const std::string kf = f + "." + k;
+    if (k == "listen") {
+      EGS_ASSIGN_OR_RETURN(std::string s, Scalar(kv.second, kf));
+      const auto colon = s.rfind(':');
+      if (colon == std::string::npos || colon == 0) {
+        return Error(kf, fmt::format("must be ADDR:PORT, got \"{}\"", s));
+      }
+      w.listen_host = s.substr(0, colon);
+      EGS_RETURN_IF_ERROR(
+          SetInt(YAML::Node(s.substr(colon + 1)), kf + " port", 0, 65535, w.listen_port));
+    } else if (k == "tls") {
+      if (!kv.second.IsMap()) return Error(kf, "must be a mapping");
+      for (const auto& t : kv.second) {
+        const std::string tk = t.first.as<std::string>();
+        if (tk == "certFile") {
+          EGS_ASSIGN_OR_RETURN(w.tls_cert_file, Scalar(t.second, kf + ".certFile"));
+        } else if (tk == "keyFile") {
+          EGS_ASSIGN_OR_RETURN(w.tls_key_file, Scalar(t.second, kf + ".keyFile"));
+        } else {
+          return Error(kf + "." + tk, "unknown key (certFile, keyFile)");
+        }
+      }
+    } else if (k == "withoutReservation") {
+      EGS_ASSIGN_OR_RETURN(std::string s, Scalar(kv.second, kf));
+      if (s != "deny" && s != "allow") {
+        return Error(kf, fmt::format("must be deny or allow, got \"{}\"", s));
+      }
+      w.deny_without_reservation = s == "deny";
+    } else {
+      return Error(kf, "unknown key (listen, tls, withoutReservation)");
+    }
+  }
+  if (w.tls_cert_file.empty() || w.tls_key_file.empty()) {
+    return Error(f + ".tls",
+                 "certFile and keyFile are required (the API server calls webhooks "
+                 "over https only)");
+  }
+  return common::OkStatus();
+}
+
+}  // namespace
+
+common::Status ApplyKubernetesYaml(const YAML::Node& node, const std::string& field,
+                                   KubernetesSettings& out) {
+  if (!node.IsMap()) return Error(field, "must be a mapping");
+  KubernetesSettings next = out;
+  for (const auto& kv : node) {
+    const std::string k = kv.first.as<std::string>();
+    const std::string kf = field + "." + k;
+    if (k == "clusters") {
+      if (!kv.second.IsSequence()) return Error(kf, "must be a list");
+      next.clusters.clear();
+      std::set<std::string> names;
+      for (std::size_t i = 0; i < kv.second.size(); ++i) {
+        KubeClusterSettings c;
+        const std::string f = fmt::format("{}[{}]", kf, i);
+        EGS_RETURN_IF_ERROR(ApplyCluster(kv.second[i], f, c));
+        if (!names.insert(c.name).second) {
+          return Error(f + ".name", fmt::format("duplicate cluster \"{}\"", c.name));
+        }
+        next.clusters.push_back(std::move(c));
+      }
+    } else if (k == "webhook") {
+      EGS_RETURN_IF_ERROR(ApplyWebhook(kv.second, kf, next.webhook));
+    } else if (k == "memberTokenTtl") {
+      EGS_RETURN_IF_ERROR(SetDuration(kv.second, kf, next.member_token_ttl));
+    } else {
+      return Error(kf, "unknown key (clusters, webhook, memberTokenTtl)");
+    }
+  }
+  out = std::move(next);
+  return common::OkStatus();
+}
+
+}  // namespace egs::daemon

@@ -1,0 +1,88 @@
+// egsd's Kubernetes settings: the member clusters it drives through KubernetesConnector, the pod
+// admission webhook it serves, and member kubeconfigs. The `kubernetes:` key of egsd's config:
+//
+//   kubernetes:
+//     clusters:
+//       - name: gpu-east                 # the EGS Cluster object (created if missing)
+//         project: research              # its project when egsd creates it
+//         kubeconfig: /etc/egs/east.yaml # or inCluster: true (egsd runs in this cluster)
+//         context: ""                    # default: the kubeconfig's current-context
+//         shapes:                        # GPU feature discovery labels -> EGS shape (first match)
+//           - {gpuProduct: NVIDIA-H100-80GB-HBM3, gpuCount: 8, shape: h100x8}
+//         labels: {product: nvidia.com/gpu.product, count: nvidia.com/gpu.count,
+//                  memory: nvidia.com/gpu.memory}
+//         gpuResource: nvidia.com/gpu
+//         steerByNamespaceAnnotations: false  # PodNodeSelector/PodTolerationRestriction route
+//         evictionDeadline: 5m
+//         retryInitial: 1s
+//         retryMax: 30s
+//         qps: 50
+//         burst: 100
+//     webhook:                           # mutating admission webhook for pods (off when absent)
+//       listen: 0.0.0.0:8443
+//       tls: {certFile: webhook.crt, keyFile: webhook.key}   # required: the API server needs TLS
+//       withoutReservation: deny         # deny | allow (allow: admitted unchanged, with a warning)
+//     memberTokenTtl: 24h                # lifetime of a downloaded member kubeconfig's token
+//
+// Thread-safety: values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/time.h"
+
+namespace YAML {
+class Node;
+}
+
+namespace egs::daemon {
+
+struct KubeShapeRule {
+  std::string gpu_product;  // "" matches any
+  int gpu_count = 0;        // 0 matches any
+  std::string shape;        // GPUShape name
+};
+
+struct KubeClusterSettings {
+  std::string name;
+  std::string project;
+  std::string kubeconfig;
+  std::string context;
+  bool in_cluster = false;
+  std::vector<KubeShapeRule> shapes;
+  std::string product_label = "nvidia.com/gpu.product";
+  std::string count_label = "nvidia.com/gpu.count";
+  std::string memory_label = "nvidia.com/gpu.memory";
+  std::string gpu_resource = "nvidia.com/gpu";
+  bool steer_by_namespace_annotations = false;
+  common::Duration eviction_deadline = std::chrono::minutes(5);
+  common::Duration retry_initial = std::chrono::seconds(1);
+  common::Duration retry_max = std::chrono::seconds(30);
+  double qps = 50;
+  int burst = 100;
+};
+
+struct WebhookSettings {
+  bool enabled = false;
+  std::string listen_host = "0.0.0.0";
+  int listen_port = 8443;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  bool deny_without_reservation = true;
+};
+
+struct KubernetesSettings {
+  std::vector<KubeClusterSettings> clusters;
+  WebhookSettings webhook;
+  common::Duration member_token_ttl = std::chrono::hours(24);
+};
+
+// Applies the `kubernetes:` mapping. InvalidArgument naming "<field>.<key>[i]...: reason" for
+// unknown keys, bad values, a cluster without name or without kubeconfig/inCluster, duplicate
+// names, a webhook without TLS files.
+common::Status ApplyKubernetesYaml(const YAML::Node& node, const std::string& field,
+                                   KubernetesSettings& out);
+
+}  // namespace egs::daemon
