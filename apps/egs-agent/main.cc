@@ -78,8 +78,8 @@ int Run(const egs::agent::AgentConfig& config) {
   options.backoff_max = config.backoff_max;
   egs::agent::Agent agent(options, **source, **channel, clock, rng);
   if (Status s = agent.Start(); !s.ok()) return Fail(s);
-  spdlog::info("node {}: {} GPUs, reporting to {} every {}", config.node, agent.inventory().size(),
-               config.server, egs::common::FormatDuration(config.interval));
+  spdlog::info("node {}: {} GPUs, reporting to {} every {} ms", config.node,
+               agent.inventory().size(), config.server, config.interval.count() / 1000);
   if (config.once) {
     if (Status s = agent.Once(); !s.ok()) return Fail(s);
     std::printf("egs-agent: node %s: delivered %llu samples of %zu GPUs\n", config.node.c_str(),

@@ -45,6 +45,10 @@ void Agent::Sample(common::Time now) {
   }
   for (GpuReading& r : *readings) {
     ++stats_.samples_read;
+    if (r.index >= 0 && static_cast<std::size_t>(r.index) < inventory_.size()) {
+      r.uuid = inventory_[static_cast<std::size_t>(r.index)].uuid;
+      r.model = inventory_[static_cast<std::size_t>(r.index)].name;
+    }
     samples_.push_back(std::move(r));
   }
   // 3. Bound the buffer: the oldest samples go first.

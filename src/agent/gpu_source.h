@@ -45,6 +45,10 @@ struct GpuReading {
   std::optional<std::uint64_t> ecc_sbe_total;  // corrected
   std::optional<std::uint64_t> ecc_dbe_total;  // uncorrected
   std::optional<std::uint64_t> xid_errors_total;
+  // The GPU's labels, copied from the inventory by the agent so that egsd's history and
+  // /metrics carry NVML's UUID and name ("" when unknown: egsd keeps what it knows).
+  std::string uuid;
+  std::string model;
   friend bool operator==(const GpuReading&, const GpuReading&) = default;
 };
 

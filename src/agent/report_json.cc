@@ -27,6 +27,8 @@ json SampleJson(const GpuReading& r) {
   Put(s, "eccSbeTotal", r.ecc_sbe_total);
   Put(s, "eccDbeTotal", r.ecc_dbe_total);
   Put(s, "xidErrorsTotal", r.xid_errors_total);
+  if (!r.uuid.empty()) s["uuid"] = r.uuid;
+  if (!r.model.empty()) s["model"] = r.model;
   return s;
 }
 

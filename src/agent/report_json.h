@@ -12,7 +12,7 @@
 namespace egs::agent {
 
 // {"inventory": {"gpus": [{"gpu", "uuid", "model", "memoryTotalMiB", "migMode"}]},
-//  "samples": [{"gpu", "time", "utilization", "memoryUsedMiB", ...}],
+//  "samples": [{"gpu", "time", "utilization", "memoryUsedMiB", ..., "uuid", "model"}],
 //  "events": [{"gpu", "time", "type": "Xid", "xid"}]}. Fields a GPU did not offer are left
 // out; a sample without utilization says 0 (the only required field of the route).
 std::string ReportJson(const NodeReport& report);

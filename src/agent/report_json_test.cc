@@ -24,6 +24,8 @@ TEST(ReportJsonTest, InventorySamplesAndEventsWithOnlyTheFieldsRead) {
   full.power_w = 312.5;
   full.ecc_dbe_total = 2;
   full.xid_errors_total = 1;
+  full.uuid = "GPU-a";
+  full.model = "NVIDIA H100 80GB HBM3";
   GpuReading bare;
   bare.index = 1;
   bare.at = full.at;
@@ -41,7 +43,9 @@ TEST(ReportJsonTest, InventorySamplesAndEventsWithOnlyTheFieldsRead) {
                                    {"utilization", 37.0},
                                    {"powerW", 312.5},
                                    {"eccDbeTotal", 2},
-                                   {"xidErrorsTotal", 1}}));
+                                   {"xidErrorsTotal", 1},
+                                   {"uuid", "GPU-a"},
+                                   {"model", "NVIDIA H100 80GB HBM3"}}));
   EXPECT_EQ(j["samples"][1],
             json({{"gpu", 1}, {"time", common::FormatTime(full.at)}, {"utilization", 0.0}}));
   EXPECT_EQ(
