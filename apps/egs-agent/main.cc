@@ -1,5 +1,6 @@
 // egs-agent: reads the node's GPUs through NVML and reports inventory and telemetry to egsd.
-// Exit codes (StatusCodeToExit): 0 done (--once) or stopped by SIGINT/SIGTERM; 1 bad flags;
+// Exit codes (StatusCodeToExit): 0 done (--once) or stopped by SIGINT/SIGTERM; 1 bad flags (or,
+// with --once, egsd refused the report as invalid);
 // 2 NVML not found or egsd does not know the node; 4 NVML unusable; 7 egsd unreachable
 // (--once); 9 the token may not post for this node; 10 the token was refused.
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -82,6 +83,10 @@ int Run(const egs::agent::AgentConfig& config) {
                agent.inventory().size(), config.server, config.interval.count() / 1000);
   if (config.once) {
     if (Status s = agent.Once(); !s.ok()) return Fail(s);
+    if (agent.stats().samples_rejected > 0) {
+      return Fail(egs::common::InvalidArgumentError(
+          "egsd refused the report as invalid (see the error above)"));
+    }
     std::printf("egs-agent: node %s: delivered %llu samples of %zu GPUs\n", config.node.c_str(),
                 static_cast<unsigned long long>(agent.stats().samples_sent),
                 agent.inventory().size());
