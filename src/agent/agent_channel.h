@@ -2,7 +2,7 @@
 // network: HttpAgentChannel posts to egsd's node telemetry route; tests use a fake.
 //
 // A report is the body of `POST /apis/egs.dev/v1alpha1/nodes/{node}/telemetry`
-// (docs/design/0006-node-agent.md): samples, optionally the node's inventory (sent at
+// (docs/design/0008-node-agent.md): samples, optionally the node's inventory (sent at
 // registration, the first report after start) and XID events.
 //
 // Thread-safety: implementations are used by one agent loop; not thread-safe.

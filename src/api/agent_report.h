@@ -1,4 +1,4 @@
-// What a node agent (egs-agent, docs/design/0006-node-agent.md) adds to the node telemetry
+// What a node agent (egs-agent, docs/design/0008-node-agent.md) adds to the node telemetry
 // ingest body besides samples, both optional, so older posters are unaffected:
 //
 //   "inventory": {"gpus": [{"gpu": 0, "uuid", "model", "memoryTotalMiB", "migMode"}]}
