@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/agent_report.h"
 #include "api/codec.h"
 #include "api/k8s_status.h"
 
@@ -177,9 +178,17 @@ HttpResponse Ingest(const TelemetrySources& src, const Principal& who, const Htt
     if (r->info.model.empty()) r->info.model = known.model;
     readings.push_back(std::move(*r));
   }
+  // What an agent adds (agent_report.h): its inventory, checked against the node's, and events.
+  auto inventory = CheckAgentInventory(body, *gpus);
+  if (!inventory.ok()) return error(inventory.error());
+  auto events = CountAgentEvents(body, static_cast<int>(gpus->size()), now);
+  if (!events.ok()) return error(events.error());
   // 4. Add.
   if (Status s = src.hub->Ingest(node, readings); !s.ok()) return error(s);
-  return Json(202, {{"kind", "TelemetryIngest"}, {"accepted", readings.size()}});
+  json answer = {{"kind", "TelemetryIngest"}, {"accepted", readings.size()}};
+  if (*inventory) answer["inventory"] = InventoryCheckJson(**inventory);
+  if (*events > 0) answer["events"] = *events;
+  return Json(202, answer);
 }
 
 // ---- Queries -------------------------------------------------------------------------------

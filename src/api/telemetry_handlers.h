@@ -5,7 +5,9 @@
 //        ingest: body {"samples": [{"gpu": 0, "time": RFC 3339 (default: now), "utilization": %,
 //        "memoryUsedMiB", "memoryTotalMiB", "powerW", "temperatureC", "smClockMHz",
 //        "eccSbeTotal", "eccDbeTotal", "xidErrorsTotal", "uuid", "model"}]} (only gpu and
-//        utilization are required; at most kMaxSamplesPerPost) -> 202 {"accepted": n}.
+//        utilization are required; at most kMaxSamplesPerPost), optionally a node agent's
+//        "inventory" and "events" (agent_report.h) -> 202 {"accepted": n} (plus the inventory
+//        check and the event count when given).
 //        Allowed for admins and for the node's own node token (role node, user
 //        "system:node:{node}"); 403 otherwise. 422 naming the field ("samples[2].powerW") for a
 //        bad value, 404 for an unknown node, 400 for a body that is not JSON.

@@ -1,0 +1,93 @@
+#include "agent/agent_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+
+namespace egs::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(AgentConfigTest, DefaultsAndEveryFlag) {
+  auto c = ParseAgentFlags({"--server", "http://egsd:8080", "--token", "t0k"}, "gpu-node-1");
+  ASSERT_OK(c);
+  EXPECT_EQ(c->node, "gpu-node-1");
+  EXPECT_EQ(c->interval, common::Seconds(10));
+  EXPECT_FALSE(c->synthetic);
+  EXPECT_FALSE(c->once);
+
+  c = ParseAgentFlags(
+      {"--server=https://egsd", "--token=x", "--node", "n7", "--interval", "1s", "--nvml-path",
+       "/opt/nvml.so", "--once", "--buffer-samples", "100", "--backoff-max", "2m", "--timeout",
+       "500ms", "--seed", "3", "--log-level", "debug"},
+      "");
+  ASSERT_OK(c);
+  EXPECT_EQ(c->node, "n7");
+  EXPECT_EQ(c->interval, common::Seconds(1));
+  EXPECT_EQ(c->nvml_path, "/opt/nvml.so");
+  EXPECT_TRUE(c->once);
+  EXPECT_EQ(c->buffer_samples, 100u);
+  EXPECT_EQ(c->backoff_max, common::Minutes(2));
+  EXPECT_EQ(c->timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->seed, 3u);
+}
+
+TEST(AgentConfigTest, TokenFile) {
+  testing::TempDir dir;
+  auto c = ParseAgentFlags(
+      {"--server", "http://e", "--token-file", dir.Write("tok", "secret\n"), "--synthetic"}, "n");
+  ASSERT_OK(c);
+  EXPECT_EQ(c->token, "secret");
+  EXPECT_TRUE(c->synthetic);
+  auto empty = ParseAgentFlags({"--server", "http://e", "--token-file", dir.Write("e", "")}, "n");
+  EXPECT_THAT(empty.error().message(), HasSubstr("--token-file"));
+  auto missing = ParseAgentFlags({"--server", "http://e", "--token-file", dir.File("none")}, "n");
+  EXPECT_THAT(missing.error().message(), HasSubstr("cannot read"));
+}
+
+struct BadFlags {
+  std::vector<std::string> args;
+  std::string message;
+};
+
+TEST(AgentConfigTest, BadFlagsNameTheFlagAndTheReason) {
+  const std::vector<std::string> ok = {"--server", "http://e", "--token", "t"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = ok;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const BadFlags cases[] = {
+      {{"--token", "t"}, "--server: is required"},
+      {{"--server", "http://e"}, "--token or --token-file"},
+      {with({"--interval", "fast"}), "--interval: \"fast\" is not a duration"},
+      {with({"--interval", "10ms"}), "--interval: 10ms is outside"},
+      {with({"--interval"}), "--interval: needs a value"},
+      {with({"--synthetic-gpus", "65"}), "--synthetic-gpus: 65 is outside [0, 64]"},
+      {with({"--buffer-samples", "x"}), "--buffer-samples: \"x\" is not an integer"},
+      {with({"--log-level", "loud"}), "--log-level: \"loud\" is not one of"},
+      {with({"--once=yes"}), "--once: takes no value"},
+      {with({"--bogus"}), "unknown flag \"--bogus\""},
+      {with({"--token-file", "/x"}), "--token and --token-file: give only one"},
+      {with({"--synthetic", "--nvml-path", "/x"}), "--synthetic and --nvml-path"},
+      {with({"--node", "a/b"}), "--node: \"a/b\" is not a node name"},
+  };
+  for (const BadFlags& c : cases) {
+    auto r = ParseAgentFlags(c.args, "n");
+    ASSERT_THAT(r, testing::StatusIs(common::StatusCode::kInvalidArgument)) << c.message;
+    EXPECT_THAT(r.error().message(), HasSubstr(c.message));
+  }
+}
+
+TEST(AgentConfigTest, HelpNeedsNothingElse) {
+  auto c = ParseAgentFlags({"--help"}, "");
+  ASSERT_OK(c);
+  EXPECT_TRUE(c->help);
+  EXPECT_THAT(AgentUsage(), HasSubstr("--nvml-path"));
+}
+
+}  // namespace
+}  // namespace egs::agent

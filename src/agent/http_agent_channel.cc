@@ -1,0 +1,116 @@
+#include "agent/http_agent_channel.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "agent/report_json.h"
+
+namespace egs::agent {
+
+namespace {
+
+// egsd's errors are Kubernetes Status objects; their "message" is the useful part.
+std::string ServerMessage(const std::string& body) {
+  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object()) {
+    if (auto it = j.find("message"); it != j.end() && it->is_string()) {
+      return it->get<std::string>();
+    }
+  }
+  return body.substr(0, std::min<std::size_t>(body.size(), 200));
+}
+
+common::Status StatusForHttp(int code, const std::string& what) {
+  switch (code) {
+    case 401:
+      return common::UnauthenticatedError(what);
+    case 403:
+      return common::PermissionDeniedError(what);
+    case 404:
+      return common::NotFoundError(what);
+    case 400:
+    case 413:
+    case 422:
+      return common::InvalidArgumentError(what);
+    default:
+      return common::UnavailableError(what);  // 429, 5xx and anything unexpected: retry
+  }
+}
+
+}  // namespace
+
+common::Result<std::unique_ptr<HttpAgentChannel>> HttpAgentChannel::Create(
+    HttpChannelOptions options) {
+  static const std::regex kUrl(
+      R"(^(https?)://([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?/?$)");
+  std::smatch m;
+  if (!std::regex_match(options.server, m, kUrl)) {
+    return common::InvalidArgumentError(fmt::format(
+        "--server: \"{}\" is not a URL of the form http(s)://host[:port]", options.server));
+  }
+  const std::string scheme = m[1].str();
+  const int port = m[3].matched ? std::stoi(m[3].str()) : (scheme == "https" ? 443 : 80);
+  if (port <= 0 || port > 65535) {
+    return common::InvalidArgumentError(
+        fmt::format("--server: port {} is outside [1, 65535]", port));
+  }
+  std::unique_ptr<httplib::Client> client;
+  try {
+    client = std::make_unique<httplib::Client>(fmt::format("{}://{}:{}", scheme, m[2].str(), port));
+  } catch (const std::exception& e) {
+    return common::InvalidArgumentError(fmt::format("--server: {}", e.what()));
+  }
+  const auto us = options.timeout.count();
+  const auto sec = static_cast<time_t>(us / 1000000);
+  const auto usec = static_cast<time_t>(us % 1000000);
+  client->set_connection_timeout(sec, usec);
+  client->set_read_timeout(sec, usec);
+  client->set_write_timeout(sec, usec);
+  client->set_keep_alive(true);
+  client->set_tcp_nodelay(true);
+  client->set_bearer_token_auth(options.token);
+  client->set_default_headers({{"Accept", "application/json"}, {"User-Agent", "egs-agent"}});
+  return std::unique_ptr<HttpAgentChannel>(
+      new HttpAgentChannel(std::move(options), std::move(client)));
+}
+
+HttpAgentChannel::HttpAgentChannel(HttpChannelOptions options,
+                                   std::unique_ptr<httplib::Client> client)
+    : options_(std::move(options)),
+      path_(fmt::format("/apis/egs.dev/v1alpha1/nodes/{}/telemetry", options_.node)),
+      client_(std::move(client)) {}
+
+HttpAgentChannel::~HttpAgentChannel() = default;
+
+common::Result<ReportAnswer> HttpAgentChannel::Send(const NodeReport& report) {
+  const std::string body = ReportJson(report);
+  httplib::Result res = client_->Post(path_, body, "application/json");
+  if (!res) {
+    return common::UnavailableError(fmt::format("cannot reach egsd at {}: {}", options_.server,
+                                                httplib::to_string(res.error())));
+  }
+  if (res->status == 202 || res->status == 200) return ParseReportAnswer(res->body);
+  std::string what;
+  switch (res->status) {
+    case 401:
+      what = fmt::format("egsd at {} rejected the node token (401 Unauthorized): {}",
+                         options_.server, ServerMessage(res->body));
+      break;
+    case 403:
+      what = fmt::format("the token may not post telemetry for node \"{}\" (403 Forbidden): {}",
+                         options_.node, ServerMessage(res->body));
+      break;
+    case 404:
+      what = fmt::format("egsd does not know node \"{}\" (404 Not Found): {}", options_.node,
+                         ServerMessage(res->body));
+      break;
+    default:
+      what = fmt::format("egsd answered HTTP {}: {}", res->status, ServerMessage(res->body));
+  }
+  return StatusForHttp(res->status, what);
+}
+
+}  // namespace egs::agent
