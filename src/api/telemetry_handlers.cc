@@ -179,6 +179,7 @@ HttpResponse Ingest(const TelemetrySources& src, const Principal& who, const Htt
   }
   // 4. Add.
   if (Status s = src.hub->Ingest(node, readings); !s.ok()) return error(s);
+  if (src.on_ingest) src.on_ingest(node, readings);
   return Json(202, {{"kind", "TelemetryIngest"}, {"accepted", readings.size()}});
 }
 

@@ -9,6 +9,7 @@
 //   tls: {certFile: "", keyFile: ""}  # PEM files; serve https (kubectl sends tokens only so)
 //   http: {threads: 64, maxBodyBytes: 1048576, maxWatches: 32}  # a watch holds a thread
 //   rateLimit: {perSecond: 200, burst: 400}   # per token
+//   alerts: {...}                   # alert rules and remediation, see alerts/alert_config.h
 //
 // Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --fleet FILE, --log-level L,
 // --admin-token-file FILE, --tls-cert-file FILE, --tls-key-file FILE, --portal-dir DIR,
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "alerts/alert_config.h"
 #include "common/status.h"
 
 namespace egs::daemon {
@@ -41,6 +43,8 @@ struct DaemonConfig {
   int max_watches = 32;  // must be below http_threads
   double rate_per_second = 200;
   double rate_burst = 400;
+  // The `alerts:` section (alerts/alert_config.h): rules, per-model overrides, remediation.
+  alerts::AlertConfig alerts = alerts::BuiltinAlertConfig();
 };
 
 // Parses "ADDR:PORT" into the config. InvalidArgument naming `field`.

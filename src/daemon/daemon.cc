@@ -22,6 +22,8 @@
 #include "cluster/simulated_fleet.h"
 #include "common/scaled_clock.h"
 #include "compat/v1_server.h"
+#include "daemon/alert_monitor.h"
+#include "daemon/alert_routes.h"
 #include "daemon/control_plane_impl.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/forwarding_connector.h"
@@ -158,6 +160,7 @@ struct Daemon::Parts {
   std::unique_ptr<scheduler::Scheduler> scheduler;
   std::unique_ptr<ControlPlaneImpl> control_plane;
   std::unique_ptr<SchedulerLoop> loop;
+  std::unique_ptr<AlertMonitor> alerts;  // alert rules, remediation, telemetry history
   std::unique_ptr<api::TokenService> tokens;
   std::unique_ptr<api::RateLimiter> limiter;
   std::unique_ptr<api::ApiServer> api;
@@ -192,6 +195,26 @@ api::TelemetrySources TelemetrySourcesOf(Daemon::Parts& p) {
   s.assignments = [cp] { return cp->Assignments(); };
   s.gpr = [cp](std::string_view ns, std::string_view name) { return cp->GprScope(ns, name); };
   s.workspace = [cp](std::string_view ns) { return cp->WorkspaceScopes(ns); };
+  // Agents' utilization feeds idle reclaim, as the simulated fleet's does.
+  s.on_ingest = [parts = &p, cp](std::string_view node,
+                                 const std::vector<telemetry::GpuReading>& in) {
+    auto id = cp->NodeIdOf(node);
+    if (!id || in.empty()) return;
+    std::vector<double> util;
+    common::Time at = in.front().sample.at;
+    for (const telemetry::GpuReading& r : in) {
+      // Unreported GPU indexes count as busy, so that missing data never reclaims a node.
+      if (static_cast<std::size_t>(r.gpu) >= util.size()) util.resize(r.gpu + 1, 100.0);
+      if (r.sample.at >= at) {
+        at = r.sample.at;
+        util[r.gpu] = r.sample.util_percent;
+      }
+    }
+    parts->PostToScheduler(
+        [node_id = *id, util = std::move(util), at](scheduler::Scheduler& sched) {
+          sched.RecordUtilization(node_id, util, at).IgnoreError();  // a node removed meanwhile
+        });
+  };
   return s;
 }
 
@@ -244,9 +267,20 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                  fleet->nodes.size(), fleet->workspaces.size());
   }
 
+  // Alerts and remediation (started with the loop); pre-check failures reach it from the fleet.
+  p->alerts = std::make_unique<AlertMonitor>(
+      *p->clock, config.alerts,
+      MakeAlertMonitorSources(*p->control_plane, *p->scheduler, *p->hub, *p->store));
+
   // The simulated fleet, over the nodes now known; orders held since the restore go to it.
   cluster::FleetCallbacks callbacks;
-  callbacks.on_provisioned = [raw](const core::ProvisionOutcome& outcome) {
+  callbacks.on_provisioned = [raw,
+                              cp = p->control_plane.get()](const core::ProvisionOutcome& outcome) {
+    for (core::NodeId n : outcome.failed_nodes) {
+      if (auto name = cp->NodeName(n); name && raw->alerts) {
+        raw->alerts->RecordPrecheckFailure(*name, outcome.message);
+      }
+    }
     raw->PostToScheduler([outcome](scheduler::Scheduler& s) { s.OnProvisioned(outcome); });
   };
   callbacks.on_released = [raw](core::RequestId id) {
@@ -308,6 +342,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->scheduler_for_callbacks = p->scheduler.get();
   p->loop_for_callbacks = p->loop.get();
   p->loop->Start();
+  p->alerts->Start();  // restores the telemetry history before the fleet reports
   p->fleet->Start();
   p->forwarder.SetTarget(p->fleet.get());
 
@@ -328,6 +363,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       [raw, telemetry = TelemetrySourcesOf(*p)](const api::Principal& who,
                                                 const api::HttpRequest& request) {
         if (auto r = api::HandleTokenRequest(*raw->tokens, who, request)) return r;
+        if (auto r = HandleAlertRequest(raw->alerts->engine(), who, request)) return r;
         return api::HandleTelemetryRequest(telemetry, who, request);
       });
 
@@ -364,6 +400,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       api::HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
       r.body = raw->metrics->Render(raw->clock->Now());
+      telemetry::TextWriter alerts;
+      raw->alerts->WriteMetrics(alerts);
+      r.body += alerts.Take();
       return r;
     }
     if (portal) {
@@ -414,6 +453,7 @@ void Daemon::Stop() {
   if (parts_->http) parts_->http->Stop();
   if (parts_->api) parts_->api->Shutdown();
   if (parts_->fleet) parts_->fleet->Stop();
+  if (parts_->alerts) parts_->alerts->Stop();  // its node actions need the loop
   if (parts_->loop) parts_->loop->Stop();
   parts_->scheduler_for_callbacks = nullptr;
   spdlog::info("egsd stopped");
