@@ -36,6 +36,26 @@ json AlertFields(const alerts::Alert& a) {
 
 }  // namespace
 
+NodeUtilization LatestUtilization(const std::vector<telemetry::GpuReading>& readings) {
+  NodeUtilization out;
+  out.at = common::kInfinitePast;
+  std::vector<common::Time> seen;  // time of the value taken per GPU
+  for (const telemetry::GpuReading& r : readings) {
+    if (r.gpu < 0) continue;  // the hub refused the post already
+    const auto i = static_cast<std::size_t>(r.gpu);
+    if (i >= out.percent.size()) {
+      out.percent.resize(i + 1, 100.0);
+      seen.resize(i + 1, common::kInfinitePast);
+    }
+    if (r.sample.at >= seen[i]) {
+      seen[i] = r.sample.at;
+      out.percent[i] = r.sample.util_percent;
+    }
+    out.at = std::max(out.at, r.sample.at);
+  }
+  return out;
+}
+
 AlertMonitorSources MakeAlertMonitorSources(ControlPlaneImpl& cp, scheduler::Scheduler& scheduler,
                                             telemetry::TelemetryHub& hub, store::Store& store) {
   AlertMonitorSources s;

@@ -60,6 +60,15 @@ struct AlertMonitorSources {
   std::function<common::Status(const alerts::NodeAction& action)> act;
 };
 
+// What an agent's post says about idleness: each GPU's latest utilization, by GPU index, and
+// the newest sample's time. GPU indexes missing from the post count as busy (100 %), so that
+// missing data never gets a node reclaimed. Empty `percent` for an empty post.
+struct NodeUtilization {
+  std::vector<double> percent;
+  common::Time at;
+};
+NodeUtilization LatestUtilization(const std::vector<telemetry::GpuReading>& readings);
+
 // The sources of a running egsd: the control plane's views and node actions.
 AlertMonitorSources MakeAlertMonitorSources(ControlPlaneImpl& cp, scheduler::Scheduler& scheduler,
                                             telemetry::TelemetryHub& hub, store::Store& store);

@@ -261,6 +261,23 @@ TEST(AlertMonitorTest, PrecheckFailuresRaiseAlerts) {
   EXPECT_EQ(f.Health("n3"), "Unhealthy");
 }
 
+TEST(LatestUtilizationTest, TakesEachGpusLatestValueAndCountsMissingGpusBusy) {
+  const Time t0 = common::FromUnixMicros(0) + common::Hours(500'000);
+  auto reading = [](int gpu, Time at, double util) {
+    telemetry::GpuReading r;
+    r.gpu = gpu;
+    r.sample.at = at;
+    r.sample.util_percent = util;
+    return r;
+  };
+  // A buffered post: GPU 0 twice (the later one counts), GPU 2 once, GPU 1 missing.
+  NodeUtilization u = LatestUtilization(
+      {reading(0, t0 + Seconds(30), 1), reading(0, t0, 90), reading(2, t0 + Seconds(15), 3)});
+  EXPECT_EQ(u.percent, (std::vector<double>{1, 100, 3}));
+  EXPECT_EQ(u.at, t0 + Seconds(30));
+  EXPECT_TRUE(LatestUtilization({}).percent.empty());
+}
+
 // ---- Routes ----------------------------------------------------------------------------------
 
 api::HttpRequest Get(std::string path) {
@@ -373,7 +390,7 @@ TEST(TelemetryArchiveTest, HistorySurvivesAStoreReopen) {
   const Time t0 = common::FromUnixMicros(0) + common::Hours(500'000);
   std::vector<telemetry::Point> minute_before, ten_before;
   {
-    auto store = store::SqliteStore::Open(path);
+    auto store = store::SqliteStore::Open(path, {.synchronous = store::Synchronous::kNormal});
     ASSERT_OK(store);
     telemetry::TelemetryHub hub;
     TelemetryArchive archive(hub, **store);

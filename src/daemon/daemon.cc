@@ -200,20 +200,9 @@ api::TelemetrySources TelemetrySourcesOf(Daemon::Parts& p) {
                                  const std::vector<telemetry::GpuReading>& in) {
     auto id = cp->NodeIdOf(node);
     if (!id || in.empty()) return;
-    std::vector<double> util;
-    common::Time at = in.front().sample.at;
-    for (const telemetry::GpuReading& r : in) {
-      // Unreported GPU indexes count as busy, so that missing data never reclaims a node.
-      if (static_cast<std::size_t>(r.gpu) >= util.size()) util.resize(r.gpu + 1, 100.0);
-      if (r.sample.at >= at) {
-        at = r.sample.at;
-        util[r.gpu] = r.sample.util_percent;
-      }
-    }
-    parts->PostToScheduler(
-        [node_id = *id, util = std::move(util), at](scheduler::Scheduler& sched) {
-          sched.RecordUtilization(node_id, util, at).IgnoreError();  // a node removed meanwhile
-        });
+    parts->PostToScheduler([node_id = *id, u = LatestUtilization(in)](scheduler::Scheduler& sched) {
+      sched.RecordUtilization(node_id, u.percent, u.at).IgnoreError();  // a node removed meanwhile
+    });
   };
   return s;
 }
