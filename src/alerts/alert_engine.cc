@@ -67,12 +67,11 @@ void AlertEngine::ReadGpus(Time now, const Observation& obs, std::map<Key, Readi
       } else if (above ? value > *rule.raise : value < *rule.raise) {
         r.signal = Signal::kRaise;
         r.detail =
-            fmt::format("{} {:.0f} {} {:.0f} {} for {}", name, value, above ? "above" : "below",
+            fmt::format("{} {:.1f} {} {:g} {} for {}", name, value, above ? "above" : "below",
                         *rule.raise, unit, common::FormatDuration(rule.hold));
       } else if (above ? value < clear : value > clear) {
         r.signal = Signal::kClear;
-        r.detail =
-            fmt::format("{} back {} {:.0f} {}", name, above ? "below" : "above", clear, unit);
+        r.detail = fmt::format("{} back {} {:g} {}", name, above ? "below" : "above", clear, unit);
       } else {
         r.signal = Signal::kHold;
       }

@@ -65,7 +65,7 @@ TEST(AlertEngineTest, PowerRaisesOnlyAfterHoldingAndClearsAfterClearHold) {
   EXPECT_EQ(t2[0].alert.node, "n1");
   EXPECT_EQ(t2[0].alert.gpu, 0);
   EXPECT_EQ(t2[0].alert.active_since, kT0);
-  EXPECT_THAT(t2[0].alert.message, HasSubstr("power 710 above 700 W"));
+  EXPECT_THAT(t2[0].alert.message, HasSubstr("power 710.0 above 700 W for 5m"));
   ASSERT_THAT(e.List({}), SizeIs(1));
   // Below the clear threshold for less than 5 minutes: still firing.
   auto t3 = RunPower(e, kT0 + Minutes(6), Minutes(4), [](Time) { return 300.0; });
