@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -257,8 +258,13 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   }
 
   // Alerts and remediation (started with the loop); pre-check failures reach it from the fleet.
+  alerts::AlertConfig alert_config = config.alerts;
+  // A simulated node reports once per telemetry interval: silence shorter than a few intervals
+  // is not a failure.
+  alert_config.not_reporting.after =
+      std::max(alert_config.not_reporting.after, 4 * sim.telemetry_interval);
   p->alerts = std::make_unique<AlertMonitor>(
-      *p->clock, config.alerts,
+      *p->clock, std::move(alert_config),
       MakeAlertMonitorSources(*p->control_plane, *p->scheduler, *p->hub, *p->store));
 
   // The simulated fleet, over the nodes now known; orders held since the restore go to it.
