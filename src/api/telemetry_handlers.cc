@@ -185,6 +185,7 @@ HttpResponse Ingest(const TelemetrySources& src, const Principal& who, const Htt
   if (!events.ok()) return error(events.error());
   // 4. Add.
   if (Status s = src.hub->Ingest(node, readings); !s.ok()) return error(s);
+  if (src.on_ingest) src.on_ingest(node, readings);
   json answer = {{"kind", "TelemetryIngest"}, {"accepted", readings.size()}};
   if (*inventory) answer["inventory"] = InventoryCheckJson(**inventory);
   if (*events > 0) answer["events"] = *events;

@@ -68,6 +68,9 @@ struct TelemetrySources {
   std::function<common::Result<GprTelemetryScope>(std::string_view ns, std::string_view name)> gpr;
   // The scopes of the workspace's requests that started; NotFound for an unknown workspace.
   std::function<common::Result<std::vector<GprTelemetryScope>>(std::string_view ns)> workspace;
+  // Optional: told of every accepted post (egsd feeds the utilization to idle reclaim).
+  std::function<void(std::string_view node, const std::vector<telemetry::GpuReading>& readings)>
+      on_ingest;
 };
 
 // The response for a telemetry path; nullopt for any other path.

@@ -116,6 +116,11 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
           return common::InvalidArgumentError(f + ": unknown key");
         }
       }
+    } else if (key == "alerts") {
+      YAML::Emitter text;
+      text << v;
+      EGS_ASSIGN_OR_RETURN(
+          out.alerts, alerts::ParseAlertConfig(text.c_str(), fmt::format("{}: alerts", source)));
     } else {
       return common::InvalidArgumentError(field + ": unknown key");
     }

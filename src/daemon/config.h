@@ -10,6 +10,7 @@
 //   http: {threads: 64, maxBodyBytes: 1048576, maxWatches: 32}  # a watch holds a thread
 //   rateLimit: {perSecond: 200, burst: 400}   # per token
 //   kubernetes: {...}               # member clusters and the pod webhook (kube_settings.h)
+//   alerts: {...}                   # alert rules and remediation, see alerts/alert_config.h
 //
 // Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --fleet FILE, --log-level L,
 // --admin-token-file FILE, --tls-cert-file FILE, --tls-key-file FILE, --portal-dir DIR,
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "alerts/alert_config.h"
 #include "common/status.h"
 #include "daemon/kube_settings.h"
 
@@ -44,6 +46,8 @@ struct DaemonConfig {
   double rate_per_second = 200;
   double rate_burst = 400;
   KubernetesSettings kubernetes;  // Kubernetes member clusters (none: simulated fleet only)
+  // The `alerts:` section (alerts/alert_config.h): rules, per-model overrides, remediation.
+  alerts::AlertConfig alerts = alerts::BuiltinAlertConfig();
 };
 
 // Parses "ADDR:PORT" into the config. InvalidArgument naming `field`.

@@ -80,6 +80,7 @@ class ControlPlaneImpl final : public api::ControlPlane {
   // and fleet names, never the loop's state.
   // A node's name and GPUs; nullopt for an unknown node.
   std::optional<std::string> NodeName(core::NodeId node) const;
+  std::optional<core::NodeId> NodeIdOf(std::string_view name) const;
   std::optional<std::vector<core::Gpu>> NodeGpus(std::string_view name) const;
   // Who holds each node now (reservations of provisioning, active or preempting requests);
   // computed once per snapshot and fleet-names version.

@@ -32,6 +32,13 @@ std::optional<std::string> ControlPlaneImpl::NodeName(core::NodeId node) const {
   return it->second;
 }
 
+std::optional<core::NodeId> ControlPlaneImpl::NodeIdOf(std::string_view name) const {
+  const auto fleet = fleet_names_.load();
+  auto it = fleet->node_ids.find(name);
+  if (it == fleet->node_ids.end()) return std::nullopt;
+  return it->second;
+}
+
 std::optional<std::vector<core::Gpu>> ControlPlaneImpl::NodeGpus(std::string_view name) const {
   const auto fleet = fleet_names_.load();
   auto id = fleet->node_ids.find(name);

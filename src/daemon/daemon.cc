@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -22,6 +23,8 @@
 #include "cluster/simulated_fleet.h"
 #include "common/scaled_clock.h"
 #include "compat/v1_server.h"
+#include "daemon/alert_monitor.h"
+#include "daemon/alert_routes.h"
 #include "daemon/control_plane_impl.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/forwarding_connector.h"
@@ -160,6 +163,7 @@ struct Daemon::Parts {
   std::unique_ptr<scheduler::Scheduler> scheduler;
   std::unique_ptr<ControlPlaneImpl> control_plane;
   std::unique_ptr<SchedulerLoop> loop;
+  std::unique_ptr<AlertMonitor> alerts;  // alert rules, remediation, telemetry history
   std::unique_ptr<api::TokenService> tokens;
   std::unique_ptr<api::RateLimiter> limiter;
   std::unique_ptr<api::ApiServer> api;
@@ -194,6 +198,15 @@ api::TelemetrySources TelemetrySourcesOf(Daemon::Parts& p) {
   s.assignments = [cp] { return cp->Assignments(); };
   s.gpr = [cp](std::string_view ns, std::string_view name) { return cp->GprScope(ns, name); };
   s.workspace = [cp](std::string_view ns) { return cp->WorkspaceScopes(ns); };
+  // Agents' utilization feeds idle reclaim, as the simulated fleet's does.
+  s.on_ingest = [parts = &p, cp](std::string_view node,
+                                 const std::vector<telemetry::GpuReading>& in) {
+    auto id = cp->NodeIdOf(node);
+    if (!id || in.empty()) return;
+    parts->PostToScheduler([node_id = *id, u = LatestUtilization(in)](scheduler::Scheduler& sched) {
+      sched.RecordUtilization(node_id, u.percent, u.at).IgnoreError();  // a node removed meanwhile
+    });
+  };
   return s;
 }
 
@@ -258,10 +271,25 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   }
   KubeClusters* kube = p->kube.get();
   auto simulated = [kube](core::ClusterId c) { return kube == nullptr || !kube->Owns(c); };
+  // Alerts and remediation (started with the loop); pre-check failures reach it from the fleet.
+  alerts::AlertConfig alert_config = config.alerts;
+  // A simulated node reports once per telemetry interval: silence shorter than a few intervals
+  // is not a failure.
+  alert_config.not_reporting.after =
+      std::max(alert_config.not_reporting.after, 4 * sim.telemetry_interval);
+  p->alerts = std::make_unique<AlertMonitor>(
+      *p->clock, std::move(alert_config),
+      MakeAlertMonitorSources(*p->control_plane, *p->scheduler, *p->hub, *p->store));
 
   // The simulated fleet, over the nodes now known; orders held since the restore go to it.
   cluster::FleetCallbacks callbacks;
-  callbacks.on_provisioned = [raw](const core::ProvisionOutcome& outcome) {
+  callbacks.on_provisioned = [raw,
+                              cp = p->control_plane.get()](const core::ProvisionOutcome& outcome) {
+    for (core::NodeId n : outcome.failed_nodes) {
+      if (auto name = cp->NodeName(n); name && raw->alerts) {
+        raw->alerts->RecordPrecheckFailure(*name, outcome.message);
+      }
+    }
     raw->PostToScheduler([outcome](scheduler::Scheduler& s) { s.OnProvisioned(outcome); });
   };
   callbacks.on_released = [raw](core::RequestId id) {
@@ -328,6 +356,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->scheduler_for_callbacks = p->scheduler.get();
   p->loop_for_callbacks = p->loop.get();
   p->loop->Start();
+  p->alerts->Start();  // restores the telemetry history before the fleet reports
   p->fleet->Start();
   p->forwarder.SetTarget(kube ? &kube->Router(p->fleet.get()) : p->fleet.get());
   if (kube) {
@@ -361,6 +390,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         if (raw->kube) {
           if (auto r = raw->kube->HandleApi(who, request)) return r;
         }
+        if (auto r = HandleAlertRequest(raw->alerts->engine(), who, request)) return r;
         return api::HandleTelemetryRequest(telemetry, who, request);
       });
 
@@ -397,6 +427,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       api::HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
       r.body = raw->metrics->Render(raw->clock->Now());
+      telemetry::TextWriter alerts;
+      raw->alerts->WriteMetrics(alerts);
+      r.body += alerts.Take();
       return r;
     }
     if (portal) {
@@ -448,6 +481,7 @@ void Daemon::Stop() {
   if (parts_->api) parts_->api->Shutdown();
   if (parts_->kube) parts_->kube->Stop();  // before the loop: node registration waits on it
   if (parts_->fleet) parts_->fleet->Stop();
+  if (parts_->alerts) parts_->alerts->Stop();  // its node actions need the loop
   if (parts_->loop) parts_->loop->Stop();
   parts_->scheduler_for_callbacks = nullptr;
   spdlog::info("egsd stopped");

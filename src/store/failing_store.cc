@@ -24,4 +24,16 @@ common::Result<CommitResult> FailingStore::Commit(std::vector<WriteOp> ops,
   return injected;
 }
 
+common::Status FailingStore::WriteSeries(std::vector<SeriesRecord> records,
+                                         std::vector<SeriesPrune> prunes) {
+  const std::int64_t n = ++commits_;
+  const std::int64_t first = options_.fail_on_commit;
+  const bool fail = first > 0 && (n == first || (options_.keep_failing && n > first));
+  if (!fail) return inner_.WriteSeries(std::move(records), std::move(prunes));
+  if (options_.mode == FailingStoreOptions::Mode::kAfterApply) {
+    EGS_RETURN_IF_ERROR(inner_.WriteSeries(std::move(records), std::move(prunes)));
+  }
+  return common::UnavailableError(fmt::format("injected failure of write {}", n));
+}
+
 }  // namespace egs::store

@@ -54,6 +54,14 @@ class FailingStore final : public Store {
                                                    std::size_t limit) override {
     return inner_.ChangesSince(after_revision, limit);
   }
+  // Counts as a write: fails as Commit does (the same counter and options).
+  common::Status WriteSeries(std::vector<SeriesRecord> records,
+                             std::vector<SeriesPrune> prunes) override;
+  common::Result<std::vector<SeriesRecord>> ReadSeries(std::string_view series, common::Time since,
+                                                       const std::optional<SeriesCursor>& after,
+                                                       std::size_t limit) override {
+    return inner_.ReadSeries(series, since, after, limit);
+  }
 
  private:
   Store& inner_;

@@ -57,5 +57,16 @@ TEST(FailingStoreTest, ZeroNeverFails) {
   for (int i = 0; i < 5; ++i) EXPECT_OK(Create(store, std::to_string(i)));
 }
 
+TEST(FailingStoreTest, SeriesWritesCountAndFailLikeCommits) {
+  FakeStore fake;
+  FailingStore store(fake, {.fail_on_commit = 2});
+  const SeriesRecord r{"t", "k", common::FromUnixMicros(1), "{}"};
+  EXPECT_OK(Create(store, "1"));
+  EXPECT_THAT(store.WriteSeries({r}, {}), StatusIs(StatusCode::kUnavailable));
+  EXPECT_TRUE(fake.ReadSeries("t", common::FromUnixMicros(0), std::nullopt, 10)->empty());
+  EXPECT_OK(store.WriteSeries({r}, {}));
+  EXPECT_EQ(store.ReadSeries("t", common::FromUnixMicros(0), std::nullopt, 10)->size(), 1u);
+}
+
 }  // namespace
 }  // namespace egs::store

@@ -130,4 +130,35 @@ common::Result<std::vector<Change>> FakeStore::ChangesSince(std::int64_t after_r
   return out;
 }
 
+common::Status FakeStore::WriteSeries(std::vector<SeriesRecord> records,
+                                      std::vector<SeriesPrune> prunes) {
+  EGS_RETURN_IF_ERROR(internal::ValidateSeries(records, prunes));
+  std::lock_guard lock(mu_);
+  for (SeriesRecord& r : records) {
+    series_[{std::move(r.series), std::move(r.key), r.at}] = std::move(r.data);
+  }
+  for (const SeriesPrune& p : prunes) {
+    std::erase_if(series_, [&](const auto& entry) {
+      return std::get<0>(entry.first) == p.series && std::get<2>(entry.first) < p.before;
+    });
+  }
+  return common::OkStatus();
+}
+
+common::Result<std::vector<SeriesRecord>> FakeStore::ReadSeries(
+    std::string_view series, common::Time since, const std::optional<SeriesCursor>& after,
+    std::size_t limit) {
+  if (series.empty()) return common::InvalidArgumentError("ReadSeries: empty series");
+  std::lock_guard lock(mu_);
+  std::vector<SeriesRecord> out;
+  for (const auto& [k, data] : series_) {
+    if (out.size() >= limit) break;
+    const auto& [s, key, at] = k;
+    if (s != series || at < since) continue;
+    if (after && std::tie(key, at) <= std::tie(after->key, after->at)) continue;
+    out.push_back(SeriesRecord{s, key, at, data});
+  }
+  return out;
+}
+
 }  // namespace egs::store

@@ -36,6 +36,11 @@ class FakeStore final : public Store {
   common::Result<std::int64_t> CurrentRevision() override;
   common::Result<std::vector<Change>> ChangesSince(std::int64_t after_revision,
                                                    std::size_t limit) override;
+  common::Status WriteSeries(std::vector<SeriesRecord> records,
+                             std::vector<SeriesPrune> prunes) override;
+  common::Result<std::vector<SeriesRecord>> ReadSeries(std::string_view series, common::Time since,
+                                                       const std::optional<SeriesCursor>& after,
+                                                       std::size_t limit) override;
 
  private:
   using Key = std::tuple<std::string, std::string, std::string>;  // (kind, ns, name)
@@ -48,6 +53,8 @@ class FakeStore final : public Store {
   std::int64_t revision_ = 0;                         // GUARDED_BY(mu_)
   std::int64_t compacted_revision_ = 0;               // GUARDED_BY(mu_)
   std::int64_t last_seq_ = 0;                         // GUARDED_BY(mu_)
+  // (series, key, at) -> data.
+  std::map<std::tuple<std::string, std::string, common::Time>, std::string> series_;  // GUARDED_BY
 };
 
 }  // namespace egs::store

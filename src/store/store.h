@@ -91,6 +91,29 @@ struct Change {
   StoredObject object;
 };
 
+// One point of a keyed time series (telemetry history), kept apart from objects, logs and the
+// change feed: writing one moves no revision and wakes no watch. (series, key, at) is unique.
+struct SeriesRecord {
+  std::string series;  // "telemetry.1m", ...
+  std::string key;     // what the series is of, e.g. "node-a/0"
+  common::Time at;
+  std::string data;  // opaque to the store (JSON)
+
+  friend bool operator==(const SeriesRecord&, const SeriesRecord&) = default;
+};
+
+// Drop the records of `series` with at < `before` (retention).
+struct SeriesPrune {
+  std::string series;
+  common::Time before;
+};
+
+// Where a ReadSeries page ended: the last record's key and time.
+struct SeriesCursor {
+  std::string key;
+  common::Time at;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -138,6 +161,20 @@ class Store {
   // version"): List again and continue from the list's revision.
   virtual common::Result<std::vector<Change>> ChangesSince(std::int64_t after_revision,
                                                            std::size_t limit) = 0;
+
+  // Upserts every record (a record with the same (series, key, at) is replaced), then applies
+  // every prune, in ONE transaction, durable when it returns; nothing is applied on error.
+  // Touches no object, log, revision or change. Callers batch (egsd writes once a minute).
+  // InvalidArgument for a record with an empty series or key, or a prune with an empty series.
+  virtual common::Status WriteSeries(std::vector<SeriesRecord> records,
+                                     std::vector<SeriesPrune> prunes) = 0;
+
+  // Records of `series` with at >= `since`, ascending by (key, at), strictly after `after` when
+  // given, at most `limit` of them. Page by passing the last record's (key, at) as `after`.
+  // InvalidArgument for an empty series.
+  virtual common::Result<std::vector<SeriesRecord>> ReadSeries(
+      std::string_view series, common::Time since, const std::optional<SeriesCursor>& after,
+      std::size_t limit) = 0;
 };
 
 // Reserved kind for key/value metadata: cluster-scoped objects, name = key, data = value.

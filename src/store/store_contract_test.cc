@@ -346,6 +346,61 @@ TEST_P(StoreContractTest, ConcurrentCommitsAllLandWithUniqueRevisions) {
   EXPECT_EQ(store_->List("Pod", std::nullopt)->objects.size(), std::size_t{kThreads * kCommits});
 }
 
+SeriesRecord Point(std::string series, std::string key, std::int64_t at_unix_us,
+                   std::string data = "{}") {
+  return SeriesRecord{std::move(series), std::move(key), common::FromUnixMicros(at_unix_us),
+                      std::move(data)};
+}
+
+TEST_P(StoreContractTest, SeriesUpsertPageAndPrune) {
+  const std::int64_t rev = *store_->CurrentRevision();
+  ASSERT_TRUE(store_
+                  ->WriteSeries({Point("t.1m", "b/0", 60), Point("t.1m", "a/0", 120),
+                                 Point("t.1m", "a/0", 60, "old"), Point("t.10m", "a/0", 60)},
+                                {})
+                  .ok());
+  // Upsert replaces the record with the same (series, key, at).
+  ASSERT_TRUE(store_->WriteSeries({Point("t.1m", "a/0", 60, "new")}, {}).ok());
+  // Series writes are outside revisions and the change feed.
+  EXPECT_EQ(*store_->CurrentRevision(), rev);
+  EXPECT_THAT(*store_->ChangesSince(rev, 100), IsEmpty());
+
+  auto all = store_->ReadSeries("t.1m", common::FromUnixMicros(0), std::nullopt, 100);
+  ASSERT_TRUE(all.ok()) << all.error().ToString();
+  EXPECT_THAT(*all, ElementsAre(Point("t.1m", "a/0", 60, "new"), Point("t.1m", "a/0", 120),
+                                Point("t.1m", "b/0", 60)));
+  // Pages continue strictly after the cursor.
+  auto page1 = store_->ReadSeries("t.1m", common::FromUnixMicros(0), std::nullopt, 2);
+  ASSERT_EQ(page1->size(), 2u);
+  auto page2 = store_->ReadSeries("t.1m", common::FromUnixMicros(0),
+                                  SeriesCursor{page1->back().key, page1->back().at}, 2);
+  EXPECT_THAT(*page2, ElementsAre(Point("t.1m", "b/0", 60)));
+  // `since` filters by time.
+  auto recent = store_->ReadSeries("t.1m", common::FromUnixMicros(100), std::nullopt, 100);
+  EXPECT_THAT(*recent, ElementsAre(Point("t.1m", "a/0", 120)));
+
+  // Prune drops old records of that series only.
+  ASSERT_TRUE(store_->WriteSeries({}, {{"t.1m", common::FromUnixMicros(100)}}).ok());
+  EXPECT_THAT(*store_->ReadSeries("t.1m", common::FromUnixMicros(0), std::nullopt, 100),
+              ElementsAre(Point("t.1m", "a/0", 120)));
+  EXPECT_THAT(*store_->ReadSeries("t.10m", common::FromUnixMicros(0), std::nullopt, 100),
+              ElementsAre(Point("t.10m", "a/0", 60)));
+}
+
+TEST_P(StoreContractTest, SeriesRejectsEmptyNamesAndWritesNothing) {
+  const common::Status bad_key = store_->WriteSeries({Point("t", "k", 1), Point("t", "", 2)}, {});
+  EXPECT_THAT(bad_key, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad_key.message(), HasSubstr("records[1]: empty key"));
+  const common::Status bad_series = store_->WriteSeries({Point("", "k", 1)}, {});
+  EXPECT_THAT(bad_series.message(), HasSubstr("empty series"));
+  const common::Status bad_prune = store_->WriteSeries({}, {{"", common::FromUnixMicros(1)}});
+  EXPECT_THAT(bad_prune, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad_prune.message(), HasSubstr("prunes[0]"));
+  EXPECT_THAT(store_->ReadSeries("", common::FromUnixMicros(0), std::nullopt, 10),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(*store_->ReadSeries("t", common::FromUnixMicros(0), std::nullopt, 10), IsEmpty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::ValuesIn(Backends()),
                          [](const ::testing::TestParamInfo<Backend>& param_info) {
                            return param_info.param.name;

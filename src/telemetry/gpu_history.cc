@@ -199,12 +199,16 @@ Resolution GpuHistory::Choose(Interval window) const {
   return Resolution::kTenMinute;
 }
 
-std::vector<Point> GpuHistory::Buckets(Resolution tier) const {
+std::vector<Point> GpuHistory::Buckets(Resolution tier, Time since) const {
   EGS_CHECK(tier == Resolution::kMinute || tier == Resolution::kTenMinute);  // callers' contract
   const Tier& t = TierOf(tier);
+  // Buckets are in time order: walk back to the first one at or after `since`.
+  const std::int64_t since_us = common::ToUnixMicros(since);
+  std::size_t first = t.size();
+  while (first > 0 && t[first - 1].start_unix_us >= since_us) --first;
   std::vector<Point> out;
-  out.reserve(t.size());
-  for (std::size_t i = 0; i < t.size(); ++i) out.push_back(ToPoint(t[i], WidthOf(tier)));
+  out.reserve(t.size() - first);
+  for (std::size_t i = first; i < t.size(); ++i) out.push_back(ToPoint(t[i], WidthOf(tier)));
   return out;
 }
 

@@ -79,8 +79,9 @@ class GpuHistory {
   // ever added, when that is later).
   Resolution Choose(common::Interval window) const;
 
-  // The buckets of a tier (kMinute or kTenMinute) as points, oldest first (for persistence).
-  std::vector<Point> Buckets(Resolution tier) const;
+  // The buckets of a tier (kMinute or kTenMinute) starting at or after `since`, as points,
+  // oldest first (for persistence). Costs only the buckets returned.
+  std::vector<Point> Buckets(Resolution tier, common::Time since = common::kInfinitePast) const;
   // Merges persisted buckets back into an empty tier (points must be ascending and aligned to
   // the tier; others are skipped). Used at start, before new samples arrive.
   void RestoreBuckets(Resolution tier, const std::vector<Point>& points);

@@ -120,10 +120,6 @@ std::vector<GpuStatus> TelemetryHub::Latest(Time recent_since) const {
 
 std::vector<GpuBuckets> TelemetryHub::Export(Time since) const {
   std::vector<GpuBuckets> out;
-  auto newer = [since](std::vector<Point> points) {
-    std::erase_if(points, [since](const Point& p) { return p.start < since; });
-    return points;
-  };
   for (const Shard& shard : *shards_) {
     std::lock_guard<std::mutex> lock(shard.mu);
     for (const auto& [name, node] : shard.nodes) {
@@ -131,8 +127,8 @@ std::vector<GpuBuckets> TelemetryHub::Export(Time since) const {
         if (!node.gpus[i]) continue;
         const GpuEntry& e = *node.gpus[i];
         GpuBuckets b{GpuKey{name, static_cast<int>(i)}, e.info,
-                     newer(e.history.Buckets(Resolution::kMinute)),
-                     newer(e.history.Buckets(Resolution::kTenMinute))};
+                     e.history.Buckets(Resolution::kMinute, since),
+                     e.history.Buckets(Resolution::kTenMinute, since)};
         if (!b.minute.empty() || !b.ten_minute.empty()) out.push_back(std::move(b));
       }
     }

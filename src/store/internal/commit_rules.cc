@@ -58,4 +58,22 @@ common::Status CompactedError(std::int64_t after_revision, std::int64_t compacte
       after_revision, compacted));
 }
 
+common::Status ValidateSeries(const std::vector<SeriesRecord>& records,
+                              const std::vector<SeriesPrune>& prunes) {
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (records[i].series.empty()) {
+      return common::InvalidArgumentError(fmt::format("WriteSeries: records[{}]: empty series", i));
+    }
+    if (records[i].key.empty()) {
+      return common::InvalidArgumentError(fmt::format("WriteSeries: records[{}]: empty key", i));
+    }
+  }
+  for (std::size_t i = 0; i < prunes.size(); ++i) {
+    if (prunes[i].series.empty()) {
+      return common::InvalidArgumentError(fmt::format("WriteSeries: prunes[{}]: empty series", i));
+    }
+  }
+  return common::OkStatus();
+}
+
 }  // namespace egs::store::internal

@@ -21,6 +21,9 @@ std::string DescribeObject(std::string_view kind, std::string_view ns, std::stri
 // InvalidArgument for an op with empty kind or name or a negative expected_version, or a log
 // record with an empty stream. Checked before anything is touched.
 common::Status ValidateCommit(const std::vector<WriteOp>& ops, const std::vector<LogRecord>& logs);
+// InvalidArgument for a record with an empty series or key or a prune with an empty series.
+common::Status ValidateSeries(const std::vector<SeriesRecord>& records,
+                              const std::vector<SeriesPrune>& prunes);
 
 // Checks `op`'s expected_version against the object's current resource_version (`actual`,
 // nullopt when it does not exist). OK, AlreadyExists, NotFound or Aborted as Store::Commit

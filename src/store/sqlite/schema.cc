@@ -61,6 +61,17 @@ constexpr Migration kMigrations[] = {
       ) STRICT, WITHOUT ROWID;
       INSERT INTO meta (key, value) VALUES ('compacted_revision', 0);
     )sql"},
+    {3, R"sql(
+      -- Keyed time series outside objects and the change feed (telemetry history).
+      CREATE TABLE series (
+        series TEXT NOT NULL,
+        key TEXT NOT NULL,
+        at_unix_us INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (series, key, at_unix_us)
+      ) STRICT, WITHOUT ROWID;
+      CREATE INDEX series_by_time ON series (series, at_unix_us);
+    )sql"},
 };
 
 const char* SynchronousPragma(Synchronous s) {

@@ -480,4 +480,68 @@ SqliteStats SqliteStore::stats() const {
   return stats_;
 }
 
+common::Status SqliteStore::WriteSeries(std::vector<SeriesRecord> records,
+                                        std::vector<SeriesPrune> prunes) {
+  EGS_RETURN_IF_ERROR(internal::ValidateSeries(records, prunes));
+  std::lock_guard lock(series_mu_);
+  return RunGuarded("write series", [&]() -> common::Status {
+    if (series_db_ == nullptr) {
+      auto db = std::make_unique<SQLite::Database>(path_, SQLite::OPEN_READWRITE,
+                                                   BusyTimeoutMs(options_.busy_timeout));
+      EGS_RETURN_IF_ERROR(sqlite::ConfigureConnection(*db, options_.synchronous));
+      series_db_ = std::move(db);
+    }
+    SQLite::Database& db = *series_db_;
+    SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
+    SQLite::Statement put(
+        db,
+        "INSERT INTO series (series, key, at_unix_us, data) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (series, key, at_unix_us) DO UPDATE SET data = excluded.data");
+    for (const SeriesRecord& r : records) {
+      put.reset();
+      put.bind(1, r.series);
+      put.bind(2, r.key);
+      put.bind(3, common::ToUnixMicros(r.at));
+      put.bind(4, r.data);
+      put.exec();
+    }
+    SQLite::Statement prune(db, "DELETE FROM series WHERE series = ? AND at_unix_us < ?");
+    for (const SeriesPrune& p : prunes) {
+      prune.reset();
+      prune.bind(1, p.series);
+      prune.bind(2, common::ToUnixMicros(p.before));
+      prune.exec();
+    }
+    tx.commit();
+    return common::OkStatus();
+  });
+}
+
+common::Result<std::vector<SeriesRecord>> SqliteStore::ReadSeries(
+    std::string_view series, common::Time since, const std::optional<SeriesCursor>& after,
+    std::size_t limit) {
+  if (series.empty()) return common::InvalidArgumentError("ReadSeries: empty series");
+  EGS_ASSIGN_OR_RETURN(ReaderLease reader, LeaseReader());
+  return RunGuarded("read series", [&]() -> common::Result<std::vector<SeriesRecord>> {
+    SQLite::Statement q(reader.db(),
+                        fmt::format("SELECT key, at_unix_us, data FROM series WHERE series = ?1 "
+                                    "AND at_unix_us >= ?2 {} ORDER BY key, at_unix_us LIMIT ?3",
+                                    after ? "AND (key, at_unix_us) > (?4, ?5)" : ""));
+    q.bind(1, std::string(series));
+    q.bind(2, common::ToUnixMicros(since));
+    q.bind(3, ClampLimit(limit));
+    if (after) {
+      q.bind(4, after->key);
+      q.bind(5, common::ToUnixMicros(after->at));
+    }
+    std::vector<SeriesRecord> out;
+    while (q.executeStep()) {
+      out.push_back(SeriesRecord{std::string(series), q.getColumn(0).getString(),
+                                 common::FromUnixMicros(q.getColumn(1).getInt64()),
+                                 q.getColumn(2).getString()});
+    }
+    return out;
+  });
+}
+
 }  // namespace egs::store

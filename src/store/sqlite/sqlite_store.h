@@ -85,6 +85,13 @@ class SqliteStore final : public Store {
   common::Result<std::int64_t> CurrentRevision() override;
   common::Result<std::vector<Change>> ChangesSince(std::int64_t after_revision,
                                                    std::size_t limit) override;
+  // Written on a connection of its own (not the committer's): a busy committer makes it wait up
+  // to busy_timeout, then Unavailable.
+  common::Status WriteSeries(std::vector<SeriesRecord> records,
+                             std::vector<SeriesPrune> prunes) override;
+  common::Result<std::vector<SeriesRecord>> ReadSeries(std::string_view series, common::Time since,
+                                                       const std::optional<SeriesCursor>& after,
+                                                       std::size_t limit) override;
 
   SqliteStats stats() const;
 
@@ -112,6 +119,8 @@ class SqliteStore final : public Store {
   bool stopping_ = false;             // GUARDED_BY(mu_)
   SqliteStats stats_;                 // GUARDED_BY(mu_)
   std::vector<std::unique_ptr<ReaderConn>> idle_readers_;  // GUARDED_BY(mu_)
+  std::mutex series_mu_;                                   // held while writing series
+  std::unique_ptr<SQLite::Database> series_db_;            // GUARDED_BY(series_mu_); lazy
 
   std::thread committer_;  // last: starts after everything above is constructed
 };

@@ -70,6 +70,23 @@ TEST(SqliteStoreTest, DataSurvivesCloseAndReopen) {
   EXPECT_EQ(next->revision, rev + 1);
 }
 
+TEST(SqliteStoreTest, SeriesSurviveCloseAndReopen) {
+  TempDir dir;
+  const std::string path = dir.File("egs.db");
+  {
+    auto store = MustOpen(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->WriteSeries({{"t.1m", "n/0", common::FromUnixMicros(60), "p"}}, {}));
+    ASSERT_OK(store->Commit({WriteOp::Put(Obj("Pod", "a", "p1"), 0)}, {}));  // both writers
+  }
+  auto store = MustOpen(path);
+  ASSERT_NE(store, nullptr);
+  auto read = store->ReadSeries("t.1m", common::FromUnixMicros(0), std::nullopt, 10);
+  ASSERT_OK(read);
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ((*read)[0].data, "p");
+}
+
 TEST(SqliteStoreTest, MigrationsAreRecordedOnceAndNotRerunOnReopen) {
   TempDir dir;
   const std::string path = dir.File("egs.db");
@@ -97,7 +114,7 @@ TEST(SqliteStoreTest, MigrationsAreRecordedOnceAndNotRerunOnReopen) {
     EXPECT_THAT(tables.getColumn(1).getString(), HasSubstr("STRICT"))
         << tables.getColumn(0).getString();
   }
-  EXPECT_EQ(table_count, 5);  // schema_migrations, objects, logs, meta, changes
+  EXPECT_EQ(table_count, 6);  // schema_migrations, objects, logs, meta, changes, series
 }
 
 TEST(SqliteStoreTest, DatabaseWithNewerSchemaIsRefused) {

@@ -1,0 +1,78 @@
+#include "alerts/remediation.h"
+
+#include <fmt/format.h>
+
+namespace egs::alerts {
+
+std::string_view NodeActionName(NodeActionKind kind) {
+  switch (kind) {
+    case NodeActionKind::kFail:
+      return "fail";
+    case NodeActionKind::kCordon:
+      return "cordon";
+    case NodeActionKind::kRecover:
+      return "recover";
+  }
+  return "fail";
+}
+
+bool IsFailing(const Alert& alert) {
+  return alert.rule == "xid" || alert.rule == "ecc" || alert.rule == "notReporting" ||
+         alert.rule == "precheck" || alert.severity == Severity::kCritical;
+}
+
+std::vector<NodeAction> Remediation::Decide(const std::vector<AlertTransition>& transitions,
+                                            common::Time now) {
+  std::vector<NodeAction> out;
+  if (!policy_.enabled) return out;
+  for (const AlertTransition& t : transitions) {
+    const Alert& a = t.alert;
+    if (!IsFailing(a)) continue;
+    const std::string& node = a.node;
+    if (!t.raised) {
+      auto it = failing_.find(node);
+      if (it == failing_.end()) continue;
+      it->second.erase(a.id);
+      if (!it->second.empty()) continue;
+      failing_.erase(it);
+      if (policy_.recover_when_cleared && failed_.contains(node) && !cordoned_.contains(node)) {
+        failed_.erase(node);
+        out.push_back({NodeActionKind::kRecover, node,
+                       fmt::format("alert {} resolved; node recovered", a.rule)});
+      }
+      continue;
+    }
+    failing_[node].insert(a.id);
+    // 1. Count the failure within the window.
+    std::deque<common::Time>& times = failures_[node];
+    times.push_back(now);
+    while (!times.empty() && now - times.front() >= policy_.window) times.pop_front();
+    // 2. Fail the node (once while failing): the scheduler replaces it under a reservation.
+    if (!failed_.contains(node) && !cordoned_.contains(node)) {
+      failed_.insert(node);
+      out.push_back({NodeActionKind::kFail, node, a.message});
+    }
+    // 3. A node that keeps failing is taken out until an admin looks at it.
+    if (policy_.cordon_after > 0 &&
+        times.size() >= static_cast<std::size_t>(policy_.cordon_after) &&
+        !cordoned_.contains(node)) {
+      cordoned_.insert(node);
+      out.push_back({NodeActionKind::kCordon, node,
+                     fmt::format("failed {} times within {} (latest: {})", times.size(),
+                                 common::FormatDuration(policy_.window), a.message)});
+    }
+  }
+  return out;
+}
+
+void Remediation::Forget(const std::string& node) {
+  failed_.erase(node);
+  cordoned_.erase(node);
+}
+
+std::size_t Remediation::failures(const std::string& node) const {
+  auto it = failures_.find(node);
+  return it == failures_.end() ? 0 : it->second.size();
+}
+
+}  // namespace egs::alerts

@@ -1,0 +1,60 @@
+// Remediation: what EGS does about a failing node, decided from alert transitions. The actions
+// are carried out by egsd through the scheduler's own commands (node fail / cordon / recover on
+// the loop thread), never around it.
+//
+//   A failing alert (rules xid, ecc, notReporting, precheck, or any critical alert) raised on a
+//   node -> Fail it (Unhealthy: a request holding it gets a replacement through the scheduler's
+//   node-failure workflow; plans move elsewhere). The failure is counted.
+//   cordon_after failures within `window` -> also Cordon it, with the failures as the reason.
+//   Its last failing alert cleared, and it was failed by remediation (not cordoned, not failed
+//   by an admin) -> Recover it (when recover_when_cleared).
+//
+// Thread-safety: not thread-safe; egsd calls it from its alert timer thread only.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "alerts/alert_config.h"
+#include "alerts/alert_engine.h"
+
+namespace egs::alerts {
+
+enum class NodeActionKind { kFail, kCordon, kRecover };
+std::string_view NodeActionName(NodeActionKind kind);  // "fail", "cordon", "recover"
+
+struct NodeAction {
+  NodeActionKind kind = NodeActionKind::kFail;
+  std::string node;
+  std::string reason;
+  friend bool operator==(const NodeAction&, const NodeAction&) = default;
+};
+
+// Whether `alert` means its node is failing.
+bool IsFailing(const Alert& alert);
+
+class Remediation {
+ public:
+  explicit Remediation(RemediationPolicy policy) : policy_(policy) {}
+
+  // The actions for one evaluation's transitions, in order (a Fail before the Cordon of the
+  // same node). `now` is the evaluation time.
+  std::vector<NodeAction> Decide(const std::vector<AlertTransition>& transitions, common::Time now);
+  // An action could not be carried out (e.g. the node is gone): forget what it assumed.
+  void Forget(const std::string& node);
+
+  // Failures of `node` counted within the window as of the last Decide.
+  std::size_t failures(const std::string& node) const;
+
+ private:
+  const RemediationPolicy policy_;
+  std::map<std::string, std::deque<common::Time>> failures_;  // per node, within the window
+  std::map<std::string, std::set<std::uint64_t>> failing_;    // firing failing alert ids
+  std::set<std::string> failed_;                              // failed by us, not recovered
+  std::set<std::string> cordoned_;                            // cordoned by us
+};
+
+}  // namespace egs::alerts
