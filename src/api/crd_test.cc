@@ -253,5 +253,23 @@ TEST(CrdTest, CommittedCrdFilesAreUpToDate) {
   }
 }
 
+// The sample GPRs in deploy/examples (validated against the CRD schema by scripts/deploy-test.sh)
+// are also accepted by egsd's own codec: the same object works against a cluster and egsd.
+TEST(CrdTest, ExampleGprsParseWithEgsdCodec) {
+  const std::filesystem::path dir = std::filesystem::path(EGS_SOURCE_DIR) / "deploy/examples";
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    for (const YAML::Node& doc : YAML::LoadAll(ReadFile(entry.path()))) {
+      json j = FromYaml(doc);
+      if (j.value("kind", "") != "GPUProvisionRequest") continue;
+      ++seen;
+      auto gpr = ParseGpr(j);
+      EXPECT_TRUE(gpr.ok()) << entry.path() << ": " << gpr.error().ToString();
+    }
+  }
+  EXPECT_GE(seen, 1) << "no GPUProvisionRequest example in " << dir;
+}
+
 }  // namespace
 }  // namespace egs::api
