@@ -10,10 +10,12 @@
 // 3. Every object in deploy/examples whose kind has a CRD validates against that CRD's
 //    openAPIV3Schema (unknown fields refused, as with Strict validation) and its metadata
 //    against ObjectMeta.
-// 4. The Helm chart: Chart.yaml fields; values.yaml, and values-example.yaml merged over it,
-//    validate against values.schema.json; every .Values path a template uses exists in
-//    values.yaml; the templates make the same kinds as the kustomize base and the same
-//    connector RBAC rules. (Helm is not installed: templates are not rendered.)
+// 4. The Helm chart: `helm lint --strict`; `helm template` with the default values and with
+//    values-example.yaml (Helm itself checks values.schema.json); every rendered object passes
+//    the checks of 1; the chart renders the same objects as the kustomize base (same kinds and
+//    names, same containers, volumes, probes, webhook and RBAC rules, same egsd config); plus
+//    static checks: Chart.yaml fields, every .Values path a template uses exists in
+//    values.yaml.
 // 5. Self-checks: broken inputs must be refused by each validator, so a validator that accepts
 //    everything fails the run.
 //
@@ -28,6 +30,7 @@ import YAML from "yaml";
 const here = dirname(fileURLToPath(import.meta.url));
 const deploy = resolve(here, "..");
 const kubectl = process.env.KUBECTL || "kubectl";
+const helm = process.env.HELM || "helm";
 
 let passed = 0;
 let failed = 0;
@@ -233,14 +236,46 @@ function deepMerge(base, over) {
   return out;
 }
 
-// A template with every action removed: lines that are only an action are dropped, inline
-// actions become the string "HELM". Enough to read kinds and static rules; not a renderer.
-function stripTemplate(text) {
-  return text
-    .split("\n")
-    .filter((l) => !/^\s*\{\{-?.*-?\}\}\s*$/.test(l))
-    .map((l) => l.replace(/\{\{-?.*?-?\}\}/g, "HELM"))
-    .join("\n");
+function helmRun(args) {
+  return execFileSync(helm, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+// The chart against the kustomize base: the same objects (names without the release-namespace
+// suffix the chart adds to cluster-scoped ones) and the same pod specs, webhook, RBAC and egsd
+// config. Images, Helm's own labels and the config checksum annotation may differ.
+function compareWithKustomize(chartObjects, baseObjects) {
+  const errors = [];
+  const key = (o) => `${o.kind}/${String(o.metadata.name).replace(/-egs-system$/, "")}`;
+  const skip = new Set(["Namespace", "CustomResourceDefinition"]);
+  const base = new Map(baseObjects.filter((o) => !skip.has(o.kind)).map((o) => [key(o), o]));
+  const chart = new Map(chartObjects.map((o) => [key(o), o]));
+  for (const k of base.keys()) if (!chart.has(k)) errors.push(`the chart does not make ${k}`);
+  for (const k of chart.keys()) if (!base.has(k)) errors.push(`the kustomize base does not make ${k}`);
+  const canon = (v) => JSON.stringify(v, (_, x) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([p], [q]) => (p < q ? -1 : p > q ? 1 : 0))) : x));
+  const same = (what, a, b) => {
+    if (canon(a) !== canon(b)) errors.push(`${what} differs:\n    chart:     ${canon(a)}\n    kustomize: ${canon(b)}`);
+  };
+  const podSpec = (o) => {
+    const spec = structuredClone(o.spec.template.spec);
+    for (const c of spec.containers) delete c.image, delete c.imagePullPolicy;
+    return spec;
+  };
+  for (const k of ["Deployment/egsd", "DaemonSet/egs-agent"]) {
+    if (chart.has(k) && base.has(k)) {
+      same(`${k} pod spec`, podSpec(chart.get(k)), podSpec(base.get(k)));
+      same(`${k} strategy`, chart.get(k).spec.strategy ?? chart.get(k).spec.updateStrategy, base.get(k).spec.strategy ?? base.get(k).spec.updateStrategy);
+    }
+  }
+  if (chart.has("ClusterRole/egs-connector")) same("ClusterRole rules", chart.get("ClusterRole/egs-connector").rules, base.get("ClusterRole/egs-connector")?.rules);
+  if (chart.has("MutatingWebhookConfiguration/egs-pod-steering")) {
+    same("webhooks", chart.get("MutatingWebhookConfiguration/egs-pod-steering").webhooks, base.get("MutatingWebhookConfiguration/egs-pod-steering")?.webhooks);
+  }
+  if (chart.has("Service/egsd")) same("Service ports", chart.get("Service/egsd").spec.ports, base.get("Service/egsd")?.spec.ports);
+  if (chart.has("PersistentVolumeClaim/egsd-data")) same("PVC spec", chart.get("PersistentVolumeClaim/egsd-data").spec, base.get("PersistentVolumeClaim/egsd-data")?.spec);
+  if (chart.has("ConfigMap/egsd-config")) {
+    same("egsd config", YAML.parse(chart.get("ConfigMap/egsd-config").data["egsd.yaml"]), YAML.parse(base.get("ConfigMap/egsd-config")?.data["egsd.yaml"] ?? ""));
+  }
+  return errors;
 }
 
 function helmErrors(rendered) {
@@ -263,10 +298,8 @@ function helmErrors(rendered) {
   const example = deepMerge(defaults, YAML.parse(readFileSync(join(deploy, "helm/egs/values-example.yaml"), "utf8")));
   results.push(["helm values-example.yaml against values.schema.json", validate(example) ? [] : formatErrors(validate.errors)]);
 
-  const templates = readdirSync(join(chart, "templates")).filter((f) => f.endsWith(".yaml") || f.endsWith(".tpl") || f.endsWith(".txt"));
+  const templates = readdirSync(join(chart, "templates"));
   const refErrors = [];
-  const kinds = new Set();
-  let helmRules = null;
   for (const f of templates) {
     const text = readFileSync(join(chart, "templates", f), "utf8");
     for (const m of text.matchAll(/\.Values((?:\.[A-Za-z0-9_]+)+)/g)) {
@@ -274,25 +307,8 @@ function helmErrors(rendered) {
       for (const part of m[1].slice(1).split(".")) node = node && typeof node === "object" ? node[part] : undefined;
       if (node === undefined) refErrors.push(`${f}: .Values${m[1]} is not in values.yaml`);
     }
-    if (!f.endsWith(".yaml")) continue;
-    for (const doc of loadAll(stripTemplate(text))) {
-      kinds.add(doc.kind);
-      if (doc.kind === "ClusterRole") helmRules = doc.rules;
-    }
   }
   results.push(["helm templates use only values that exist", refErrors]);
-  // Same objects as the kustomize base, less what Helm does otherwise (CRDs from crds/, the
-  // namespace from --create-namespace).
-  const baseKinds = new Set(rendered.map((o) => o.kind).filter((k) => k !== "Namespace" && k !== "CustomResourceDefinition"));
-  const kindErrors = [];
-  for (const k of baseKinds) if (!kinds.has(k)) kindErrors.push(`kustomize base has ${k}, the chart does not`);
-  for (const k of kinds) if (!baseKinds.has(k)) kindErrors.push(`the chart has ${k}, the kustomize base does not`);
-  results.push(["helm templates make the kinds of the kustomize base", kindErrors]);
-  const baseRules = rendered.find((o) => o.kind === "ClusterRole")?.rules;
-  results.push([
-    "helm ClusterRole rules equal the kustomize ones",
-    JSON.stringify(helmRules) === JSON.stringify(baseRules) ? [] : [`helm: ${JSON.stringify(helmRules)}`, `kustomize: ${JSON.stringify(baseRules)}`],
-  ]);
   return { results, validate, defaults };
 }
 
@@ -373,9 +389,47 @@ for (const f of readdirSync(exampleDir).filter((f) => f.endsWith(".yaml"))) {
 }
 check("deploy/examples has objects", examples > 0 ? [] : ["no example objects"]);
 
-// Helm.
-const helm = helmErrors(rendered["kustomize/base"]);
-for (const [name, errors] of helm.results) check(name, errors);
+// Helm: structure, lint, render, validate, compare with kustomize.
+const chartInfo = helmErrors(rendered["kustomize/base"]);
+for (const [name, errors] of chartInfo.results) check(name, errors);
+const chartDir = join(deploy, "helm/egs");
+const exampleValues = join(chartDir, "values-example.yaml");
+for (const [what, extra] of [["default values", []], ["values-example.yaml", ["-f", exampleValues]]]) {
+  try {
+    helmRun(["lint", "--strict", chartDir, ...extra]);
+    check(`helm lint --strict (${what})`, []);
+  } catch (e) {
+    check(`helm lint --strict (${what})`, [String(e.stdout || e.message)]);
+  }
+  let objects = [];
+  try {
+    objects = loadAll(helmRun(["template", "egs", chartDir, "-n", "egs-system", ...extra]));
+    check(`helm template (${what})`, objects.length > 0 ? [] : ["rendered nothing"]);
+  } catch (e) {
+    check(`helm template (${what})`, [String(e.stderr || e.message)]);
+  }
+  for (const obj of objects) {
+    check(`helm (${what}): ${obj.kind} ${obj.metadata?.name} against the Kubernetes schema`, await validateObject(obj));
+  }
+  if (extra.length === 0) check("helm chart renders the objects of the kustomize base", compareWithKustomize(objects, rendered["kustomize/base"]));
+  else {
+    const errors = [];
+    const dep = objects.find((o) => o.kind === "Deployment");
+    if (dep?.spec.template.spec.containers[0].image !== "registry.example.com/egs/egsd:0.1.0") errors.push("egsd image not set from values");
+    const wh = objects.find((o) => o.kind === "MutatingWebhookConfiguration");
+    if (wh?.metadata.annotations?.["cert-manager.io/inject-ca-from"] !== "egs-system/egsd-tls") errors.push("cert-manager annotation not set from values");
+    const pvc = objects.find((o) => o.kind === "PersistentVolumeClaim");
+    if (pvc?.spec.storageClassName !== "fast-ssd") errors.push("storage class not set from values");
+    check("helm values-example.yaml takes effect", errors);
+  }
+}
+{
+  // Optional parts switch off cleanly.
+  const objects = loadAll(helmRun(["template", "egs", chartDir, "-n", "egs-system", "--set", "agent.enabled=false,webhook.enabled=false,rbac.create=false"]));
+  const kinds = objects.map((o) => o.kind);
+  const errors = ["DaemonSet", "MutatingWebhookConfiguration", "ClusterRole"].filter((k) => kinds.includes(k)).map((k) => `${k} rendered although disabled`);
+  check("helm: agent, webhook and rbac can be disabled", errors);
+}
 
 // Self-checks: each validator refuses a broken input.
 {
@@ -401,9 +455,19 @@ for (const [name, errors] of helm.results) check(name, errors);
   const crd = structuredClone(crds[0]);
   crd.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.nodes = { $ref: "#/x" };
   if (crdConsistencyErrors(crd).length === 0) errors.push("a non-structural CRD was accepted");
-  const values = structuredClone(helm.defaults);
+  const values = structuredClone(chartInfo.defaults);
   values.egsd.replicas = 2;
-  if (helm.validate(values)) errors.push("an unknown Helm value was accepted");
+  if (chartInfo.validate(values)) errors.push("an unknown Helm value was accepted (ajv)");
+  try {
+    helmRun(["template", "egs", chartDir, "--set", "egsd.replicas=2"]);
+    errors.push("an unknown Helm value was accepted (helm)");
+  } catch {
+    // Refused by Helm's values.schema.json check, as it must be.
+  }
+  const base = rendered["kustomize/base"];
+  const changed = structuredClone(base);
+  changed.find((o) => o.kind === "Deployment").spec.template.spec.containers[0].args.push("--log-level=debug");
+  if (compareWithKustomize(base.filter((o) => o.kind !== "Namespace"), changed).length === 0) errors.push("a Deployment difference between chart and kustomize went unnoticed");
   const tpl = "x: {{ .Values.egsd.nope }}";
   if (!/\.Values((?:\.[A-Za-z0-9_]+)+)/.test(tpl)) errors.push("the .Values scan misses references");
   check("self-checks: broken inputs are refused", errors);
