@@ -4,6 +4,7 @@
 //    rendered object, and every CRD in deploy/crds, validates against the Kubernetes schemas of
 //    kubernetes-models (the API's OpenAPI as compiled JSON-schema validators), and has no field
 //    the schema does not know (the API server's fieldValidation=Strict, which kubectl asks for).
+//    kubectl and helm are the ones of the npm layer (scripts/deploy-test.sh sets KUBECTL, HELM).
 // 2. Each CRD is structural and self-consistent (name = plural.group, one storage version, a
 //    status subresource, printer columns that point into the schema); deploy/crds/
 //    kustomization.yaml lists every CRD file.
@@ -21,7 +22,7 @@
 //
 // Prints "N passed, M failed" and exits non-zero on any failure.
 import { execFileSync } from "node:child_process";
-import { readFileSync, readdirSync, existsSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import Ajv from "ajv";
