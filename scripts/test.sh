@@ -2,7 +2,8 @@
 # Runs every test: builds the asan preset (Debug, -Werror, ASan + UBSan, benchmarks included so
 # that they keep compiling), runs CTest on it (unit and scenario labels), checks formatting and
 # the clock rule, runs the portal's browser test (scripts/portal-test.sh) and the Prometheus
-# integration test (scripts/prometheus-test.sh, ~15 s) against that build's egsd.
+# integration test (scripts/prometheus-test.sh, ~15 s) against that build's egsd, and the
+# offline validation of deploy/ (scripts/deploy-test.sh, ~5 s after npm ci).
 # EGS_TEST_PRESETS="dev asan" also builds and tests the dev preset (same flags without the
 # sanitizers; CI runs only asan, which is the stricter of the two, to stay in its time budget).
 set -euo pipefail
@@ -38,3 +39,6 @@ EGSD=build/$LAST/apps/egsd/egsd scripts/portal-test.sh
 
 echo "== prometheus integration test"
 EGSD=build/$LAST/apps/egsd/egsd scripts/prometheus-test.sh
+
+echo "== deploy manifests (offline validation)"
+EGS_CRDGEN=build/$LAST/apps/egs-crdgen/egs-crdgen scripts/deploy-test.sh
