@@ -194,8 +194,9 @@ Status Authorize(const Principal& who, const Access& access) {
       }
       break;
     case Role::kMember:
-      if (access.resource == "gpuprovisionrequests" && Contains(who.workspaces, access.ns) &&
-          IsMemberRequestVerb(access.verb)) {
+      if ((access.resource == "gpuprovisionrequests" ||
+           access.resource == "notificationsubscriptions") &&
+          Contains(who.workspaces, access.ns) && IsMemberRequestVerb(access.verb)) {
         return common::OkStatus();
       }
       break;
