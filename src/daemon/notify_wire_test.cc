@@ -257,6 +257,8 @@ TEST_F(NotifyWireTest, MembersManageTheirWorkspaceOnlyAndSubscriptionsSurviveARe
   EXPECT_EQ(Call("POST", kSubs, Sub("mine", rx_.Url("/x"), json::array()), alice).status, 201);
   EXPECT_EQ(Call("POST", kSubs, Sub("theirs", rx_.Url("/x"), json::array()), bob).status, 403);
   EXPECT_EQ(Call("DELETE", std::string(kSubs) + "/mine", "", bob).status, 403);
+  EXPECT_EQ(Call("GET", std::string(kSubs) + "/mine", "", bob).status, 403);  // URLs are secrets
+  EXPECT_EQ(Call("GET", kSubs, "", alice).status, 200);
 
   daemon_->Stop();
   daemon_.reset();
