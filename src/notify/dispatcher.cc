@@ -346,7 +346,8 @@ bool Dispatcher::DeliverOnce() {
   ++st.consecutive_failures;
   ++stats_.attempt_errors;
   st.last_error_time = now;
-  st.last_error = out.status.message();
+  st.last_error =
+      fmt::format("{} event {}: {}", d.event.reason, d.event.name, out.status.message());
   if (out.retryable() && d.attempts < options_.max_attempts) {
     common::Duration backoff = options_.initial_backoff;
     for (int i = 1; i < d.attempts && backoff < options_.max_backoff; ++i) backoff *= 2;
