@@ -111,6 +111,9 @@ Columns ColumnsFor(const std::string& kind) {
   if (kind == "Project") return {{"NAME", "DISPLAY-NAME", "AGE"}, {}};
   if (kind == "Event")
     return {{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}, {"COUNT", "FIRST SEEN"}};
+  if (kind == "NotificationSubscription")
+    return {{"NAME", "FORMAT", "REASONS", "DELIVERED", "FAILURES", "LAST-ERROR", "AGE"},
+            {"URL", "DROPPED", "ABANDONED", "LAST-SUCCESS"}};
   if (kind == "Token")
     return {{"ID", "USER", "ROLE", "WORKSPACES", "PROJECTS", "EXPIRES", "REVOKED"}, {"CREATED"}};
   return {{"NAME", "AGE"}, {}};
@@ -171,6 +174,16 @@ std::vector<std::string> NormalRow(const std::string& kind, const json& o, commo
     return {seen, Or(TextAt(o, {"type"})), Or(TextAt(o, {"reason"})), object,
             Or(TextAt(o, {"message"}))};
   }
+  if (kind == "NotificationSubscription") {
+    std::string reasons = TextAt(o, {"spec", "reasons"});
+    return {name,
+            Or(TextAt(o, {"spec", "format"})),
+            reasons.empty() ? "*" : reasons,
+            Or(TextAt(o, {"status", "delivered"})),
+            Or(TextAt(o, {"status", "failures"})),
+            Or(TextAt(o, {"status", "lastError"})),
+            age};
+  }
   if (kind == "Token") {
     std::string revoked = TextAt(o, {"status", "revoked"});
     return {First(o, {{"status", "id"}, {"metadata", "name"}}),
@@ -207,6 +220,10 @@ std::vector<std::string> WideRow(const std::string& kind, const json& o, common:
   if (kind == "GPUShape") return {Or(TextAt(o, {"spec", "provisioningLeadTime"}))};
   if (kind == "Event") {
     return {Or(TextAt(o, {"count"})), Age(o, {"firstTimestamp"}, now)};
+  }
+  if (kind == "NotificationSubscription") {
+    return {Or(TextAt(o, {"spec", "url"})), Or(TextAt(o, {"status", "dropped"})),
+            Or(TextAt(o, {"status", "abandoned"})), Or(TextAt(o, {"status", "lastSuccessTime"}))};
   }
   if (kind == "Token") return {Or(TextAt(o, {"status", "created"}))};
   return {};

@@ -26,6 +26,11 @@ const std::vector<Resource>& AllResources() {
       {"GPUShape", "gpushapes", "gpushape", {"shape"}, false},
       {"Project", "projects", "project", {"proj"}, false},
       {"Event", "events", "event", {"ev"}, true},
+      {"NotificationSubscription",
+       "notificationsubscriptions",
+       "notificationsubscription",
+       {"nsub"},
+       true},
       {"Token", "tokens", "token", {}, false},
   };
   return kResources;

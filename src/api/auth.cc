@@ -186,6 +186,14 @@ Status Authorize(const Principal& who, const Access& access) {
   if (who.role == Role::kNode) return Denied(who, access);
   // Tokens are credentials: only admins see or manage them.
   if (access.resource == "tokens") return Denied(who, access);
+  // Webhook URLs are credentials (a Slack URL lets anyone post): only the workspace's own
+  // people read its subscriptions.
+  if (access.resource == "notificationsubscriptions" && IsReadVerb(access.verb)) {
+    if (Contains(who.workspaces, access.ns) || Contains(who.projects, access.ns_project)) {
+      return common::OkStatus();
+    }
+    return Denied(who, access);
+  }
   if (IsReadVerb(access.verb)) return common::OkStatus();
   switch (who.role) {
     case Role::kProjectAdmin:
@@ -194,8 +202,9 @@ Status Authorize(const Principal& who, const Access& access) {
       }
       break;
     case Role::kMember:
-      if (access.resource == "gpuprovisionrequests" && Contains(who.workspaces, access.ns) &&
-          IsMemberRequestVerb(access.verb)) {
+      if ((access.resource == "gpuprovisionrequests" ||
+           access.resource == "notificationsubscriptions") &&
+          Contains(who.workspaces, access.ns) && IsMemberRequestVerb(access.verb)) {
         return common::OkStatus();
       }
       break;

@@ -9,10 +9,12 @@
 //   admin           everything
 //   project-admin   everything on its projects' workspaces, clusters and nodes, and the requests
 //                   in those workspaces (approve, reject, reprioritize, move)
-//   member          read and write requests in its workspaces (create, edit, delete, quote,
+//   member          read and write requests and notification subscriptions in its workspaces
+//   (create, edit, delete, quote,
 //                   release, extend, explain, what-if); read inventory, shapes, clusters,
 //                   workspaces
-//   viewer          read everything it can see (no secrets: never tokens)
+//   viewer          read everything it can see (no secrets: never tokens, and notification
+//                   subscriptions (webhook URLs) only of the workspaces in its token)
 //   node            a node agent: may only post telemetry for its own node (user
 //                   "system:node:<node name>", see NodeOf); nothing else, not even reads
 //

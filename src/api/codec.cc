@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "api/notification_codec.h"
 #include "core/workspace.h"
 
 namespace egs::api {
@@ -1368,6 +1369,7 @@ Status ValidateObject(std::string_view kind, const json& j) {
   if (kind == "Workspace") return ParseWorkspace(j).status();
   if (kind == "GPUProvisionRequest") return ParseGpr(j).status();
   if (kind == "Event") return ParseEvent(j).status();
+  if (kind == kNotificationSubscriptionKind) return ParseNotificationSubscription(j).status();
   return common::NotFoundError(fmt::format("no codec for kind \"{}\"", kind));
 }
 

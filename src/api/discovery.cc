@@ -41,6 +41,14 @@ std::vector<ResourceInfo> MakeResources() {
                 "reprioritize", "move", "explain", "whatif"},
                true});
   r.push_back({"Event", "events", "event", {"ev"}, true, {"get", "list", "watch"}, {}, true});
+  r.push_back({"NotificationSubscription",
+               "notificationsubscriptions",
+               "notificationsubscription",
+               {"nsub"},
+               true,
+               kAllVerbs,
+               {},
+               true});
   r.push_back(
       {"Token", "tokens", "token", {}, false, {"create", "delete", "get", "list"}, {}, false});
   r.push_back({"Quote", "quotes", "quote", {}, true, {"create"}, {}, false});
@@ -335,6 +343,19 @@ std::map<std::string, std::pair<json, json>> KindSchemas() {
                             {"shape", Str()},
                             {"pendingExtension", ext},
                             {"requeues", Int()}})};
+  m["NotificationSubscription"] = {
+      Obj({{"url", Str("Webhook URL (http:// or https:// only).")},
+           {"format", Enum({"JSON", "Slack"})},
+           {"reasons", Arr(Str(), "Event reasons to send; empty = every reason.")}},
+          {"url"}),
+      Obj({{"delivered", Int()},
+           {"failures", Int("Failed delivery attempts, in total.")},
+           {"consecutiveFailures", Int()},
+           {"dropped", Int("Deliveries lost: queue full, or given up after the retries.")},
+           {"pending", Int()},
+           {"lastSuccessTime", TimeS()},
+           {"lastErrorTime", TimeS()},
+           {"lastError", Str()}})};
   m["Token"] = {Obj({{"user", Str()},
                      {"role", Enum({"viewer", "member", "project-admin", "admin"})},
                      {"workspaces", Arr(Str())},
@@ -797,6 +818,26 @@ std::vector<Column> BuildColumns(std::string_view kind) {
             {"Active", "integer", "Active requests.", 0, Field({"status", "activeRequests"})},
             {"GPUs In Use", "integer", "", 0, Field({"status", "gpusInUse"})},
             AgeColumn()};
+  }
+  if (kind == "NotificationSubscription") {
+    return {NameColumn(),
+            {"Format", "string", "", 0, Field({"spec", "format"})},
+            {"Reasons", "string", "Event reasons sent; empty = every reason.", 0,
+             [](const json& obj, common::Time) -> json {
+               const json* r = At(obj, {"spec", "reasons"});
+               if (!r || !r->is_array() || r->empty()) return "*";
+               std::string out;
+               for (const json& e : *r) {
+                 if (e.is_string()) out += (out.empty() ? "" : ",") + e.get<std::string>();
+               }
+               return out;
+             }},
+            {"Delivered", "integer", "", 0, Field({"status", "delivered"})},
+            {"Failures", "integer", "Failed attempts.", 0, Field({"status", "failures"})},
+            {"Last Error", "string", "", 0, Field({"status", "lastError"})},
+            AgeColumn(),
+            {"URL", "string", "", 1, Field({"spec", "url"})},
+            {"Dropped", "integer", "", 1, Field({"status", "dropped"})}};
   }
   if (kind == "Project") {
     return {NameColumn(),

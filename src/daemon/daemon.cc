@@ -30,6 +30,9 @@
 #include "daemon/forwarding_connector.h"
 #include "daemon/kube_clusters.h"
 #include "daemon/scheduler_loop.h"
+#include "notify/dispatcher.h"
+#include "notify/subscription_control_plane.h"
+#include "notify/webhook_sender.h"
 #include "scheduler/scheduler.h"
 #include "store/sqlite/sqlite_store.h"
 #include "telemetry/telemetry_hub.h"
@@ -164,6 +167,11 @@ struct Daemon::Parts {
   std::unique_ptr<ControlPlaneImpl> control_plane;
   std::unique_ptr<SchedulerLoop> loop;
   std::unique_ptr<AlertMonitor> alerts;  // alert rules, remediation, telemetry history
+  // Webhook notifications: the API's control plane stores NotificationSubscriptions itself and
+  // forwards the rest; the dispatcher tails the store's change feed on its own threads.
+  notify::HttpWebhookSender webhook_sender;
+  std::unique_ptr<notify::Dispatcher> notifier;
+  std::unique_ptr<notify::SubscriptionControlPlane> api_control_plane;
   std::unique_ptr<api::TokenService> tokens;
   std::unique_ptr<api::RateLimiter> limiter;
   std::unique_ptr<api::ApiServer> api;
@@ -343,6 +351,12 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->limiter =
       std::make_unique<api::RateLimiter>(*p->clock, config.rate_per_second, config.rate_burst);
 
+  // Backoff and status times on the unscaled clock: receivers recover in real time.
+  p->notifier = std::make_unique<notify::Dispatcher>(*p->store, clock, p->webhook_sender);
+  EGS_RETURN_IF_ERROR(p->notifier->Restore().WithContext("restore notifications"));
+  p->notifier->Start();
+  p->api_control_plane =
+      std::make_unique<notify::SubscriptionControlPlane>(*p->control_plane, *p->store, clock);
   p->metrics = std::make_unique<DaemonMetrics>(*p->scheduler, *p->control_plane, *p->hub);
   p->loop = std::make_unique<SchedulerLoop>(*p->scheduler, *p->clock,
                                             [raw](const scheduler::CycleStats& stats) {
@@ -372,14 +386,16 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   options.max_watches = config.max_watches;
   options.allow = [raw](const api::Principal& who) { return raw->limiter->Allow(who.token_id); };
   options.decorate = [raw](std::string_view kind, json& object) {
+    if (kind == api::kNotificationSubscriptionKind) return raw->notifier->Decorate(object);
     raw->control_plane->Decorate(kind, object);
     if (raw->kube) raw->kube->Decorate(kind, object);
   };
   options.decoration_version = [raw] {
-    return raw->control_plane->DecorationVersion() + (raw->kube ? raw->kube->version() : 0);
+    return raw->control_plane->DecorationVersion() + (raw->kube ? raw->kube->version() : 0) +
+           raw->notifier->version();
   };
   p->api = std::make_unique<api::ApiServer>(
-      *p->store, *p->control_plane, *p->clock, std::move(options),
+      *p->store, *p->api_control_plane, *p->clock, std::move(options),
       [raw](std::string_view authorization) { return raw->tokens->Authenticate(authorization); },
       [](const api::Principal& who, const api::Access& access) {
         return api::Authorize(who, access);
@@ -426,7 +442,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     if (req.path == "/metrics" && (req.method == "GET" || req.method == "HEAD")) {
       api::HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      r.body = raw->metrics->Render(raw->clock->Now());
+      r.body = raw->metrics->Render(raw->clock->Now()) + raw->notifier->MetricsText();
       telemetry::TextWriter alerts;
       raw->alerts->WriteMetrics(alerts);
       r.body += alerts.Take();
@@ -483,6 +499,7 @@ void Daemon::Stop() {
   if (parts_->fleet) parts_->fleet->Stop();
   if (parts_->alerts) parts_->alerts->Stop();  // its node actions need the loop
   if (parts_->loop) parts_->loop->Stop();
+  if (parts_->notifier) parts_->notifier->Stop();
   parts_->scheduler_for_callbacks = nullptr;
   spdlog::info("egsd stopped");
 }

@@ -1,0 +1,297 @@
+// HttpWebhookSender and a threaded Dispatcher against a real receiver: a cpp-httplib server on
+// 127.0.0.1 in the test. Waits are for outcomes (bounded by a generous real-time limit that only
+// turns a hang into a failure); nothing asserts how long anything took.
+#include "notify/webhook_sender.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/codec.h"
+#include "common/clock.h"
+#include "notify/dispatcher.h"
+#include "store/fake_store.h"
+#include "testing/status_matchers.h"
+
+namespace egs::notify {
+namespace {
+
+using ::egs::testing::StatusIs;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// A webhook receiver on a loopback port. Each path answers with the scripted statuses in order
+// (200 once they are used up); "/hang" blocks until Release().
+class Receiver {
+ public:
+  Receiver() {
+    auto handle = [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.path == "/hang") {
+        std::unique_lock lock(mu_);
+        ++hanging_;
+        cv_.notify_all();
+        cv_.wait_for(lock, 20s, [&] { return released_; });
+        --hanging_;
+        res.status = 200;
+        return;
+      }
+      std::lock_guard lock(mu_);
+      bodies_[req.path].push_back(req.body);
+      headers_.push_back(req.get_header_value("X-EGS-Delivery"));
+      auto& script = script_[req.path];
+      res.status = 200;
+      if (!script.empty()) {
+        res.status = script.front();
+        script.erase(script.begin());
+      }
+      res.set_content(res.status == 200 ? "ok" : "boom", "text/plain");
+      cv_.notify_all();
+    };
+    server_.Post(".*", handle);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
+  }
+  ~Receiver() {
+    Release();
+    server_.stop();
+    thread_.join();
+  }
+  std::string Url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  void Script(const std::string& path, std::vector<int> statuses) {
+    std::lock_guard lock(mu_);
+    script_[path] = std::move(statuses);
+  }
+  std::vector<std::string> Bodies(const std::string& path) {
+    std::lock_guard lock(mu_);
+    return bodies_[path];
+  }
+  std::vector<std::string> DeliveryHeaders() {
+    std::lock_guard lock(mu_);
+    return headers_;
+  }
+  // Waits (up to 20 s, real time) until `n` requests reached `path`.
+  bool WaitFor(const std::string& path, std::size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 20s, [&] { return bodies_[path].size() >= n; });
+  }
+  bool WaitHanging() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 20s, [&] { return hanging_ > 0; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::vector<int>> script_;
+  std::map<std::string, std::vector<std::string>> bodies_;
+  std::vector<std::string> headers_;
+  int hanging_ = 0;
+  bool released_ = false;
+};
+
+WebhookRequest RequestTo(const std::string& url) {
+  WebhookRequest r;
+  r.url = api::ParseWebhookUrl(url, "url").value();
+  r.body = R"({"text":"hello"})";
+  r.delivery_id = "sub-1/ev@7";
+  r.reason = "Active";
+  return r;
+}
+
+// A port nobody listens on: served, then stopped (which closes the socket).
+int ClosedPort() {
+  httplib::Server s;
+  int port = s.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { s.listen_after_bind(); });
+  while (!s.is_running()) std::this_thread::sleep_for(1ms);
+  s.stop();
+  t.join();
+  return port;
+}
+
+TEST(HttpWebhookSenderTest, PostsTheBodyWithTheDeliveryHeader) {
+  Receiver rx;
+  HttpWebhookSender sender;
+  SendOutcome out = sender.Send(RequestTo(rx.Url("/hook?team=a")), common::Seconds(5));
+  EXPECT_OK(out.status);
+  EXPECT_EQ(out.http_status, 200);
+  ASSERT_EQ(rx.Bodies("/hook").size(), 1u);
+  EXPECT_EQ(rx.Bodies("/hook")[0], R"({"text":"hello"})");
+  EXPECT_EQ(rx.DeliveryHeaders()[0], "sub-1/ev@7");
+}
+
+TEST(HttpWebhookSenderTest, ServerErrorsAreRetryableAndRefusalsAreNot) {
+  Receiver rx;
+  rx.Script("/hook", {500, 404});
+  HttpWebhookSender sender;
+  SendOutcome first = sender.Send(RequestTo(rx.Url("/hook")), common::Seconds(5));
+  EXPECT_THAT(first.status, StatusIs(common::StatusCode::kUnavailable));
+  EXPECT_EQ(first.http_status, 500);
+  EXPECT_TRUE(first.retryable());
+  EXPECT_THAT(first.status.message(), HasSubstr("HTTP 500"));
+  SendOutcome second = sender.Send(RequestTo(rx.Url("/hook")), common::Seconds(5));
+  EXPECT_THAT(second.status, StatusIs(common::StatusCode::kFailedPrecondition));
+  EXPECT_FALSE(second.retryable());
+}
+
+TEST(HttpWebhookSenderTest, AReceiverThatIsDownIsUnavailable) {
+  HttpWebhookSender sender;
+  SendOutcome out = sender.Send(
+      RequestTo("http://127.0.0.1:" + std::to_string(ClosedPort()) + "/x"), common::Seconds(5));
+  EXPECT_THAT(out.status, StatusIs(common::StatusCode::kUnavailable));
+  EXPECT_TRUE(out.retryable());
+}
+
+TEST(HttpWebhookSenderTest, AHangingReceiverEndsInDeadlineExceeded) {
+  Receiver rx;
+  HttpWebhookSender sender;
+  SendOutcome out = sender.Send(RequestTo(rx.Url("/hang")), std::chrono::milliseconds(200));
+  EXPECT_THAT(out.status, StatusIs(common::StatusCode::kDeadlineExceeded));
+  EXPECT_TRUE(out.retryable());
+}
+
+// ---- The threaded dispatcher against the receiver ----------------------------------------------
+
+class LiveDispatcherTest : public ::testing::Test {
+ protected:
+  void Start(DispatcherOptions o) {
+    o.poll_interval = 10ms;
+    o.state_interval = 10ms;
+    dispatcher_ = std::make_unique<Dispatcher>(store_, clock_, sender_, o);
+    ASSERT_OK(dispatcher_->Restore());
+    dispatcher_->Start();
+  }
+  void TearDown() override {
+    if (dispatcher_) dispatcher_->Stop();
+  }
+  void PutSub(const std::string& name, const std::string& url) {
+    json j = {{"metadata", {{"name", name}, {"namespace", "team-a"}}},
+              {"spec", {{"url", url}, {"format", "JSON"}}}};
+    ASSERT_OK(store_.Commit({store::WriteOp::Put({"NotificationSubscription", "team-a", name,
+                                                  "uid-" + name, 0, clock_.Now(), j.dump()},
+                                                 std::nullopt)},
+                            {}));
+  }
+  void PutEvent(const std::string& reason) {
+    api::EventDoc e;
+    e.meta.name = "train." + std::to_string(++events_);
+    e.reason = reason;
+    e.involved_object = {"GPUProvisionRequest", "team-a", "train"};
+    ASSERT_OK(store_.Commit({store::WriteOp::Put({"Event", "team-a", e.meta.name, "", 0,
+                                                  clock_.Now(), api::ToJson(e).dump()},
+                                                 std::nullopt)},
+                            {}));
+  }
+  // Waits (up to 20 s, real time) until `pred` holds on the subscription's status.
+  bool WaitStatus(const std::string& name, const std::function<bool(const json&)>& pred) {
+    for (int i = 0; i < 2000; ++i) {
+      auto st = dispatcher_->StatusJson("team-a", name);
+      if (st && pred(*st)) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
+  store::FakeStore store_;
+  common::RealClock clock_;
+  HttpWebhookSender sender_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  int events_ = 0;
+};
+
+TEST_F(LiveDispatcherTest, RetriesAfterTheReceiverFailsThenSucceeds) {
+  Receiver rx;
+  rx.Script("/hook", {500, 500});
+  DispatcherOptions o;
+  o.initial_backoff = 20ms;
+  Start(o);
+  PutSub("ops", rx.Url("/hook"));
+  PutEvent("Active");
+  ASSERT_TRUE(rx.WaitFor("/hook", 3));
+  ASSERT_TRUE(WaitStatus("ops", [](const json& s) { return s["delivered"] == 1; }));
+  auto st = dispatcher_->StatusJson("team-a", "ops");
+  EXPECT_EQ((*st)["failures"], 2);
+  EXPECT_EQ((*st)["consecutiveFailures"], 0);
+  EXPECT_THAT((*st)["lastError"].get<std::string>(), HasSubstr("HTTP 500"));
+  // Every attempt carried the same event.
+  auto bodies = rx.Bodies("/hook");
+  EXPECT_EQ(json::parse(bodies[0])["reason"], "Active");
+  EXPECT_EQ(bodies[0], bodies[2]);
+}
+
+TEST_F(LiveDispatcherTest, AReceiverThatIsDownBacksOffAndShowsTheError) {
+  DispatcherOptions o;
+  o.initial_backoff = 10ms;
+  o.max_backoff = 1s;
+  Start(o);
+  PutSub("down", "http://127.0.0.1:" + std::to_string(ClosedPort()) + "/hook");
+  PutEvent("Active");
+  ASSERT_TRUE(WaitStatus("down", [](const json& s) { return s["failures"] >= 2; }));
+  auto st = dispatcher_->StatusJson("team-a", "down");
+  EXPECT_EQ((*st)["delivered"], 0);
+  EXPECT_EQ((*st)["pending"], 1);  // waiting for its next attempt
+  EXPECT_THAT((*st)["lastError"].get<std::string>(), HasSubstr("Connection"));
+  EXPECT_THAT((*st)["lastError"].get<std::string>(), HasSubstr("next in"));
+  EXPECT_TRUE(st->contains("lastErrorTime"));
+  EXPECT_THAT(dispatcher_->MetricsText(),
+              HasSubstr("egs_notify_subscription_consecutive_failures{namespace=\"team-a\","
+                        "name=\"down\"}"));
+}
+
+TEST_F(LiveDispatcherTest, AHangingReceiverHoldsOneWorkerOnlyAndTimesOut) {
+  Receiver rx;
+  DispatcherOptions o;
+  o.workers = 2;
+  o.attempt_timeout = 30s;  // the hang lasts until the test releases it
+  o.max_attempts = 1;
+  Start(o);
+  PutSub("hangs", rx.Url("/hang"));
+  PutSub("fine", rx.Url("/fine"));
+  PutEvent("Active");
+  ASSERT_TRUE(rx.WaitHanging());
+  // While one attempt hangs, writers still commit, the feed is still read, and the other
+  // worker still delivers.
+  PutEvent("Completed");
+  ASSERT_TRUE(rx.WaitFor("/fine", 2));
+  EXPECT_GE(dispatcher_->stats().queue_length, 1u);  // the hung attempt is in flight
+  rx.Release();
+  ASSERT_TRUE(WaitStatus("hangs", [](const json& s) { return s["delivered"] >= 1; }));
+}
+
+TEST_F(LiveDispatcherTest, TheAttemptTimeoutBoundsAHang) {
+  Receiver rx;
+  DispatcherOptions o;
+  o.attempt_timeout = 200ms;
+  o.max_attempts = 1;
+  Start(o);
+  PutSub("hangs", rx.Url("/hang"));
+  PutEvent("Active");
+  ASSERT_TRUE(WaitStatus("hangs", [](const json& s) { return s["abandoned"] == 1; }));
+  auto st = dispatcher_->StatusJson("team-a", "hangs");
+  EXPECT_THAT((*st)["lastError"].get<std::string>(), HasSubstr("no answer within 0.2s"));
+}
+
+}  // namespace
+}  // namespace egs::notify
