@@ -29,6 +29,7 @@
 
 #include "api/codec.h"
 #include "api/control_plane.h"
+#include "api/schedule_handlers.h"
 #include "api/telemetry_handlers.h"
 #include "common/clock.h"
 #include "daemon/names.h"
@@ -91,6 +92,8 @@ class ControlPlaneImpl final : public api::ControlPlane {
   common::Result<api::GprTelemetryScope> GprScope(std::string_view ns, std::string_view name) const;
   // The scopes of every started request of workspace `ns`; NotFound for an unknown workspace.
   common::Result<std::vector<api::GprTelemetryScope>> WorkspaceScopes(std::string_view ns) const;
+  // One page of the fleet schedule (control_plane_schedule.cc), from the snapshot; any thread.
+  common::Result<api::SchedulePage> NodeSchedules(const api::ScheduleQuery& q) const;
   // Whether the Store holds any object of the fleet kinds (a first start has none).
   common::Result<bool> HasFleet();
 

@@ -15,6 +15,7 @@
 #include "api/auth.h"
 #include "api/codec.h"
 #include "api/httplib_server.h"
+#include "api/schedule_handlers.h"
 #include "api/static_files.h"
 #include "api/telemetry_handlers.h"
 #include "api/token_handlers.h"
@@ -328,6 +329,13 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       [raw, telemetry = TelemetrySourcesOf(*p)](const api::Principal& who,
                                                 const api::HttpRequest& request) {
         if (auto r = api::HandleTokenRequest(*raw->tokens, who, request)) return r;
+        if (auto r = api::HandleScheduleRequest({raw->clock,
+                                                 [raw](const api::ScheduleQuery& q) {
+                                                   return raw->control_plane->NodeSchedules(q);
+                                                 }},
+                                                who, request)) {
+          return r;
+        }
         return api::HandleTelemetryRequest(telemetry, who, request);
       });
 
