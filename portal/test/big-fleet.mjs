@@ -56,7 +56,7 @@ function rng(seed) {
   };
 }
 
-// `count` requests: 1 to 64 nodes for 2 h to 3 days, in both workspaces and all shapes, in
+// `count` requests: 1 to 128 nodes for 2 h to 3 days, in both workspaces and all shapes, in
 // priority order.
 export function bigRequests(count, seed = 11) {
   const r = rng(seed);
@@ -64,7 +64,7 @@ export function bigRequests(count, seed = 11) {
   const out = [];
   for (let i = 0; i < count; i++) {
     const ns = r() < 0.5 ? 'train' : 'infer';
-    const nodes = Math.max(1, Math.round(Math.exp(r() * Math.log(64))));
+    const nodes = Math.max(1, Math.round(Math.exp(r() * Math.log(128))));
     const hours = Math.round(2 + r() * r() * 70);
     out.push({
       apiVersion: 'egs.dev/v1alpha1', kind: 'GPUProvisionRequest',

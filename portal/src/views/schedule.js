@@ -25,35 +25,54 @@ const COLORS = { Past: '#8c959f', Reserved: '#1a7f37', Planned: '#0a58ca', unava
 const KIND_CODE = { Past: 0, Reserved: 1, Planned: 2 };
 const KINDS = ['Past', 'Reserved', 'Planned'];
 
-// All pages of the schedule over [from, to) as compact rows:
+const PAGE = 1000;
+
+// One page of the schedule as compact rows:
 // {node, cluster, shape, gpus, bars: Float64Array [start, end, kind, gpus]*, names: [], unavailable: []}.
-export async function loadSchedule(api, { from, to, cluster, shape }, onProgress) {
-  const rows = [];
-  let next = '0';
-  while (next != null) {
-    const q = new URLSearchParams({ from: new Date(from).toISOString(), to: new Date(to).toISOString(), limit: '1000', continue: next });
-    if (cluster) q.set('cluster', cluster);
-    if (shape) q.set('shape', shape);
-    const page = await api.get(`${API}/schedule?${q}`);
-    for (const it of page.items || []) {
-      const b = it.bookings || [];
-      const bars = new Float64Array(b.length * 4);
-      b.forEach((x, i) => {
-        bars[i * 4] = Date.parse(x.start);
-        bars[i * 4 + 1] = Date.parse(x.end);
-        bars[i * 4 + 2] = KIND_CODE[x.kind] ?? 2;
-        bars[i * 4 + 3] = x.gpus;
-      });
-      rows.push({
-        node: it.node, cluster: it.cluster, shape: it.shape, gpus: it.gpus, bars,
-        names: b.map((x) => `${x.workspace}/${x.request}`),
-        unavailable: (it.unavailable || []).map((u) => [Date.parse(u.start), Date.parse(u.end)]),
-      });
+async function loadPage(api, { from, to, cluster, shape }, offset) {
+  const q = new URLSearchParams({ from: new Date(from).toISOString(), to: new Date(to).toISOString(), limit: String(PAGE), continue: String(offset) });
+  if (cluster) q.set('cluster', cluster);
+  if (shape) q.set('shape', shape);
+  const page = await api.get(`${API}/schedule?${q}`);
+  const rows = (page.items || []).map((it) => {
+    const b = it.bookings || [];
+    const bars = new Float64Array(b.length * 4);
+    b.forEach((x, i) => {
+      bars[i * 4] = Date.parse(x.start);
+      bars[i * 4 + 1] = Date.parse(x.end);
+      bars[i * 4 + 2] = KIND_CODE[x.kind] ?? 2;
+      bars[i * 4 + 3] = x.gpus;
+    });
+    return {
+      node: it.node, cluster: it.cluster, shape: it.shape, gpus: it.gpus, bars,
+      names: b.map((x) => `${x.workspace}/${x.request}`),
+      unavailable: (it.unavailable || []).map((u) => [Date.parse(u.start), Date.parse(u.end)]),
+    };
+  });
+  return { rows, total: page.total || 0 };
+}
+
+// All pages of the schedule over [from, to): the first page gives the node count, the others
+// (the API pages by node position) are fetched three at a time.
+export async function loadSchedule(api, filters, onProgress) {
+  const first = await loadPage(api, filters, 0);
+  const pages = [first.rows];
+  let loaded = first.rows.length;
+  if (onProgress) onProgress(loaded, first.total);
+  const offsets = [];
+  for (let o = PAGE; o < first.total; o += PAGE) offsets.push(o);
+  let next = 0;
+  const worker = async () => {
+    while (next < offsets.length) {
+      const i = next++;
+      const p = await loadPage(api, filters, offsets[i]);
+      pages[i + 1] = p.rows;
+      loaded += p.rows.length;
+      if (onProgress) onProgress(loaded, first.total);
     }
-    if (onProgress) onProgress(rows.length, page.total);
-    next = page.continue ?? null;
-  }
-  return rows;
+  };
+  await Promise.all([worker(), worker(), worker()]);
+  return pages.flat();
 }
 
 export function Schedule({ session }) {
@@ -93,7 +112,12 @@ export function Schedule({ session }) {
     const t = Date.now();
     const f = Math.floor((t - BACK_H * HOUR) / HOUR) * HOUR;
     loadSchedule(api, { from: f, to: f + (BACK_H + AHEAD_H) * HOUR, ...filters }, (n, total) => live && setProgress(`${n} of ${total} nodes loaded`))
-      .then((r) => live && setLoaded({ rows: r, from: f, now: t }))
+      .then((r) => {
+        if (!live) return;
+        const stats = (window.__egsGantt = window.__egsGantt || { draws: [], rows: 0 });
+        stats.bookings = r.reduce((n, row) => n + row.bars.length / 4, 0);
+        setLoaded({ rows: r, from: f, now: t });
+      })
       .catch((e) => live && setError(e));
     return () => { live = false; };
   }, [filters.cluster, filters.shape]);
@@ -127,12 +151,17 @@ export function Schedule({ session }) {
     const x = (t) => LABEL_W + (t - tLeft) * pxPerMs;
     ctx.font = '11px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
+    // Grid lines under the bars, at the axis ticks.
+    const step = tickStep(pxPerHour);
+    const firstTick = Math.ceil(tLeft / step) * step;
+    ctx.fillStyle = '#d0d7de';
+    for (let t = firstTick; t <= tRight; t += step) ctx.fillRect(x(t), AXIS_H, 1, h - AXIS_H);
     // Rows: zebra, unavailability, bars, labels.
     for (let i = first; i < last; i++) {
       const r = rows[i];
       const y = AXIS_H + i * ROW_H - sc.scrollTop;
       if (i % 2) {
-        ctx.fillStyle = '#f6f8fa';
+        ctx.fillStyle = 'rgba(208, 215, 222, 0.25)';
         ctx.fillRect(LABEL_W, y, w - LABEL_W, ROW_H);
       }
       for (const [s, e] of r.unavailable) {
@@ -171,13 +200,8 @@ export function Schedule({ session }) {
     ctx.fillRect(0, 0, w, AXIS_H);
     ctx.fillStyle = '#1b1f24';
     ctx.fillText(`${rows.length} nodes`, 4, AXIS_H / 2);
-    const step = tickStep(pxPerHour);
-    for (let t = Math.ceil(tLeft / step) * step; t <= tRight; t += step) {
-      const tx = x(t);
-      ctx.fillStyle = '#d0d7de';
-      ctx.fillRect(tx, AXIS_H, 1, h - AXIS_H);
-      ctx.fillStyle = '#1b1f24';
-      ctx.fillText(tickLabel(t, step), tx + 2, AXIS_H / 2);
+    for (let t = firstTick; t <= tRight; t += step) {
+      if (x(t) >= LABEL_W) ctx.fillText(tickLabel(t, step), x(t) + 2, AXIS_H / 2);
     }
     if (now >= tLeft && now <= tRight) {
       ctx.fillStyle = '#cf222e';
