@@ -10,15 +10,6 @@ import { parseTime, when } from '../format.js';
 
 const MAX_SHOWN = 200;
 
-// The events a user cares about: a member's workspaces' events, everything for the others.
-export async function loadEvents(api, me) {
-  if (me.role !== 'member') return (await api.get(`${API}/events`)).items || [];
-  const lists = await Promise.all(
-    me.workspaces.map((ws) => api.get(`${API}/namespaces/${encodeURIComponent(ws)}/events`)),
-  );
-  return lists.flatMap((l) => l.items || []);
-}
-
 // The paths whose events a user reads: all events, or each of a member's workspaces'.
 function eventPaths(me) {
   if (me.role !== 'member') return [`${API}/events`];
