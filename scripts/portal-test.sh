@@ -21,6 +21,6 @@ fi
 EGSD="$(cd "$(dirname "$EGSD")" && pwd)/$(basename "$EGSD")"
 portal/assemble.sh build/portal
 cd portal
-node --test test/format.test.mjs
+node --test test/format.test.mjs test/admin.test.mjs
 exec node test/browser.test.mjs --egsd "$EGSD" --portal-dir ../build/portal \
   --fleet ../deploy/fleets/demo.yaml --out ../build/portal-test

@@ -46,7 +46,34 @@ export function client(token, onUnauthenticated) {
     }
     return json;
   }
+  // Streams a watch (?watch=1, newline-delimited {type, object}) until `signal` aborts or the
+  // server ends it; calls onEvent for each event. Resolves when the stream ends.
+  async function watch(path, resourceVersion, onEvent, signal) {
+    const headers = { Accept: 'application/json' };
+    if (token) headers.Authorization = `Bearer ${token}`;
+    const sep = path.includes('?') ? '&' : '?';
+    const rv = resourceVersion ? `&resourceVersion=${encodeURIComponent(resourceVersion)}` : '';
+    const res = await fetch(`${path}${sep}watch=1${rv}`, { headers, signal });
+    if (!res.ok) {
+      if (res.status === 401 && onUnauthenticated) onUnauthenticated();
+      throw new ApiError(res.status, await res.json().catch(() => null));
+    }
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (line) onEvent(JSON.parse(line));
+      }
+    }
+  }
   return {
+    watch,
     get: (path) => call('GET', path),
     post: (path, body) => call('POST', path, body ?? {}),
     // JSON merge patch (RFC 7386).

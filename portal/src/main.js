@@ -11,8 +11,14 @@ import { Inventory } from './views/inventory.js';
 import { NewRequest } from './views/new-request.js';
 import { Requests } from './views/requests.js';
 import { Queue } from './views/queue.js';
-import { Events, lastTime, loadEvents } from './views/events.js';
-import { usePoll } from './components.js';
+import { Events, lastTime, useLiveEvents } from './views/events.js';
+import { Schedule } from './views/schedule.js';
+import { Dashboard } from './views/dashboard.js';
+import { Fleet } from './views/fleet.js';
+import { Policies } from './views/policies.js';
+import { Ledger } from './views/ledger.js';
+import { AuditLog, DecisionLog } from './views/logs.js';
+import { Gpus } from './views/gpus.js';
 
 const TOKEN_KEY = 'egs.token';
 
@@ -21,8 +27,16 @@ const ROUTES = [
   { path: 'new', label: 'New request', view: NewRequest, writes: true },
   { path: 'workspaces', label: 'Workspaces', view: Workspaces },
   { path: 'inventory', label: 'Inventory', view: Inventory },
+  { path: 'gpus', label: 'GPUs', view: Gpus },
   { path: 'events', label: 'Events', view: Events, bell: true },
+  { path: 'dashboard', label: 'Dashboard', view: Dashboard, admin: true },
   { path: 'queue', label: 'Queue (admin)', view: Queue, admin: true },
+  { path: 'schedule', label: 'Schedule', view: Schedule, admin: true },
+  { path: 'fleet', label: 'Fleet', view: Fleet, admin: true },
+  { path: 'policies', label: 'Policies', view: Policies, admin: true },
+  { path: 'ledger', label: 'Promise ledger', view: Ledger, admin: true },
+  { path: 'audit', label: 'Audit log', view: AuditLog, admin: true, full: true },
+  { path: 'decisions', label: 'Decisions', view: DecisionLog, admin: true, full: true },
 ];
 
 function currentRoute() {
@@ -34,9 +48,9 @@ export function isAdmin(me) {
   return me && (me.role === 'admin' || me.role === 'project-admin');
 }
 
-// The bell: warnings of the last hour, refreshed every 10 s; leads to the events page.
-function Bell({ session, current }) {
-  const { data } = usePoll(() => loadEvents(session.api, session.me), 10000);
+// The bell: warnings of the last hour, live; leads to the events page.
+function Bell({ events, current }) {
+  const { data } = events;
   const hourAgo = Date.now() - 3600e3;
   const warnings = (data || []).filter((e) => e.type === 'Warning' && lastTime(e) >= hourAgo).length;
   const label = `${warnings} warning${warnings === 1 ? '' : 's'} in the last hour`;
@@ -94,11 +108,20 @@ function App() {
     return html`<${SignIn} onSignIn=${signIn} notice=${error} />`;
   }
 
+  return html`<${Shell} token=${token} me=${me} route=${route} signOut=${signOut} />`;
+}
+
+// The signed-in portal: header, navigation and the current view. One live events stream feeds
+// the bell and the events page.
+function Shell({ token, me, route, signOut }) {
   const api = client(token, signOut);
   const session = { api, me, token };
+  const events = useLiveEvents(session);
   // Viewers read only: no new requests; the queue's actions are for admins.
-  const routes = ROUTES.filter((r) => (!r.admin || isAdmin(me)) && (!r.writes || me.role !== 'viewer'));
-  const navRoutes = routes.filter((r) => !r.bell);
+  // The logs are for full admins only (the server refuses project admins).
+  const routes = ROUTES.filter((r) => (!r.admin || isAdmin(me)) && (!r.full || me.role === 'admin') && (!r.writes || me.role !== 'viewer'));
+  const navRoutes = routes.filter((r) => !r.bell && !r.admin);
+  const adminRoutes = routes.filter((r) => r.admin);
   const active = routes.find((r) => r.path === route) || routes[0];
   const View = active.view;
   return html`
@@ -116,16 +139,26 @@ function App() {
           )}
         </ul>
       </nav>
-      <${Bell} session=${session} current=${active.path === 'events'} />
+      <${Bell} events=${events} current=${active.path === 'events'} />
       <div class="who" data-testid="who">
         Signed in as <strong>${me.user}</strong>
         <span class="role" title="role">${me.role}</span>
         ${me.workspaces.length ? html`<span class="scope">(${me.workspaces.join(', ')})</span>` : ''}
         <button type="button" class="link" onClick=${signOut}>Sign out</button>
       </div>
+      ${adminRoutes.length ? html`<nav class="admin" aria-label="Admin">
+        <span class="muted-light" aria-hidden="true">Admin:</span>
+        <ul>
+          ${adminRoutes.map(
+            (r) => html`<li>
+              <a href=${`#/${r.path}`} aria-current=${r === active ? 'page' : undefined}>${r.label}</a>
+            </li>`,
+          )}
+        </ul>
+      </nav>` : ''}
     </header>
     <main id="main" tabindex="-1">
-      <${View} session=${session} key=${active.path} />
+      <${View} session=${session} events=${events} key=${active.path} />
     </main>
   `;
 }

@@ -4,13 +4,15 @@
 // Usage: node test/browser.test.mjs --egsd PATH --portal-dir DIR [--fleet FILE] [--out DIR]
 // Exits non-zero when a step fails or the page logged a console error. Screenshots go to --out.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
 import { chromium } from 'playwright-core';
+
+import { NODES, bigFleetYaml, bigRequests, pool } from './big-fleet.mjs';
 
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
@@ -20,6 +22,7 @@ const PORTAL = resolve(args['portal-dir'] || '../build/portal');
 const FLEET = resolve(args.fleet || '../deploy/fleets/demo.yaml');
 const OUT = resolve(args.out || '../build/portal-test');
 const CHROMIUM = process.env.EGS_CHROMIUM || '/usr/bin/chromium';
+const BIG_REQUESTS = Number(process.env.EGS_GANTT_REQUESTS || 800);
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 const t0 = Date.now();
@@ -33,10 +36,10 @@ function assert(cond, msg) {
 
 // ---- egsd ------------------------------------------------------------------------------------
 
-async function startEgsd(dir) {
+async function startEgsd(dir, fleet = FLEET) {
   const proc = spawn(
     EGSD,
-    ['--listen', '127.0.0.1:0', '--data-dir', join(dir, 'data'), '--fleet', FLEET,
+    ['--listen', '127.0.0.1:0', '--data-dir', join(dir, 'data'), '--fleet', fleet,
       '--admin-token-file', join(dir, 'token'), '--portal-dir', PORTAL, '--log-level', 'warn'],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -78,6 +81,20 @@ async function main() {
   mkdirSync(OUT, { recursive: true });
   const egsd = await startEgsd(dir);
   log(`egsd up at ${egsd.url}`);
+  // The Gantt's load test runs on a second egsd with a generated fleet; it starts and fills its
+  // queue while the other steps run.
+  const bigDir = join(dir, 'big');
+  mkdirSync(bigDir);
+  writeFileSync(join(bigDir, 'fleet.yaml'), bigFleetYaml());
+  let bigEgsd = null;
+  const bigReady = (async () => {
+    bigEgsd = await startEgsd(bigDir, join(bigDir, 'fleet.yaml'));
+    const began = Date.now();
+    const reqs = bigRequests(BIG_REQUESTS);
+    await pool(reqs, 8, (g) => api(bigEgsd, 'POST', `/apis/egs.dev/v1alpha1/namespaces/${g.metadata.namespace}/gpuprovisionrequests`, g));
+    return { egsd: bigEgsd, requests: reqs.length, submitSeconds: (Date.now() - began) / 1000 };
+  })();
+  bigReady.catch(() => {});
   const context = await chromium.launchPersistentContext(join(dir, 'chromium-profile'), {
     executablePath: CHROMIUM,
     headless: true,
@@ -318,6 +335,108 @@ async function main() {
       await soon.getByRole('button', { name: 'Move soon after later' }).waitFor();
     });
 
+    await step('admin dashboard: allocation, queue per shape, alerts, promise accuracy', async () => {
+      await page.getByRole('link', { name: 'Dashboard' }).click();
+      await page.getByRole('img', { name: /Fleet allocation: \d+% of 464 GPUs now/ }).waitFor();
+      // "later" and "soon" wait in sandbox's L40S pool.
+      const queue = page.getByTestId('queue-by-shape');
+      await queue.getByRole('row', { name: /4xl40s-48gb/ }).waitFor();
+      await page.getByTestId('dash-alerts').getByText('NodeUnhealthy').first().waitFor();
+      await page.getByRole('heading', { name: 'Promise accuracy' }).waitFor();
+      await shot('05-dashboard');
+      await a11y('dashboard');
+    });
+
+    await step('admin cordons and uncordons a node and books its maintenance', async () => {
+      await page.getByRole('link', { name: 'Fleet' }).click();
+      await page.getByLabel('Find').fill('euw-h100-007');
+      const row = page.locator('[data-testid="node-row"][data-name="euw-h100-007"]');
+      await row.getByTestId('health').filter({ hasText: 'Healthy' }).waitFor();
+      assert((await page.getByTestId('node-row').count()) === 1, 'the search finds one node');
+      await row.getByRole('button', { name: 'Cordon euw-h100-007' }).click();
+      await row.getByTestId('health').filter({ hasText: 'Cordoned' }).waitFor();
+      const n = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/nodes/euw-h100-007');
+      assert(n.status.health === 'Cordoned', `cordoned: ${n.status.health}`);
+      await row.getByRole('button', { name: 'Uncordon euw-h100-007' }).click();
+      await row.getByTestId('health').filter({ hasText: 'Healthy' }).waitFor();
+      await row.getByRole('button', { name: 'Maintenance…' }).click();
+      await a11y('fleet');
+      await row.getByRole('button', { name: 'Book maintenance' }).click();
+      await page.getByTestId('fleet-notice').filter({ hasText: 'Maintenance of euw-h100-007: done.' }).waitFor();
+      const sched = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/schedule?cluster=gcp-eu-west&shape=8xh100-80gb');
+      const node = sched.items.find((x) => x.node === 'euw-h100-007');
+      // The form's default: two hours from the next hour but one (the cordon left a short past window too).
+      const twoHours = (node ? node.unavailable : []).filter((u) => Date.parse(u.end) - Date.parse(u.start) === 2 * 3600e3);
+      assert(twoHours.length === 1, `a 2 h maintenance window on the schedule: ${JSON.stringify(node)}`);
+      await shot('06-fleet');
+    });
+
+    await step('admin edits a workspace policy', async () => {
+      await page.getByRole('link', { name: 'Policies' }).click();
+      const form = page.getByRole('form', { name: 'Policy of vision' });
+      await form.getByLabel('GPU quota').fill('64');
+      await form.getByRole('button', { name: 'Save policy of vision' }).click();
+      await page.getByTestId('policy-notice').filter({ hasText: 'Policy of vision saved.' }).waitFor();
+      const w = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/workspaces/vision');
+      assert(w.spec.policy.gpuQuota === 64, `quota 64, got ${w.spec.policy.gpuQuota}`);
+      await page.getByRole('form', { name: 'Policy of vision' }).getByLabel('Max duration').fill('soon');
+      await page.getByRole('form', { name: 'Policy of vision' }).getByRole('button', { name: 'Save policy of vision' }).click();
+      await page.getByRole('alert').filter({ hasText: 'Max duration: a duration' }).waitFor();
+      await a11y('policies');
+    });
+
+    await step('promise ledger, audit log and decision log', async () => {
+      await page.getByRole('link', { name: 'Promise ledger' }).click();
+      await page.locator('[data-testid="ledger-row"][data-name="portal-e2e"]').waitFor();
+      const sum = await page.getByTestId('ledger-summary').innerText();
+      assert(/[1-9]\d* started requests? with a promise/.test(sum), `ledger summary: ${sum}`);
+      await a11y('promise ledger');
+      await shot('07-ledger');
+      await page.getByRole('link', { name: 'Audit log' }).click();
+      await page.getByLabel('Search').fill('approve big-one');
+      const rows = page.getByTestId('log-row');
+      await rows.first().waitFor();
+      assert((await rows.count()) === 1, `one audit record of approving big-one, got ${await rows.count()}`);
+      assert(/admin/.test(await rows.first().innerText()), 'by the admin');
+      await a11y('audit log');
+      await shot('08-audit');
+      await page.getByRole('link', { name: 'Decisions' }).click();
+      await page.getByLabel('Search').fill('llm-training/portal-e2e');
+      await page.getByTestId('log-row').filter({ hasText: /Start/i }).first().waitFor();
+    });
+
+    await step('GPUs of my workloads: hot spots first, a chart per GPU', async () => {
+      await page.getByRole('link', { name: 'GPUs', exact: true }).click();
+      const rows = page.getByTestId('gpu-row');
+      await rows.first().waitFor({ timeout: 60000 });
+      const vals = await rows.evaluateAll((trs) => trs.map((t) => [Number(t.dataset.temp), Number(t.dataset.power)]));
+      for (let i = 1; i < vals.length; i++) {
+        const [ta, pa] = vals[i - 1];
+        const [tb, pb] = vals[i];
+        const hotA = ta >= 80;
+        const hotB = tb >= 80;
+        assert(hotA === hotB ? pa >= pb : hotA, `row ${i} out of order: ${JSON.stringify(vals.slice(0, i + 1))}`);
+      }
+      await page.getByLabel('Request').selectOption('first-one');
+      const n = await rows.count();
+      assert(n === 8, `first-one holds 2 nodes x 4 GPUs, got ${n}`);
+      await page.getByTestId('gpu-summary').getByRole('row', { name: /sandbox\/first-one/ }).waitFor();
+      await rows.first().getByRole('button', { name: /^Chart / }).click();
+      await page.getByTestId('gpu-chart').getByRole('img', { name: /power \(W\)/ }).waitFor({ timeout: 45000 });
+      await shot('09-gpus');
+      await a11y('GPUs');
+    });
+
+    await step('schedule of the demo fleet', async () => {
+      await page.getByRole('link', { name: 'Schedule' }).click();
+      await page.getByTestId('gantt').waitFor();
+      await page.getByTestId('gantt-view').filter({ hasText: 'of 68' }).waitFor();
+      await page.getByLabel('Node', { exact: true }).fill('euw-a100');
+      await page.getByRole('button', { name: 'Go to node' }).click();
+      await page.getByTestId('gantt-picked').filter({ hasText: /^euw-a100-\d+ \(gcp-eu-west, 8xa100-40gb\)/ }).waitFor();
+      await a11y('schedule');
+    });
+
     await step('a member sees their own workspaces and role; a viewer only reads', async () => {
       const issued = await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/tokens', { spec: { user: 'carol', role: 'member', workspaces: ['vision'], ttl: '1h' } });
       await page.getByRole('button', { name: 'Sign out' }).click();
@@ -340,6 +459,86 @@ async function main() {
       assert((await page.getByRole('button', { name: /Release|Delete|Edit|Extend/ }).count()) === 0, 'no write buttons for viewers');
     });
 
+    await step(`Gantt at ${NODES} nodes x 2 weeks: load, scroll and zoom frame times`, async () => {
+      const big = await bigReady;
+      log(`big fleet: ${big.requests} requests submitted in ${big.submitSeconds.toFixed(1)}s`);
+      const p2 = await context.newPage();
+      p2.on('console', (m) => {
+        if (m.type() === 'error') consoleErrors.push(`console (big): ${m.text()}`);
+      });
+      p2.on('pageerror', (e) => consoleErrors.push(`page error (big): ${e.message}`));
+      await p2.setViewportSize({ width: 1280, height: 900 });
+      await p2.goto(`${big.egsd.url}/portal/`);
+      await p2.getByLabel('API token').fill(big.egsd.token);
+      await p2.getByRole('button', { name: 'Sign in' }).click();
+      await p2.getByTestId('who').waitFor();
+      const loadStart = Date.now();
+      await p2.getByRole('link', { name: 'Schedule' }).click();
+      await p2.getByTestId('gantt-view').filter({ hasText: `of ${NODES}` }).waitFor({ timeout: 60000 });
+      const loadSeconds = (Date.now() - loadStart) / 1000;
+      const stats = await p2.evaluate(async () => {
+        const sc = document.querySelector('[data-testid="gantt"]');
+        const g = window.__egsGantt;
+        g.draws.length = 0;
+        const frames = [];
+        let last = performance.now();
+        const zoomIn = () => document.querySelector('button[aria-label="Zoom in"]').click();
+        const zoomOut = () => document.querySelector('button[aria-label="Zoom out"]').click();
+        await new Promise((done) => {
+          let i = 0;
+          const tick = (t) => {
+            frames.push(t - last);
+            last = t;
+            i += 1;
+            // Scroll down fast (a screen every few frames), sideways a little, zoom now and then.
+            sc.scrollTop += 173;
+            sc.scrollLeft += 11;
+            if (i % 40 === 10) zoomIn();
+            if (i % 40 === 30) zoomOut();
+            if (i < 200) requestAnimationFrame(tick);
+            else done();
+          };
+          requestAnimationFrame(tick);
+        });
+        const q = (xs, p) => {
+          const s = [...xs].sort((a, b) => a - b);
+          return s[Math.min(s.length - 1, Math.floor(p * s.length))];
+        };
+        const f = frames.slice(1);
+        return {
+          frames: f.length, frameP50: q(f, 0.5), frameP95: q(f, 0.95), frameMax: Math.max(...f),
+          draws: g.draws.length, drawP50: q(g.draws, 0.5), drawP95: q(g.draws, 0.95), drawMax: Math.max(...g.draws),
+          rows: g.rows, bookings: g.bookings, visible: g.visible, scrollTop: sc.scrollTop,
+        };
+      });
+      log(`gantt: ${stats.rows} nodes (${stats.bookings} bookings) loaded in ${loadSeconds.toFixed(1)}s; ${stats.frames} frames while scrolling/zooming: ` +
+        `frame p50 ${stats.frameP50.toFixed(1)} ms, p95 ${stats.frameP95.toFixed(1)} ms, max ${stats.frameMax.toFixed(1)} ms; ` +
+        `${stats.draws} draws: p50 ${stats.drawP50.toFixed(2)} ms, p95 ${stats.drawP95.toFixed(2)} ms, max ${stats.drawMax.toFixed(2)} ms; ${stats.visible} rows visible`);
+      assert(stats.rows === NODES, `all ${NODES} nodes loaded, got ${stats.rows}`);
+      assert(stats.draws >= 100, `the chart redrew while scrolling (${stats.draws} draws)`);
+      assert(stats.visible > 0 && stats.visible < 60, `only the visible rows are drawn (${stats.visible})`);
+      // The machine is shared: only the median is checked (loosely), the tail is recorded.
+      assert(stats.drawP50 < 16, `a median draw fits in a 60 Hz frame (${stats.drawP50.toFixed(2)} ms)`);
+      // Back to the top, "now" near the left edge, for the screenshot.
+      await p2.evaluate(() => {
+        const sc = document.querySelector('[data-testid="gantt"]');
+        sc.scrollTop = 0;
+        sc.scrollLeft = 0;
+      });
+      await p2.getByRole('button', { name: 'Zoom in' }).click();
+      await p2.getByTestId('gantt').focus();
+      await p2.keyboard.press('-');
+      await p2.getByTestId('zoom').filter({ hasText: '8 px/hour' }).waitFor();
+      await p2.evaluate(async () => {
+        // After the zoom's own scroll adjustment (on the next frame).
+        await new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
+        document.querySelector('[data-testid="gantt"]').scrollLeft = 48 * 8 - 300;
+      });
+      await p2.getByTestId('gantt-view').filter({ hasText: /^Nodes 1–/ }).waitFor();
+      await p2.screenshot({ path: join(OUT, '10-gantt-5000.png') });
+      await p2.close();
+    });
+
     await step('no console errors', async () => {
       log(`axe-core found no accessibility violations on: ${a11yChecked.join(', ')}`);
       assert(consoleErrors.length === 0, consoleErrors.join('\n'));
@@ -348,6 +547,8 @@ async function main() {
     // Reported by step(); fall through to cleanup.
   } finally {
     await context.close().catch(() => {});
+    await bigReady.catch((e) => log(`big fleet egsd: ${e.message}`));
+    if (bigEgsd) bigEgsd.proc.kill('SIGTERM');
     egsd.proc.kill('SIGTERM');
     await new Promise((ok) => {
       egsd.proc.once('exit', ok);

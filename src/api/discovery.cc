@@ -28,7 +28,7 @@ std::vector<ResourceInfo> MakeResources() {
                {"gnode"},
                false,
                kAllVerbs,
-               {"fail", "recover", "maintenance"},
+               {"fail", "cordon", "recover", "maintenance"},
                true});
   r.push_back({"Workspace", "workspaces", "workspace", {"ws"}, false, kAllVerbs, {}, true});
   r.push_back({"GPUProvisionRequest",

@@ -235,6 +235,7 @@ class HttpServer::Impl {
     res.status = out.status;
     for (const auto& [key, value] : out.headers) res.set_header(key, value);
     if (!out.stream) {
+      PreferGzip(req);
       res.set_content(out.body, out.content_type);
       return;
     }
@@ -255,6 +256,15 @@ class HttpServer::Impl {
       sink.done();
       return true;
     });
+  }
+
+  // httplib prefers brotli when the client accepts it (browsers do) and compresses at brotli's
+  // highest quality: seconds for a 1 MB list, against milliseconds for gzip at a size within a
+  // few percent. So a client that accepts gzip gets gzip. (The cast: as for streams below.)
+  static void PreferGzip(const httplib::Request& req) {
+    auto& headers = const_cast<httplib::Request&>(req).headers;
+    auto it = headers.find("Accept-Encoding");
+    if (it != headers.end() && it->second.find("gzip") != std::string::npos) it->second = "gzip";
   }
 
   static HttpResponse InternalError(std::string_view what) {

@@ -209,6 +209,25 @@ TEST(HttpServerTest, StreamsChunkByChunk) {
   EXPECT_EQ(chunks[1], "{\"n\":2}\n");
 }
 
+TEST(HttpServerTest, AnswersGzipWhenTheClientAlsoAcceptsBrotli) {
+  const std::string big(64 * 1024, 'x');
+  auto server = StartOrDie([&big](const HttpRequest&) {
+    HttpResponse r;
+    r.body = big;
+    return r;
+  });
+  ASSERT_NE(server, nullptr);
+  httplib::Client cli("127.0.0.1", server->port());
+  cli.set_decompress(false);
+  auto res = cli.Get("/big", httplib::Headers{{"Accept-Encoding", "gzip, deflate, br, zstd"}});
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->get_header_value("Content-Encoding"), "gzip");
+  EXPECT_LT(res->body.size(), big.size());
+  auto plain = cli.Get("/big");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->body, big);
+}
+
 TEST(HttpServerTest, StreamSinkClosesWhenClientGoes) {
   std::promise<bool> stream_ended;
   auto server = StartOrDie([&stream_ended](const HttpRequest&) {

@@ -29,6 +29,7 @@
 
 #include "api/codec.h"
 #include "api/control_plane.h"
+#include "api/schedule_handlers.h"
 #include "api/telemetry_handlers.h"
 #include "common/clock.h"
 #include "daemon/names.h"
@@ -103,6 +104,8 @@ class ControlPlaneImpl final : public api::ControlPlane {
   void SetEventObserver(std::function<void(const core::Event&)> observer) {
     event_observer_ = std::move(observer);
   }
+  // One page of the fleet schedule (control_plane_schedule.cc), from the snapshot; any thread.
+  common::Result<api::SchedulePage> NodeSchedules(const api::ScheduleQuery& q) const;
   // Whether the Store holds any object of the fleet kinds (a first start has none).
   common::Result<bool> HasFleet();
 

@@ -16,6 +16,7 @@
 #include "api/auth.h"
 #include "api/codec.h"
 #include "api/httplib_server.h"
+#include "api/schedule_handlers.h"
 #include "api/static_files.h"
 #include "api/telemetry_handlers.h"
 #include "api/token_handlers.h"
@@ -407,6 +408,13 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
           if (auto r = raw->kube->HandleApi(who, request)) return r;
         }
         if (auto r = HandleAlertRequest(raw->alerts->engine(), who, request)) return r;
+        if (auto r = api::HandleScheduleRequest({raw->clock,
+                                                 [raw](const api::ScheduleQuery& q) {
+                                                   return raw->control_plane->NodeSchedules(q);
+                                                 }},
+                                                who, request)) {
+          return r;
+        }
         return api::HandleTelemetryRequest(telemetry, who, request);
       });
 

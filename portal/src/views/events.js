@@ -1,21 +1,67 @@
 // Events: what happened to requests and nodes (Kubernetes-style core/v1 Events), newest first,
-// refreshed every few seconds, searchable and filterable by type.
-import { useState } from 'preact/hooks';
+// live (a list, then a watch stream from its resourceVersion; the stream is re-opened after a
+// relist when it ends or fails), searchable and filterable by type.
+import { useEffect, useState } from 'preact/hooks';
 
 import { html } from '../html.js';
 import { API } from '../api.js';
-import { ErrorBox, usePoll, useNow } from '../components.js';
+import { ErrorBox, useNow } from '../components.js';
 import { parseTime, when } from '../format.js';
 
 const MAX_SHOWN = 200;
 
-// The events a user cares about: a member's workspaces' events, everything for the others.
-export async function loadEvents(api, me) {
-  if (me.role !== 'member') return (await api.get(`${API}/events`)).items || [];
-  const lists = await Promise.all(
-    me.workspaces.map((ws) => api.get(`${API}/namespaces/${encodeURIComponent(ws)}/events`)),
-  );
-  return lists.flatMap((l) => l.items || []);
+// The paths whose events a user reads: all events, or each of a member's workspaces'.
+function eventPaths(me) {
+  if (me.role !== 'member') return [`${API}/events`];
+  return me.workspaces.map((ws) => `${API}/namespaces/${encodeURIComponent(ws)}/events`);
+}
+
+const keyOf = (e) => (e.metadata && (e.metadata.uid || `${e.metadata.namespace}/${e.metadata.name}`)) || '';
+
+// Live events: {data, error, live}. One list and one watch per path; events are kept by uid.
+export function useLiveEvents(session) {
+  const [state, setState] = useState({ data: null, error: null, live: false });
+  useEffect(() => {
+    const ctl = new AbortController();
+    const byKey = new Map();
+    let timer = 0;
+    let pending = false;
+    // Many events can arrive at once: publish at most every 250 ms.
+    const publish = () => {
+      if (pending) return;
+      pending = true;
+      timer = setTimeout(() => {
+        pending = false;
+        if (!ctl.signal.aborted) setState((s) => ({ ...s, data: [...byKey.values()], error: null }));
+      }, 250);
+    };
+    const follow = async (path) => {
+      while (!ctl.signal.aborted) {
+        try {
+          const list = await session.api.get(path);
+          for (const e of list.items || []) byKey.set(keyOf(e), e);
+          publish();
+          setState((s) => ({ ...s, live: true }));
+          await session.api.watch(path, list.metadata && list.metadata.resourceVersion, (ev) => {
+            if (!ev.object || ev.type === 'BOOKMARK' || ev.type === 'ERROR') return;
+            if (ev.type === 'DELETED') byKey.delete(keyOf(ev.object));
+            else byKey.set(keyOf(ev.object), ev.object);
+            publish();
+          }, ctl.signal);
+        } catch (error) {
+          if (ctl.signal.aborted) return;
+          setState((s) => ({ ...s, error, live: false }));
+        }
+        if (!ctl.signal.aborted) await new Promise((ok) => setTimeout(ok, 2000));
+      }
+    };
+    eventPaths(session.me).forEach(follow);
+    return () => {
+      ctl.abort();
+      clearTimeout(timer);
+    };
+  }, [session.token]);
+  return state;
 }
 
 export function lastTime(e) {
@@ -29,11 +75,11 @@ function matches(e, q) {
   return q.toLowerCase().split(/\s+/).filter(Boolean).every((w) => text.includes(w));
 }
 
-export function Events({ session }) {
+export function Events({ session, events }) {
   const now = useNow(5000);
   const [q, setQ] = useState('');
   const [type, setType] = useState('');
-  const { data, error } = usePoll(() => loadEvents(session.api, session.me), 3000);
+  const { data, error, live } = events;
   const rows = data
     ? data
         .filter((e) => !type || e.type === type)
@@ -41,7 +87,7 @@ export function Events({ session }) {
         .sort((a, b) => lastTime(b) - lastTime(a))
     : null;
   return html`<section aria-labelledby="ev-h">
-    <h1 id="ev-h">Events</h1>
+    <h1 id="ev-h">Events <span class=${`live${live ? ' on' : ''}`} data-testid="live">${live ? 'live' : 'connecting…'}</span></h1>
     <div class="toolbar" role="search">
       <label for="ev-q">Search</label>
       <input id="ev-q" type="search" value=${q} placeholder="request, node, reason…"
