@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: builds the asan preset (Debug, -Werror, ASan + UBSan, benchmarks included so
-# that they keep compiling), runs CTest on it (unit and scenario labels), checks formatting and
+# Runs every test: builds the asan preset (Debug, -Werror, ASan + UBSan; the benchmarks are
+# built by the dev and release presets, not here), runs CTest on it (unit and scenario labels), checks formatting and
 # the clock rule, runs the portal's browser test (scripts/portal-test.sh) and the Prometheus
 # integration test (scripts/prometheus-test.sh, ~15 s) against that build's egsd, and the
 # offline validation of deploy/ (scripts/deploy-test.sh, ~5 s after npm ci).
@@ -27,7 +27,7 @@ fi
 PRESETS=${EGS_TEST_PRESETS:-asan}
 for preset in $PRESETS; do
   echo "== build $preset"
-  cmake --preset "$preset" -DEGS_BUILD_BENCH=ON >/dev/null
+  cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$(nproc)"
   echo "== test $preset"
   ctest --preset "$preset" -j "$(nproc)"
