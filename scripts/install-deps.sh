@@ -21,7 +21,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   libfmt-dev libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev
   libsqlite3-dev libsqlitecpp-dev libcpp-httplib-dev libssl-dev openssl
-  libglpk-dev clang-format
+  libglpk-dev clang-format lld
 )
 if ((BROWSER)); then PACKAGES+=(chromium); fi
 if ((PROMETHEUS)); then PACKAGES+=(prometheus); fi

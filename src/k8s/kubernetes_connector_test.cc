@@ -323,11 +323,14 @@ TEST_F(KubernetesConnectorTest, ClusterOutageDegradesThenRetriesWithoutDoingTwic
     EXPECT_TRUE(rec.provisioned.empty());
   }
   server_.SetReachable(true);
-  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  // The order's retry and the watch's reconnect (which reports Healthy) are independent: wait
+  // for both.
+  ASSERT_TRUE(rec.WaitFor([&] {
+    return !rec.provisioned.empty() && rec.cluster.back() == core::ClusterHealth::kHealthy;
+  }));
   std::lock_guard lock(rec.mu);
   EXPECT_TRUE(rec.provisioned[0].ok);
   EXPECT_EQ(rec.provisioned.size(), 1u);
-  EXPECT_EQ(rec.cluster.back(), core::ClusterHealth::kHealthy);
   EXPECT_EQ(server_.RequestCount("PATCH", "/api/v1/nodes/gpu-1"), 1);
   EXPECT_EQ(server_.RequestCount("PATCH", "/api/v1/nodes/gpu-2"), 1);
 }
