@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "k8s/testing/fake_kube_api_server.h"
@@ -73,6 +74,8 @@ TEST_F(GprMirrorTest, ListThenWatchReportsCreatesSpecChangesAndDeletes) {
   server_.Put(Gpr("team-a", "first", 1));
   mirror_->Start();
   ASSERT_TRUE(WaitForCount(1));
+  // The list's items are reported before the mirror marks itself synced: wait for that too.
+  for (int i = 0; i < 500 && !mirror_->IsSynced(); ++i) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(mirror_->IsSynced());
   server_.Put(Gpr("team-a", "second", 2));
   ASSERT_TRUE(WaitForCount(2));
