@@ -468,7 +468,7 @@ common::Result<store::CommitResult> ControlPlaneImpl::CommitAfterChange(
               {"submitTime", common::FormatTime(d.submit_time)},
               {"rank", d.rank},
               {"waitingAhead", d.waiting_ahead},
-              {"basis", d.basis}};
+              {"basis", scheduler::DecisionBasis(d)}};
     if (auto it = gprs_.find(d.request); it != gprs_.end()) {
       j["request"] = it->second.meta.ns + "/" + it->second.meta.name;
     }

@@ -97,11 +97,8 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   EGS_CHECK(r.phase == RequestPhase::kQueued && r.plan);
   Plan plan = *r.plan;
   const std::size_t ahead = queue_.Position(r.id).value_or(0);
-  Decide(DecisionKind::kStart, r,
-         ahead == 0
-             ? std::string("first in the queue")
-             : fmt::format("backfilled past {} waiting request(s) without delaying them", ahead));
-  decisions_.back().waiting_ahead = static_cast<std::int32_t>(ahead);
+  Decide(DecisionKind::kStart, r, DecisionRule::kStart).waiting_ahead =
+      static_cast<std::int32_t>(ahead);
   std::pop_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
   plan_starts_.pop_back();
   // The plan's nodes become the reservation's: same window, same GPUs. Promote cannot fail for

@@ -317,7 +317,9 @@ class Scheduler {
   void FinishReservation(RequestRecord& r, core::Time end);
   void Requeue(RequestRecord& r, std::string reason);
   // Appends a decision about `r` with its current queue keys.
-  void Decide(DecisionKind kind, const RequestRecord& r, std::string basis);
+  // Appends a decision about `r` (kText: `basis` words it) and returns it.
+  Decision& Decide(DecisionKind kind, const RequestRecord& r, std::string basis);
+  Decision& Decide(DecisionKind kind, const RequestRecord& r, DecisionRule rule);
   // Node failure under a running request (failures.cc).
   void HandleNodeFailure(RequestRecord& r, core::NodeId node);
   std::optional<core::NodeId> FreeReplacement(const RequestRecord& r, core::Time now) const;
