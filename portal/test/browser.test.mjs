@@ -435,7 +435,7 @@ async function main() {
       await project.getByLabel('Display name').fill('Research lab');
       await project.getByRole('button', { name: 'Save research' }).click();
       await page.getByTestId('fleet-notice').filter({ hasText: 'Project research: done.' }).waitFor();
-      await project.getByText('(Research lab)').waitFor();
+      await project.filter({ hasText: 'research (Research lab): clusters' }).waitFor();
       const pr = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/projects/research');
       assert(pr.spec.displayName === 'Research lab', `display name saved: ${JSON.stringify(pr.spec)}`);
     });

@@ -204,8 +204,8 @@ function ProjectItem({ p, clusters, api, act }) {
       setEditing(false);
     });
   };
-  return html`<li data-testid="project" data-name=${name}><strong>${name}</strong>${shown ? html` (${shown})` : ''}:
-    <span class="muted">clusters ${clusters.filter((c) => c.spec.project === name).map((c) => c.metadata.name).join(', ') || 'none'}</span>
+  return html`<li data-testid="project" data-name=${name}><strong>${name}</strong>${shown ? ` (${shown})` : ''}${': '}
+    <span class="muted">clusters ${clusters.filter((c) => c.spec.project === name).map((c) => c.metadata.name).join(', ') || 'none'}</span>${' '}
     <button type="button" aria-expanded=${editing} onClick=${() => { setText(shown); setEditing(!editing); }}>Edit ${name}</button>
     ${editing ? html`<form class="actions edit" onSubmit=${save} aria-label=${`Project ${name}`}>
       <label for=${`${id}-dn`}>Display name</label>
@@ -238,7 +238,7 @@ function Maintenance({ name, path, api, act, done, windows, now }) {
     <input id=${`${id}-e`} type="datetime-local" value=${end} onInput=${(e) => setEnd(e.currentTarget.value)} />
     <button type="submit" disabled=${!start || !end || end <= start}>Book maintenance</button>
     ${windows.length ? html`<ul class="plain" aria-label=${`Maintenance windows of ${name}`}>${windows.map((w) => html`<li data-testid="maintenance-window">
-      ${when(w.start, now)} to ${when(w.end, now)}
+      ${`Booked: ${when(w.start, now)} to ${when(w.end, now)} `}
       <button type="button" class="danger" aria-label=${`Cancel maintenance of ${name} from ${w.start}`}
         onClick=${() => act(`Cancel maintenance of ${name}`, () => api.post(`${path}/cancel-maintenance`, { start: w.start, end: w.end }))}>Cancel</button>
     </li>`)}</ul>` : ''}
