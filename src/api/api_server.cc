@@ -787,6 +787,15 @@ void ApiServer::Audit(const HttpRequest& req, const Target& t, const std::option
                  {"reason", ""},
                  {"dryRun", req.Query("dryRun").has_value()},
                  {"remoteAddr", req.remote_addr}};
+  if (resp.status < 400 && !t.action.empty()) {
+    // An action's own reason (reject, evict, ...) is what the audit is read for.
+    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_object()) {
+      if (auto it = body.find("reason"); it != body.end() && it->is_string()) {
+        record["reason"] = *it;
+      }
+    }
+  }
   if (resp.status >= 400) {
     // Usually a Status object; bodies from the extra routes may be anything.
     json body = json::parse(resp.body, nullptr, /*allow_exceptions=*/false);
