@@ -534,7 +534,8 @@ ApiServer::Target ApiServer::ParseTarget(const HttpRequest& req) {
   // POSTs that only compute an answer change nothing and are not audited; nor are telemetry
   // posts (measurements, not changes: a durable audit commit per agent report would cost more
   // than the report).
-  if (t.verb == "quote" || t.verb == "explain" || t.verb == "whatif" || t.verb == "telemetry") {
+  if (t.verb == "quote" || t.verb == "explain" || t.verb == "explain-order" || t.verb == "whatif" ||
+      t.verb == "telemetry") {
     t.mutating = false;
   }
   return t;

@@ -38,7 +38,7 @@ std::vector<ResourceInfo> MakeResources() {
                true,
                kAllVerbs,
                {"approve", "reject", "release", "evict", "extend", "approve-extension",
-                "reject-extension", "reprioritize", "move", "explain", "whatif"},
+                "reject-extension", "reprioritize", "move", "explain", "explain-order", "whatif"},
                true});
   r.push_back({"Event", "events", "event", {"ev"}, true, {"get", "list", "watch"}, {}, true});
   r.push_back({"NotificationSubscription",
