@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace egs::common {
@@ -25,6 +26,42 @@ constexpr Duration Minutes(std::int64_t m) { return std::chrono::minutes(m); }
 constexpr Duration Hours(std::int64_t h) { return std::chrono::hours(h); }
 constexpr double ToSeconds(Duration d) { return static_cast<double>(d.count()) / 1e6; }
 constexpr double ToHours(Duration d) { return static_cast<double>(d.count()) / 3.6e9; }
+
+// std::optional<Time> in 8 bytes instead of 16: empty is a value no time takes (below
+// kInfinitePast). Converts to and from std::optional<Time> implicitly, and reads like one
+// (has_value, *, ->, value_or, reset, == with Time, nullopt or another OptionalTime). Used where
+// many optional times are kept per object (a request record holds seven).
+class OptionalTime {
+ public:
+  constexpr OptionalTime() noexcept = default;
+  constexpr OptionalTime(std::nullopt_t) noexcept {}  // NOLINT: implicit, like std::optional
+  constexpr OptionalTime(Time t) noexcept : v_(t) {}  // NOLINT
+  constexpr OptionalTime(const std::optional<Time>& o) noexcept  // NOLINT
+      : v_(o ? *o : kEmpty) {}
+  constexpr operator std::optional<Time>() const noexcept {  // NOLINT
+    return has_value() ? std::optional<Time>(v_) : std::nullopt;
+  }
+
+  constexpr bool has_value() const noexcept { return v_ != kEmpty; }
+  constexpr explicit operator bool() const noexcept { return has_value(); }
+  constexpr const Time& operator*() const noexcept { return v_; }
+  constexpr Time& operator*() noexcept { return v_; }
+  constexpr const Time* operator->() const noexcept { return &v_; }
+  const Time& value() const {
+    if (!has_value()) throw std::bad_optional_access();
+    return v_;
+  }
+  constexpr Time value_or(Time fallback) const noexcept { return has_value() ? v_ : fallback; }
+  constexpr void reset() noexcept { v_ = kEmpty; }
+
+  friend constexpr bool operator==(const OptionalTime&, const OptionalTime&) = default;
+  friend constexpr bool operator==(const OptionalTime& a, std::nullopt_t) { return !a; }
+  friend constexpr bool operator==(const OptionalTime& a, const Time& t) { return a && a.v_ == t; }
+
+ private:
+  static constexpr Time kEmpty = Time(Duration(INT64_MIN));
+  Time v_ = kEmpty;
+};
 
 // Half-open [start, end). Empty when end <= start.
 struct Interval {

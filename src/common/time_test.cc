@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <thread>
 
 #include "common/rng.h"
@@ -63,6 +64,35 @@ TEST(RngTest, SameSeedSameSequence) {
     EXPECT_GE(u, 0.0);
     EXPECT_LT(u, 1.0);
   }
+}
+
+TEST(OptionalTimeTest, ReadsLikeStdOptionalInEightBytes) {
+  static_assert(sizeof(OptionalTime) == sizeof(Time));
+  OptionalTime none;
+  EXPECT_FALSE(none.has_value());
+  EXPECT_FALSE(none);
+  EXPECT_EQ(none, std::nullopt);
+  EXPECT_EQ(none.value_or(kInfiniteFuture), kInfiniteFuture);
+  EXPECT_THROW(static_cast<void>(none.value()), std::bad_optional_access);
+  const Time t = FromUnixMicros(1'700'000'000'000'000);
+  OptionalTime some = t;
+  EXPECT_TRUE(some);
+  EXPECT_EQ(*some, t);
+  EXPECT_EQ(some, t);
+  EXPECT_NE(some, none);
+  EXPECT_NE(some, FromUnixMicros(0));
+  // The sentinels of open windows are ordinary values here.
+  EXPECT_TRUE(OptionalTime(kInfinitePast).has_value());
+  EXPECT_TRUE(OptionalTime(FromUnixMicros(0)).has_value());
+  // To and from std::optional<Time>, both ways, empty and not.
+  std::optional<Time> back = some;
+  EXPECT_EQ(back, t);
+  back = none;
+  EXPECT_FALSE(back.has_value());
+  EXPECT_EQ(OptionalTime(std::optional<Time>(t)), t);
+  EXPECT_FALSE(OptionalTime(std::optional<Time>()).has_value());
+  some.reset();
+  EXPECT_EQ(some, none);
 }
 
 }  // namespace

@@ -112,7 +112,8 @@ TEST_F(AdminTest, EvictEndsPreemptedAndFreesTheNodesAtOnce) {
   ASSERT_OK(h_.sched->inventory().CheckInvariants());
   const auto& d = h_.sched->decisions();
   EXPECT_TRUE(std::any_of(d.begin(), d.end(), [&](const Decision& x) {
-    return x.request == running_ && x.basis.find("evicted by an admin") != std::string::npos;
+    return x.request == running_ &&
+           DecisionBasis(x).find("evicted by an admin") != std::string::npos;
   }));
 }
 

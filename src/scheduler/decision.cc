@@ -4,6 +4,9 @@
 
 namespace egs::scheduler {
 
+// Four entries fit in a 512-byte block of the decision log's deque.
+static_assert(sizeof(Decision) <= 128);
+
 std::string_view DecisionKindName(DecisionKind kind) {
   switch (kind) {
     case DecisionKind::kApprove:
@@ -33,7 +36,7 @@ std::string_view DecisionKindName(DecisionKind kind) {
 std::string DecisionBasis(const Decision& d) {
   switch (d.rule) {
     case DecisionRule::kText:
-      return d.basis;
+      return d.basis ? *d.basis : std::string();
     case DecisionRule::kWithinPolicy:
       return "within the workspace policy";
     case DecisionRule::kStart:
@@ -42,7 +45,7 @@ std::string DecisionBasis(const Decision& d) {
                  : fmt::format("backfilled past {} waiting request(s) without delaying them",
                                d.waiting_ahead);
   }
-  return d.basis;
+  return d.basis ? *d.basis : std::string();
 }
 
 }  // namespace egs::scheduler

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,7 +60,9 @@ struct Decision {
   std::int32_t waiting_ahead = 0;
   std::optional<core::Time> planned_start;
   std::vector<core::NodeId> nodes;
-  std::string basis;  // rule kText: the rule, in words (read it through DecisionBasis)
+  // Rule kText: the rule, in words (read it through DecisionBasis). Shared, so that the entry
+  // stays small (four to a block of the log's deque) and copies of it cost no string copy.
+  std::shared_ptr<const std::string> basis;
 };
 
 // The rule a decision applied, in words.

@@ -52,19 +52,19 @@ struct RequestRecord {
   core::RequestSpec spec;
   std::string reason;  // why it is in its phase (approval reason, failure, wait explanation)
   core::Time submit_time;
-  std::optional<Plan> plan;                  // queued: its planned slot; nullopt if unplaceable
-  std::optional<core::Time> promised_start;  // planned start at submit
-  std::optional<core::Time> promised_p50;    // calibrated estimate at submit
-  std::optional<core::Time> promised_p90;
+  std::optional<Plan> plan;             // queued: its planned slot; nullopt if unplaceable
+  common::OptionalTime promised_start;  // planned start at submit
+  common::OptionalTime promised_p50;    // calibrated estimate at submit
+  common::OptionalTime promised_p90;
   // Once started: its reservation and when it runs.
   std::optional<core::ReservationId> reservation;
   std::optional<core::Interval> window;
-  std::optional<core::Time> actual_start;
-  std::optional<core::Time> finish_time;
+  common::OptionalTime actual_start;
+  common::OptionalTime finish_time;
   // Idle reclaim: since when every GPU of the request has been below the idle threshold (by
   // the latest sample of each of its nodes), and when the idle warning went out.
-  std::optional<core::Time> idle_since;
-  std::optional<core::Time> idle_warned_at;
+  common::OptionalTime idle_since;
+  common::OptionalTime idle_warned_at;
   // Rare, so kept out of line (immutable once made; replaced, never modified).
   std::shared_ptr<const PendingExtension> pending_extension;
   // Preempting, and Releasing or Queued after a preemption: the request that evicted it

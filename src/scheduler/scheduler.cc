@@ -376,7 +376,7 @@ std::vector<core::Event> Scheduler::TakeEvents() {
 
 Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, std::string basis) {
   Decision& d = Decide(kind, r, DecisionRule::kText);
-  d.basis = std::move(basis);
+  d.basis = std::make_shared<const std::string>(std::move(basis));
   return d;
 }
 
