@@ -108,6 +108,9 @@ KubernetesConnector::~KubernetesConnector() { Stop(); }
 void KubernetesConnector::Start() {
   std::lock_guard guard(start_stop_mu_);
   if (worker_.joinable()) return;
+  node_watch_ = std::make_unique<ListWatch>(
+      clock_, *client_, "/api/v1/nodes",
+      ListWatchOptions{options_.retry_initial, options_.retry_max, options_.watch_timeout});
   worker_ = std::thread([this] { RunWorker(); });
   watcher_ = std::thread([this] { RunWatch(); });
 }
@@ -119,6 +122,7 @@ void KubernetesConnector::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  if (node_watch_) node_watch_->Stop();
   client_->CancelWatches();
   if (worker_.joinable()) worker_.join();
   if (watcher_.joinable()) watcher_.join();
@@ -623,29 +627,11 @@ void KubernetesConnector::NoteResult(const common::Status& status) {
 }
 
 void KubernetesConnector::RunWatch() {
-  common::Duration backoff = options_.retry_initial;
-  auto stopped = [this] {
-    std::lock_guard lock(mu_);
-    return stop_;
-  };
-  auto pause = [&] {
-    std::unique_lock lock(mu_);
-    clock_.WaitUntil(cv_, lock, clock_.Now() + backoff, [&] { return stop_; });
-    backoff = std::min(options_.retry_max, backoff * 2);
-  };
-  const auto timeout_s = std::max<std::int64_t>(
-      1, std::chrono::duration_cast<std::chrono::seconds>(options_.watch_timeout).count());
-  while (!stopped()) {
-    // 1. List: the full state and the resourceVersion to watch from.
-    auto list = client_->Get("/api/v1/nodes");
-    NoteResult(list.error());
-    if (!list) {
-      pause();
-      continue;
-    }
-    backoff = options_.retry_initial;
+  ListWatchHandlers handlers;
+  handlers.on_result = [this](const common::Status& s) { NoteResult(s); };
+  handlers.on_list = [this](const json& items) {
     std::set<std::string> listed;
-    for (const auto& item : list->value("items", json::array())) {
+    for (const auto& item : items) {
       listed.insert(Str(item, "/metadata/name"));
       ObserveNode(item, false);
     }
@@ -662,26 +648,11 @@ void KubernetesConnector::RunWatch() {
       ObserveNode({{"metadata", {{"name", name}, {"labels", {{options_.count_label, "1"}}}}}},
                   true);
     }
-    std::string rv = Str(*list, "/metadata/resourceVersion");
-    // 2. Watch from there; a watch the server ends resumes from the last resourceVersion seen
-    //    (bookmarks keep it fresh); 410 Gone or a failure relists.
-    while (!stopped()) {
-      common::Status s = client_->Watch(
-          "/api/v1/nodes?watch=true&allowWatchBookmarks=true&timeoutSeconds=" +
-              std::to_string(timeout_s) + "&resourceVersion=" + KubeClient::Escape(rv),
-          [&](const std::string& type, const json& object) {
-            const std::string next = Str(object, "/metadata/resourceVersion");
-            if (!next.empty()) rv = next;
-            if (type != "BOOKMARK") ObserveNode(object, type == "DELETED");
-            return !stopped();
-          });
-      if (!s.ok()) {
-        NoteResult(s);
-        if (s.code() != common::StatusCode::kFailedPrecondition) pause();
-        break;
-      }
-    }
-  }
+  };
+  handlers.on_event = [this](const std::string& type, const json& object) {
+    ObserveNode(object, type == "DELETED");
+  };
+  node_watch_->Run(handlers);
 }
 
 std::map<core::RequestId, Claim> KubernetesConnector::Claims() const {

@@ -57,6 +57,7 @@
 #include "core/cluster_connector.h"
 #include "core/fleet.h"
 #include "k8s/kube_client.h"
+#include "k8s/list_watch.h"
 
 namespace egs::k8s {
 
@@ -212,6 +213,7 @@ class KubernetesConnector final : public core::ClusterConnector {
   bool stop_ = false;                                             // GUARDED_BY(mu_)
   core::ClusterHealth health_ = core::ClusterHealth::kHealthy;    // GUARDED_BY(mu_)
   std::mutex start_stop_mu_;
+  std::unique_ptr<ListWatch> node_watch_;  // set by Start (start_stop_mu_), before the threads
   std::thread worker_;
   std::thread watcher_;
 };

@@ -858,7 +858,9 @@ void FakeKubeApiServer::SetNodeReady(const std::string& name, bool ready) {
 void FakeKubeApiServer::CompactHistory() {
   std::lock_guard lock(mu_);
   history_.clear();
-  compacted_rv_ = rv_ + 1;
+  // Every resourceVersion handed out so far is now too old; a list after this returns a newer
+  // one that can be watched from (before, a relist got 410 again until the next write).
+  compacted_rv_ = ++rv_;
   ++outage_epoch_;  // A real compaction also ends the watches that fell behind.
   cv_.notify_all();
 }
