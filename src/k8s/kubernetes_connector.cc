@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/time.h"
+#include "k8s/workspace_rbac.h"
 
 namespace egs::k8s {
 namespace {
@@ -354,6 +355,15 @@ common::Status KubernetesConnector::EnsureNamespaces(core::WorkspaceId workspace
       EGS_RETURN_IF_ERROR(
           client_->Patch("/api/v1/namespaces/" + ns, {{"metadata", metadata}}, PatchType::kMerge)
               .error());
+    }
+  }
+  if (options_.members) {
+    // The members' Role and RoleBinding in each namespace (written only when they differ).
+    const std::vector<std::string> namespaces = NamespacesOf(workspace);
+    const std::vector<std::string> members = options_.members(workspace);
+    for (const auto& ns : namespaces) {
+      EGS_RETURN_IF_ERROR(
+          ReconcileWorkspaceRbac(*client_, ns, ws, members, namespaces.front()).error());
     }
   }
   return common::OkStatus();

@@ -85,6 +85,9 @@ struct KubernetesConnectorOptions {
   std::function<std::optional<core::NodeId>(const core::Node& node)> register_node;
   // The namespaces of a workspace; default {"egs-ws-<id>"}.
   std::function<std::vector<std::string>(core::WorkspaceId)> namespaces;
+  // The workspace's members (user names). When set, provisioning also reconciles the members'
+  // Role and RoleBinding in each namespace (k8s/workspace_rbac.h). Called on the worker thread.
+  std::function<std::vector<std::string>(core::WorkspaceId)> members;
   // Steers the workspace's pods onto its nodes through namespace annotations read by the
   // PodNodeSelector and PodTolerationRestriction admission plugins (where they are enabled).
   bool steer_by_namespace_annotations = true;

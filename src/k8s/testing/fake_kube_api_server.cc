@@ -28,6 +28,9 @@ constexpr ResourceInfo kResources[] = {
     {"events", "Event", "v1", true},
     {"serviceaccounts", "ServiceAccount", "v1", true},
     {"poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", true},
+    {"roles", "Role", "rbac.authorization.k8s.io/v1", true},
+    {"rolebindings", "RoleBinding", "rbac.authorization.k8s.io/v1", true},
+    {"jobs", "Job", "batch/v1", true},
     // The EGS custom resource (CRD with a status subresource).
     {"gpuprovisionrequests", "GPUProvisionRequest", "egs.dev/v1alpha1", true},
 };
@@ -408,6 +411,8 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
     base = 2;
   } else if (segs.size() >= 3 && segs[0] == "apis" &&
              ((segs[1] == "policy" && segs[2] == "v1") ||
+              (segs[1] == "rbac.authorization.k8s.io" && segs[2] == "v1") ||
+              (segs[1] == "batch" && segs[2] == "v1") ||
               (segs[1] == "egs.dev" && segs[2] == "v1alpha1"))) {
     base = 3;
   } else {
@@ -617,6 +622,18 @@ FakeKubeApiServer::Reply FakeKubeApiServer::DeleteLocked(const Route& route) {
   }
   json object = it->second;
   RemoveLocked(route.info->kind, route.ns, route.name);
+  if (std::string(route.info->kind) == "Namespace") {
+    // The namespace controller deletes everything in it (a real server first shows the
+    // namespace Terminating, then removes its objects, then the namespace; here all at once).
+    for (const auto& r : kResources) {
+      if (!r.namespaced) continue;
+      std::vector<std::string> names;
+      for (const auto& [key, o] : objects_[r.kind]) {
+        if (key.rfind(route.name + "/", 0) == 0) names.push_back(key.substr(route.name.size() + 1));
+      }
+      for (const auto& n : names) RemoveLocked(r.kind, route.name, n);
+    }
+  }
   return {200, object};
 }
 
