@@ -196,7 +196,9 @@ void KubernetesConnector::RunWorker() {
     Attempt attempt = Try(task);
     NoteResult(attempt.done ? common::OkStatus() : attempt.status);
     lock.lock();
-    if (!attempt.done && !stop_) {
+    if (!attempt.done && !stop_ && attempt.delay.count() > 0) {
+      queue_.emplace(std::make_pair(clock_.Now() + attempt.delay, next_seq_++), std::move(task));
+    } else if (!attempt.done && !stop_) {
       task.backoff = task.backoff.count() == 0 ? options_.retry_initial
                                                : std::min(options_.retry_max, task.backoff * 2);
       queue_.emplace(std::make_pair(clock_.Now() + task.backoff, next_seq_++), std::move(task));
@@ -206,13 +208,21 @@ void KubernetesConnector::RunWorker() {
 
 KubernetesConnector::Attempt KubernetesConnector::Try(Task& task) {
   if (auto* m = std::get_if<Milestone>(&task.order)) return TryMilestone(*m);
-  if (auto* p = std::get_if<core::ProvisionOrder>(&task.order)) return TryProvision(*p, true);
+  if (auto* p = std::get_if<core::ProvisionOrder>(&task.order)) {
+    return TryProvision(*p, true, task);
+  }
   if (auto* r = std::get_if<core::ReleaseOrder>(&task.order)) {
     Attempt a = TryRelease(r->request, r->workspace, r->nodes, task);
     if (a.done) {
       RecordEvent(r->workspace, "GpuReleased",
                   "request " + std::to_string(r->request.value()) + ": nodes released");
       if (callbacks_.on_released) callbacks_.on_released(r->request);
+      // Only now (the request is out): a node failing its post-check leaves the pool.
+      if (callbacks_.on_node_health) {
+        for (core::NodeId id : task.post_check_failed) {
+          callbacks_.on_node_health(id, core::NodeHealth::kUnhealthy);
+        }
+      }
     }
     return a;
   }
@@ -224,13 +234,14 @@ KubernetesConnector::Attempt KubernetesConnector::Try(Task& task) {
   }
   core::ProvisionOrder p{o.request,       o.reservation,   o.workspace, o.cluster,
                          {o.replacement}, o.gpus_per_node, o.window};
-  return TryProvision(p, false);
+  return TryProvision(p, false, task);
 }
 
 KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::ProvisionOrder& order,
-                                                               bool report) {
+                                                               bool report, Task& task) {
   const std::string request = std::to_string(order.request.value());
-  std::vector<std::pair<std::string, bool>> nodes;  // name, already labelled for the request
+  std::vector<std::pair<std::string, bool>> nodes;      // name, already labelled for the request
+  std::vector<std::pair<core::NodeId, json>> to_check;  // passed the built-in pre-checks
   std::vector<core::NodeId> failed;
   std::vector<std::string> reasons;
   auto fail = [&](core::NodeId id, std::string reason) {
@@ -255,7 +266,25 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
     if (ours) continue;
     auto reason = PreCheck(*node, order);
     if (!reason) return Attempt::Retry(reason.error());
-    if (!reason->empty()) fail(id, *name + ": " + *reason);
+    if (!reason->empty()) {
+      fail(id, *name + ": " + *reason);
+    } else {
+      to_check.emplace_back(id, std::move(*node));
+    }
+  }
+  // 1b. The pre-check Job on each node that passed (only when all did: a failed node ends the
+  //     attempt anyway, and its Job would hold GPUs for nothing).
+  bool running = false;
+  if (!options_.precheck_job.image.empty() && failed.empty()) {
+    for (const auto& [id, node] : to_check) {
+      auto verdict = PreCheckWithJob(node, order, task);
+      if (!verdict) return Attempt::Retry(verdict.error());
+      if (!*verdict) {
+        running = true;
+      } else if (!(*verdict)->empty()) {
+        fail(id, Str(node, "/metadata/name") + ": " + **verdict);
+      }
+    }
   }
   // 2. A failed pre-check changes nothing (and undoes an earlier attempt's labels).
   if (!failed.empty()) {
@@ -272,6 +301,7 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
     }
     return Attempt::Done();
   }
+  if (running) return Attempt::Wait(options_.precheck_job.poll);
   // 3. Namespaces, then labels and taints, then the milestone.
   common::Status s = EnsureNamespaces(order.workspace);
   for (const auto& [name, ours] : nodes) {
@@ -484,12 +514,96 @@ KubernetesConnector::Attempt KubernetesConnector::TryRelease(
     }
     common::Status s = PatchNode(name, std::nullopt, false);
     if (!s.ok()) return Attempt::Retry(s);
+    if (std::holds_alternative<core::ReleaseOrder>(task.order)) {
+      const std::vector<std::string> failures = PostCheck(name, workspace);
+      if (!failures.empty()) {
+        std::lock_guard lock(mu_);
+        if (auto it = nodes_.find(name); it != nodes_.end()) {
+          task.post_check_failed.push_back(it->second.id);
+        }
+      }
+      if (!failures.empty()) {
+        for (const auto& ns : NamespacesOf(workspace)) {
+          WriteEvent(ns, "GpuPostCheckFailed",
+                     "request " + req + ": node " + name +
+                         " failed its post-checks: " + JoinNames(failures),
+                     true)
+              .IgnoreError();
+        }
+      }
+    }
   }
   if (blocked) {
     return Attempt::Retry(common::ResourceExhaustedError(
         "request " + req + ": eviction refused by a PodDisruptionBudget; retrying"));
   }
   return Attempt::Done();
+}
+
+common::Result<std::optional<std::string>> KubernetesConnector::PreCheckWithJob(
+    const json& node, const core::ProvisionOrder& order, Task& task) {
+  const PreCheckJobOptions& o = options_.precheck_job;
+  const std::string request = std::to_string(order.request.value());
+  const std::string name = Str(node, "/metadata/name");
+  // 1. Recorded on the node already (an earlier attempt, or before an egsd restart)?
+  const json recorded = json::parse(node.value("/metadata/annotations"_json_pointer, json::object())
+                                        .value(kAnnotationPreCheck, std::string()),
+                                    nullptr, false);
+  if (recorded.is_object() && recorded.value("request", "") == request) {
+    if (recorded.value("result", "") == "passed") return std::optional<std::string>("");
+    return std::optional<std::string>(recorded.value("message", std::string("pre-check failed")));
+  }
+  if (!task.precheck_started) task.precheck_started = clock_.Now();
+  // 2. The Job: created if missing, else its outcome.
+  const std::string job_name = PreCheckJobName(request, name);
+  const std::string jobs = "/apis/batch/v1/namespaces/" + o.ns + "/jobs";
+  auto job = client_->Get(jobs + "/" + job_name);
+  if (!job && job.error().code() == common::StatusCode::kNotFound) {
+    int gpus = ToInt(node.value("/status/allocatable"_json_pointer, json::object())
+                         .value(options_.gpu_resource, std::string()));
+    if (order.gpus_per_node > 0) gpus = order.gpus_per_node;
+    auto created = client_->Post(jobs, PreCheckJob(o, request, name, gpus, options_.gpu_resource));
+    if (!created && created.error().code() != common::StatusCode::kAlreadyExists) {
+      if (IsRetryable(created.error())) return created.error();
+      return std::optional<std::string>("pre-check Job not created: " + created.error().ToString());
+    }
+    return std::optional<std::string>();
+  }
+  if (!job) return job.error();
+  JobVerdict verdict = JobOutcome(*job);
+  if (!verdict.finished) {
+    if (clock_.Now() - *task.precheck_started < o.timeout) return std::optional<std::string>();
+    verdict = {
+        true, false,
+        "pre-check Job " + job_name + " did not finish within " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count()) +
+            "s"};
+  }
+  // 3. Record the outcome on the node, then let the Job go.
+  const json record = {
+      {"request", request},
+      {"result", verdict.passed ? "passed" : "failed"},
+      {"job", o.ns + "/" + job_name},
+      {"message", verdict.message},
+      {"time", common::FormatTime(std::chrono::floor<std::chrono::seconds>(clock_.Now()))}};
+  auto patched = client_->Patch(
+      "/api/v1/nodes/" + name,
+      {{"metadata", {{"annotations", {{kAnnotationPreCheck, record.dump()}}}}}}, PatchType::kMerge);
+  if (!patched) return patched.error();
+  auto deleted = client_->Delete(jobs + "/" + job_name + "?propagationPolicy=Background");
+  (void)deleted;  // best effort: ttlSecondsAfterFinished removes it anyway
+  return std::optional<std::string>(verdict.passed ? "" : verdict.message);
+}
+
+std::vector<std::string> KubernetesConnector::PostCheck(const std::string& name,
+                                                        core::WorkspaceId workspace) {
+  auto node = client_->Get("/api/v1/nodes/" + name);
+  if (!node) return {};
+  auto pods =
+      client_->Get("/api/v1/pods?fieldSelector=" + KubeClient::Escape("spec.nodeName=" + name));
+  if (!pods) return {};
+  return PostCheckNode(*node, *pods, NamespacesOf(workspace), options_.count_label,
+                       options_.gpu_resource);
 }
 
 void KubernetesConnector::RecordEvent(core::WorkspaceId workspace, const std::string& reason,
