@@ -357,19 +357,27 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
                        {{{"clientCIDR", "0.0.0.0/0"},
                          {"serverAddress", "127.0.0.1:" + std::to_string(port_)}}}}}};
   }
+  // Groups served with discovery (kubectl needs it); egs.dev is served without (no CRD object).
+  static const std::vector<std::string> kGroups = {"policy/v1", "rbac.authorization.k8s.io/v1",
+                                                   "batch/v1"};
   if (method == "GET" && path == "/apis") {
-    json gv = {{"groupVersion", "policy/v1"}, {"version", "v1"}};
-    return {200,
-            json{{"kind", "APIGroupList"},
-                 {"apiVersion", "v1"},
-                 {"groups", {{{"name", "policy"}, {"versions", {gv}}, {"preferredVersion", gv}}}}}};
+    json groups = json::array();
+    for (const auto& g : kGroups) {
+      json gv = {{"groupVersion", g}, {"version", "v1"}};
+      groups.push_back(
+          {{"name", g.substr(0, g.find('/'))}, {"versions", {gv}}, {"preferredVersion", gv}});
+    }
+    return {200, json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}}};
   }
-  if (method == "GET" && (path == "/api/v1" || path == "/apis/policy/v1")) {
+  const std::string group_version = path == "/api/v1" ? "v1" : path.substr(path.find('/', 1) + 1);
+  if (method == "GET" && (path == "/api/v1" || (path.starts_with("/apis/") &&
+                                                std::find(kGroups.begin(), kGroups.end(),
+                                                          group_version) != kGroups.end()))) {
     const std::vector<std::string> verbs = {"create", "delete", "get",  "list",
                                             "patch",  "update", "watch"};
     json resources = json::array();
     for (const auto& r : kResources) {
-      if (std::string(r.api_version) != (path == "/api/v1" ? "v1" : "policy/v1")) continue;
+      if (std::string(r.api_version) != group_version) continue;
       std::string singular = r.kind;
       std::transform(singular.begin(), singular.end(), singular.begin(), ::tolower);
       json entry = {{"name", r.resource},
@@ -380,7 +388,9 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
       const std::map<std::string, std::string> short_names = {
           {"nodes", "no"},  {"namespaces", "ns"},      {"pods", "po"},
           {"events", "ev"}, {"serviceaccounts", "sa"}, {"poddisruptionbudgets", "pdb"}};
-      entry["shortNames"] = {short_names.at(r.resource)};
+      if (auto it = short_names.find(r.resource); it != short_names.end()) {
+        entry["shortNames"] = {it->second};
+      }
       resources.push_back(entry);
     }
     if (path == "/api/v1") {
@@ -401,7 +411,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
     }
     return {200, json{{"kind", "APIResourceList"},
                       {"apiVersion", "v1"},
-                      {"groupVersion", path == "/api/v1" ? "v1" : "policy/v1"},
+                      {"groupVersion", group_version},
                       {"resources", resources}}};
   }
   // Resource paths: /api/v1/... or /apis/policy/v1/...
