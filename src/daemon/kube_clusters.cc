@@ -185,6 +185,7 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
     options.precheck_job.command = c.precheck_job.command;
     options.precheck_job.ns = c.precheck_job.ns;
     options.precheck_job.timeout = c.precheck_job.timeout;
+    options.precheck_job.poll = c.precheck_job.poll_interval;
     k8s::KubernetesCallbacks cb;
     cb.on_provisioned = [self](const core::ProvisionOutcome& o) {
       self->post_([o](scheduler::Scheduler& s) { s.OnProvisioned(o); });

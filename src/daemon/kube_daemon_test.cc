@@ -539,5 +539,46 @@ TEST_F(KubeDaemonTest, GprSpecChangesAreForwardedOrRefusedInStatus) {
   EXPECT_EQ(priority(), 300);
 }
 
+// The pre-check Job from egsd's config: a failing Job marks its node failed and the request goes
+// back to the queue and onto the other node, whose Job passes.
+TEST_F(KubeDaemonTest, FailedPreCheckJobSendsTheRequestToAnotherNode) {
+  config_.kubernetes.clusters[0].precheck_job.image = "registry.local/gpu-check:1";
+  config_.kubernetes.clusters[0].precheck_job.poll_interval = 20ms;
+  kube_.Put({{"kind", "Namespace"}, {"metadata", {{"name", "egs-system"}}}});
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  Submit("checked", 1, "1h");
+  auto job_on = [&](const std::string& except) -> json {
+    for (const json& j : kube_.ListAll("Job", "egs-system")) {
+      if (j["metadata"]["annotations"]["egs.dev/node"] != except) return j;
+    }
+    return json();
+  };
+  ASSERT_TRUE(WaitFor([&] { return !job_on("").is_null(); }));
+  json first = job_on("");
+  const std::string bad_node = first["metadata"]["annotations"]["egs.dev/node"];
+  first["status"] = {{"failed", 1},
+                     {"conditions",
+                      {{{"type", "Failed"},
+                        {"status", "True"},
+                        {"reason", "BackoffLimitExceeded"},
+                        {"message", "gpu 3: XID 79"}}}}};
+  kube_.Put(first);
+  // Requeued onto the other node: a Job there, which passes.
+  ASSERT_TRUE(WaitFor([&] { return !job_on(bad_node).is_null(); }));
+  json second = job_on(bad_node);
+  const std::string good_node = second["metadata"]["annotations"]["egs.dev/node"];
+  EXPECT_NE(good_node, bad_node);
+  second["status"] = {{"succeeded", 1}};
+  kube_.Put(second);
+  ASSERT_TRUE(WaitFor([&] { return Phase("checked") == "Active"; })) << Phase("checked");
+  EXPECT_EQ(HeldBy("checked"), std::vector<std::string>{good_node});
+  const json recorded =
+      json::parse(kube_.Get("Node", "", bad_node)["metadata"]["annotations"]["egs.dev/precheck"]
+                      .get<std::string>());
+  EXPECT_EQ(recorded["result"], "failed");
+  EXPECT_NE(recorded["message"].get<std::string>().find("XID 79"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace egs::daemon

@@ -120,8 +120,10 @@ common::Status ApplyPreCheckJob(const YAML::Node& v, const std::string& f, PreCh
       }
     } else if (k == "timeout") {
       EGS_RETURN_IF_ERROR(SetDuration(kv.second, kf, p.timeout));
+    } else if (k == "pollInterval") {
+      EGS_RETURN_IF_ERROR(SetDuration(kv.second, kf, p.poll_interval));
     } else {
-      return Error(kf, "unknown key (image, command, namespace, timeout)");
+      return Error(kf, "unknown key (image, command, namespace, timeout, pollInterval)");
     }
   }
   if (p.image.empty()) return Error(f + ".image", "required");

@@ -26,6 +26,7 @@
 //           command: [/bin/check, --nccl]
 //           namespace: egs-system        # where the Jobs run (egsd's namespace)
 //           timeout: 10m
+//           pollInterval: 2s             # how often a running Job is looked at
 //     housekeepingInterval: 30s          # member RBAC sync and burst namespace removal
 //     webhook:                           # mutating admission webhook for pods (off when absent)
 //       listen: 0.0.0.0:8443
@@ -60,6 +61,7 @@ struct PreCheckJobSettings {
   std::vector<std::string> command;
   std::string ns = "egs-system";
   common::Duration timeout = std::chrono::minutes(10);
+  common::Duration poll_interval = std::chrono::seconds(2);
 };
 
 struct KubeClusterSettings {

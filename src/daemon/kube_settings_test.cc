@@ -22,7 +22,8 @@ kubernetes:
       evictionDeadline: 2m
       qps: 20
       homeWorkspaces: [team-a, team-b]
-      preCheckJob: {image: "registry.local/gpu-check:1", command: [/check, --nccl], timeout: 3m}
+      preCheckJob: {image: "registry.local/gpu-check:1", command: [/check, --nccl], timeout: 3m,
+                    pollInterval: 500ms}
     - name: gpu-west
       inCluster: true
       shapes: [{shape: a100x8}]
@@ -57,6 +58,7 @@ kubernetes:
   EXPECT_EQ(k.clusters[0].precheck_job.command, (std::vector<std::string>{"/check", "--nccl"}));
   EXPECT_EQ(k.clusters[0].precheck_job.ns, "egs-system");
   EXPECT_EQ(k.clusters[0].precheck_job.timeout, std::chrono::minutes(3));
+  EXPECT_EQ(k.clusters[0].precheck_job.poll_interval, std::chrono::milliseconds(500));
   EXPECT_TRUE(k.clusters[1].precheck_job.image.empty());
 }
 
