@@ -392,8 +392,17 @@ common::Status KubernetesConnector::EnsureNamespaces(core::WorkspaceId workspace
     const std::vector<std::string> namespaces = NamespacesOf(workspace);
     const std::vector<std::string> members = options_.members(workspace);
     for (const auto& ns : namespaces) {
-      EGS_RETURN_IF_ERROR(
-          ReconcileWorkspaceRbac(*client_, ns, ws, members, namespaces.front()).error());
+      common::Status st =
+          ReconcileWorkspaceRbac(*client_, ns, ws, members, namespaces.front()).error();
+      if (st.code() == common::StatusCode::kPermissionDenied) {
+        // egsd's own RBAC lacks the verbs (an older deploy/): the GPUs are still provisioned;
+        // the namespace says why its members have no rights.
+        WriteEvent(ns, "MemberRbacFailed", "members' Role/RoleBinding not written: " + st.message(),
+                   true)
+            .IgnoreError();
+        continue;
+      }
+      EGS_RETURN_IF_ERROR(st);
     }
   }
   return common::OkStatus();

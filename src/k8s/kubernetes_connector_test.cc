@@ -516,6 +516,20 @@ TEST_F(KubernetesConnectorTest, PostChecksAtExitReportFailedNodesAfterTheRelease
   EXPECT_FALSE(server_.Get("Role", "team-7", kWorkspaceMemberRole).is_null());
   EXPECT_EQ(server_.Get("RoleBinding", "team-7", kWorkspaceMemberRole)["subjects"][0]["name"],
             "egs-alice");
+  // Where egsd may not write RBAC (403), provisioning still succeeds, with a Warning Event.
+  server_.FailRequests("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/team-8", 403);
+  auto other = Order(61, {});
+  other.workspace = core::WorkspaceId(8);
+  connector->Provision(other);
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.provisioned.size() == 2; }));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.provisioned[1].ok) << rec.provisioned[1].message;
+  }
+  std::vector<std::string> reasons;
+  for (const auto& e : server_.ListAll("Event", "team-8")) reasons.push_back(e["reason"]);
+  EXPECT_THAT(reasons, ::testing::UnorderedElementsAre("MemberRbacFailed", "GpuProvisioned"));
+  server_.ClearFailures();
   // gpu-2 loses a GPU while in use.
   json degraded = server_.Get("Node", "", "gpu-2");
   degraded["status"]["allocatable"]["nvidia.com/gpu"] = "7";
