@@ -274,20 +274,28 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
   }
   // 1b. The pre-check Job on each node that passed (only when all did: a failed node ends the
   //     attempt anyway, and its Job would hold GPUs for nothing).
-  bool running = false;
+  std::vector<std::string> running;  // nodes whose Job still runs
   if (!options_.precheck_job.image.empty() && failed.empty()) {
     for (const auto& [id, node] : to_check) {
       auto verdict = PreCheckWithJob(node, order, task);
       if (!verdict) return Attempt::Retry(verdict.error());
       if (!*verdict) {
-        running = true;
+        running.push_back(Str(node, "/metadata/name"));
       } else if (!(*verdict)->empty()) {
         fail(id, Str(node, "/metadata/name") + ": " + **verdict);
       }
     }
   }
-  // 2. A failed pre-check changes nothing (and undoes an earlier attempt's labels).
+  // 2. A failed pre-check changes nothing (and undoes an earlier attempt's labels); Jobs still
+  //    running on the other nodes are stopped (they would hold GPUs for an order that failed).
   if (!failed.empty()) {
+    for (const auto& name : running) {
+      client_
+          ->Delete("/apis/batch/v1/namespaces/" + options_.precheck_job.ns + "/jobs/" +
+                   PreCheckJobName(request, name) + "?propagationPolicy=Background")
+          .error()
+          .IgnoreError();  // best effort: activeDeadlineSeconds ends it anyway
+    }
     for (const auto& [name, ours] : nodes) {
       if (!ours) continue;
       common::Status s = PatchNode(name, std::nullopt, false);
@@ -301,7 +309,7 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
     }
     return Attempt::Done();
   }
-  if (running) return Attempt::Wait(options_.precheck_job.poll);
+  if (!running.empty()) return Attempt::Wait(options_.precheck_job.poll);
   // 3. Namespaces, then labels and taints, then the milestone.
   common::Status s = EnsureNamespaces(order.workspace);
   for (const auto& [name, ours] : nodes) {

@@ -436,10 +436,7 @@ TEST_F(KubernetesConnectorTest, PreCheckJobPerNodeGatesProvisioning) {
     std::lock_guard lock(rec.mu);
     EXPECT_TRUE(rec.provisioned.empty());
   }
-  // The job controller's verdicts: gpu-1 passes, gpu-2 fails.
-  json ok = by_node["gpu-1"];
-  ok["status"] = {{"succeeded", 1}, {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}};
-  server_.Put(ok);
+  // The job controller's verdict on gpu-2: failed (gpu-1's Job still runs).
   json bad = by_node["gpu-2"];
   bad["status"] = {{"failed", 1},
                    {"conditions",
@@ -459,28 +456,32 @@ TEST_F(KubernetesConnectorTest, PreCheckJobPerNodeGatesProvisioning) {
     EXPECT_FALSE(NodeLabels(name).contains("egs.dev/request")) << name;
     EXPECT_TRUE(NodeTaints(name).empty()) << name;
   }
-  auto recorded = [&](const std::string& node) {
-    return json::parse(server_.Get("Node", "", node)["metadata"]["annotations"]["egs.dev/precheck"]
-                           .get<std::string>());
+  auto annotations = [&](const std::string& node) {
+    return server_.Get("Node", "", node)["metadata"].value("annotations", json::object());
   };
-  EXPECT_EQ(recorded("gpu-1")["result"], "passed");
-  EXPECT_EQ(recorded("gpu-2")["result"], "failed");
-  EXPECT_EQ(recorded("gpu-2")["request"], "50");
+  const json recorded = json::parse(annotations("gpu-2")["egs.dev/precheck"].get<std::string>());
+  EXPECT_EQ(recorded["result"], "failed");
+  EXPECT_EQ(recorded["request"], "50");
+  // The failed Job is deleted once recorded, gpu-1's running one is stopped with the order.
   EXPECT_TRUE(server_.ListAll("Job", "egs-system").empty());
+  EXPECT_FALSE(annotations("gpu-1").contains("egs.dev/precheck"));
 
-  // The scheduler's retry with a healthy node instead: only gpu-3 gets a new Job (gpu-1's result
-  // for this request is read back from the node); once it passes, both are provisioned.
+  // The scheduler's retry with a healthy node instead: Jobs on gpu-1 and gpu-3; both pass:
+  // recorded, Jobs deleted, both nodes provisioned.
   connector->Provision(Order(50, {1, 3}));
-  ASSERT_TRUE(rec.WaitFor([&] { return server_.ListAll("Job", "egs-system").size() == 1; }));
-  json third = server_.ListAll("Job", "egs-system")[0];
-  EXPECT_EQ(third["metadata"]["annotations"]["egs.dev/node"], "gpu-3");
-  third["status"] = {{"succeeded", 1}};
-  server_.Put(third);
+  ASSERT_TRUE(rec.WaitFor([&] { return server_.ListAll("Job", "egs-system").size() == 2; }));
+  for (json job : server_.ListAll("Job", "egs-system")) {
+    job["status"] = {{"succeeded", 1}};
+    server_.Put(job);
+  }
   ASSERT_TRUE(rec.WaitFor([&] { return rec.provisioned.size() == 2; }));
   {
     std::lock_guard lock(rec.mu);
     EXPECT_TRUE(rec.provisioned[1].ok) << rec.provisioned[1].message;
   }
+  EXPECT_EQ(json::parse(annotations("gpu-1")["egs.dev/precheck"].get<std::string>())["result"],
+            "passed");
+  EXPECT_TRUE(server_.ListAll("Job", "egs-system").empty());
   EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/request"], "50");
   EXPECT_EQ(NodeLabels("gpu-3")["egs.dev/request"], "50");
 }
