@@ -1,4 +1,5 @@
-// quote and the GPR actions: approve, reject, release, extend, explain, reprioritize, move, whatif.
+// quote and the GPR actions: approve, reject, release, evict, extend, explain, reprioritize, move,
+// whatif.
 #include <fmt/format.h>
 
 #include <charconv>
@@ -191,6 +192,14 @@ common::Status Release(Context& ctx) {
   return RunAction(ctx, "release", json::object(), "released");
 }
 
+// Admin: ends a running request now; it ends Preempted with the reason in its events and the
+// audit log.
+common::Status Evict(Context& ctx) {
+  auto reason = ctx.args.Get("reason");
+  if (!reason || reason->empty()) return common::InvalidArgumentError("--reason is required");
+  return RunAction(ctx, "evict", {{"reason", *reason}}, "evicted");
+}
+
 common::Status Extend(Context& ctx) {
   EGS_ASSIGN_OR_RETURN(auto by, DurationFlag(ctx, "by"));
   if (!by) return common::InvalidArgumentError("--by is required (e.g. --by 2h)");
@@ -232,8 +241,16 @@ common::Status WhatIf(Context& ctx) {
   if (priority) body["priority"] = *priority;
   if (nodes) body["nodes"] = *nodes;
   if (extend) body["extend"] = *extend;
+  if (ctx.args.GetBool("approve")) {
+    if (!body.empty()) {
+      return common::InvalidArgumentError(
+          "--approve cannot be combined with --priority, --nodes or --extend");
+    }
+    body["change"] = "approve";
+  }
   if (body.empty()) {
-    return common::InvalidArgumentError("give at least one of --priority, --nodes, --extend");
+    return common::InvalidArgumentError(
+        "give at least one of --priority, --nodes, --extend, --approve");
   }
   return RunQuery(ctx, "whatif", body);
 }
@@ -270,6 +287,11 @@ std::vector<Command> ActionCommands() {
        "Release a request's nodes early (or cancel it)",
        {},
        &Release},
+      {"evict",
+       "egsctl evict NAME --reason R",
+       "Admin: end a running request now (it ends Preempted)",
+       {reason},
+       &Evict},
       {"extend",
        "egsctl extend NAME --by 2h [--reason R]",
        "Ask for more time on an active request",
@@ -293,9 +315,12 @@ std::vector<Command> ActionCommands() {
         {"after", 0, true, "place just after this request"}},
        &Move},
       {"whatif",
-       "egsctl whatif NAME --priority P|--nodes N|--extend 1h",
+       "egsctl whatif NAME --priority P|--nodes N|--extend 1h|--approve",
        "Show what a change would do, without making it",
-       {priority, {"nodes", 0, true, "node count"}, {"extend", 0, true, "extra time"}},
+       {priority,
+        {"nodes", 0, true, "node count"},
+        {"extend", 0, true, "extra time"},
+        {"approve", 0, false, "approving the pending request"}},
        &WhatIf},
   };
 }

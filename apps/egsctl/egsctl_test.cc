@@ -456,6 +456,26 @@ TEST_F(EgsctlTest, WhatIfPrintsYamlAndReprioritizeSendsPriority) {
   EXPECT_EQ(reqs.at(1).Json(), json({{"priority", 200}}));
 }
 
+TEST_F(EgsctlTest, EvictNeedsAReasonAndWhatIfApproveSendsTheChange) {
+  server_.On("POST", std::string(kGprs) + "/a/evict", Ok(Gpr("a", "Releasing")));
+  server_.On("POST", std::string(kGprs) + "/a/whatif", Ok({{"shifts", json::array()}}));
+  Outcome r = Egsctl({"evict", "a", "-n", "team-a"});
+  EXPECT_NE(r.exit, 0);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("--reason"));
+  EXPECT_TRUE(server_.requests().empty());
+  r = Egsctl({"evict", "a", "--reason", "bad GPU", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out, "gpuprovisionrequest/a evicted\n");
+  r = Egsctl({"whatif", "a", "--approve", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  r = Egsctl({"whatif", "a", "--approve", "--nodes", "2", "-n", "team-a"});
+  EXPECT_NE(r.exit, 0);
+  auto reqs = server_.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs.at(0).Json(), json({{"reason", "bad GPU"}}));
+  EXPECT_EQ(reqs.at(1).Json(), json({{"change", "approve"}}));
+}
+
 TEST_F(EgsctlTest, EmptyListSaysNoResources) {
   server_.On("GET", "/apis/egs.dev/v1alpha1/nodes", Ok(List({})));
   Outcome r = Egsctl({"get", "nodes"});

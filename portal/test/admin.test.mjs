@@ -7,6 +7,8 @@ import { ledger, summary } from '../src/views/ledger.js';
 import { orderGpus } from '../src/views/gpus.js';
 import { policyPatch } from '../src/views/policies.js';
 import { tickStep } from '../src/views/schedule.js';
+import { impactLines } from '../src/views/queue.js';
+import { applyNodeEvent } from '../src/views/fleet.js';
 
 const H = 3600e3;
 
@@ -86,4 +88,37 @@ test('tickStep keeps axis ticks at least 80 px apart at round hours', () => {
   assert.equal(tickStep(128), H);
   assert.equal(tickStep(8), 12 * H);
   assert.equal(tickStep(1), 96 * H);
+});
+
+test('impactLines lists who moves by how much, and who loses its plan', () => {
+  const now = Date.parse('2026-11-22T10:00:00Z');
+  const lines = impactLines({
+    start: '2026-11-22T10:00:00Z',
+    shifts: [
+      { namespace: 'vision', name: 'later', before: '2026-11-22T12:00:00Z', after: '2026-11-22T14:30:00Z' },
+      { namespace: 'sandbox', name: 'early', before: '2026-11-22T13:00:00Z', after: '2026-11-22T12:00:00Z' },
+      { namespace: 'sandbox', name: 'gone', before: '2026-11-22T13:00:00Z' },
+    ],
+  }, now);
+  assert.equal(lines.length, 3);
+  assert.match(lines[0], /^vision\/later: .* → .* \(\+2h30m\)$/);
+  assert.match(lines[1], /^sandbox\/early: .*\(−1h\)$/);
+  assert.match(lines[2], /^sandbox\/gone: .* → loses its plan$/);
+  assert.deepEqual(impactLines({ shifts: [] }, now), []);
+});
+
+test('applyNodeEvent merges watch events and keeps read-time fields', () => {
+  const nodes = new Map();
+  const node = (name, status) => ({ kind: 'Node', metadata: { name }, spec: { cluster: 'c', shape: 's' }, status });
+  nodes.set('a', node('a', { health: 'Healthy', freeGpusNow: 8, schedule: [{ request: 'x' }] }));
+  assert.equal(applyNodeEvent(nodes, { type: 'MODIFIED', object: node('a', { health: 'Cordoned' }) }), true);
+  assert.deepEqual(nodes.get('a').status, { health: 'Cordoned', freeGpusNow: 8, schedule: [{ request: 'x' }] });
+  // Fields the event does carry win.
+  applyNodeEvent(nodes, { type: 'MODIFIED', object: node('a', { health: 'Healthy', freeGpusNow: 0 }) });
+  assert.equal(nodes.get('a').status.freeGpusNow, 0);
+  assert.equal(applyNodeEvent(nodes, { type: 'ADDED', object: node('b', {}) }), true);
+  assert.equal(nodes.size, 2);
+  assert.equal(applyNodeEvent(nodes, { type: 'BOOKMARK', object: { metadata: { resourceVersion: '9' } } }), false);
+  assert.equal(applyNodeEvent(nodes, { type: 'DELETED', object: node('b') }), true);
+  assert.deepEqual([...nodes.keys()], ['a']);
 });

@@ -304,7 +304,8 @@ async function main() {
       await row.getByText('PendingApproval').waitFor();
       await shot('04-admin-queue');
       await a11y('admin queue');
-      await row.getByRole('button', { name: 'Approve big-one' }).click();
+      await row.getByRole('button', { name: 'Approve big-one…' }).click();
+      await row.getByRole('button', { name: 'Confirm approval of big-one' }).click();
       await row.locator('.phase').filter({ hasText: /^(Queued|Provisioning|Active)$/ }).waitFor();
       const g = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/namespaces/vision/gpuprovisionrequests/big-one');
       assert(g.status.phase !== 'PendingApproval', `approved: ${g.status.phase}`);
@@ -333,6 +334,57 @@ async function main() {
       const [ps, pl] = [await position('soon'), await position('later')];
       assert(ps < pl, `soon (${ps}) now queues before later (${pl})`);
       await soon.getByRole('button', { name: 'Move soon after later' }).waitFor();
+    });
+
+    await step('admin approves with the computed impact, evicts a running request', async () => {
+      // Over sandbox's priority range: pending; approved, it queues ahead of "later" and "soon".
+      await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/namespaces/sandbox/gpuprovisionrequests', {
+        apiVersion: 'egs.dev/v1alpha1', kind: 'GPUProvisionRequest', metadata: { name: 'urgent', namespace: 'sandbox' },
+        spec: { shape: '4xl40s-48gb', nodes: 1, duration: '30m', priority: 150 },
+      });
+      const row = page.locator('[data-testid="queue-row"][data-name="urgent"]');
+      await row.getByText('PendingApproval').waitFor();
+      await row.getByRole('button', { name: 'Approve urgent…' }).click();
+      const impact = row.getByRole('group', { name: 'Impact of approving urgent' });
+      await impact.waitFor();
+      const want = await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/namespaces/sandbox/gpuprovisionrequests/urgent/whatif', { change: 'approve' });
+      const names = want.shifts.map((x) => `${x.namespace}/${x.name}`);
+      assert(names.includes('sandbox/later'), `approving urgent moves sandbox/later: ${JSON.stringify(want)}`);
+      const lines = await impact.getByTestId('impact-shift').allTextContents();
+      assert(lines.length === want.shifts.length, `one line per shift: ${JSON.stringify(lines)}`);
+      assert(lines.some((l) => l.startsWith('sandbox/later: ') && l.includes('(+30m)')), `later moves by 30m: ${JSON.stringify(lines)}`);
+      await a11y('approve impact');
+      await shot('04b-approve-impact');
+      const pending = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/namespaces/sandbox/gpuprovisionrequests/urgent');
+      assert(pending.status.phase === 'PendingApproval', 'the preview changes nothing');
+      await impact.getByRole('button', { name: 'Confirm approval of urgent' }).click();
+      await row.locator('.phase').filter({ hasText: /^Queued$/ }).waitFor();
+      // Evict: a fresh one-node request of batch-inference, as soon as it holds its node.
+      await api(egsd, 'POST', '/apis/egs.dev/v1alpha1/namespaces/batch-inference/gpuprovisionrequests', {
+        apiVersion: 'egs.dev/v1alpha1', kind: 'GPUProvisionRequest', metadata: { name: 'evict-me', namespace: 'batch-inference' },
+        spec: { shape: '4xl40s-48gb', nodes: 1, duration: '1h', priority: 50 },
+      });
+      const victim = page.locator('[data-testid="queue-row"][data-name="evict-me"]');
+      await victim.locator('.phase').filter({ hasText: /^(Provisioning|Active)$/ }).waitFor();
+      const evict = victim.getByRole('button', { name: 'Evict evict-me' });
+      assert(await evict.isDisabled(), 'no eviction without a reason');
+      await victim.getByLabel('Eviction reason').fill('GPU firmware update');
+      await shot('04c-evict');
+      await evict.click();
+      await page.getByText('Evict batch-inference/evict-me: done.').waitFor();
+      const g = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/namespaces/batch-inference/gpuprovisionrequests/evict-me');
+      assert(['Releasing', 'Preempted'].includes(g.status.phase), `evicted: ${g.status.phase}`);
+      assert(JSON.stringify(g.status).includes('GPU firmware update'), `the reason is on the request: ${JSON.stringify(g.status)}`);
+      const ev = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/namespaces/batch-inference/events');
+      assert(ev.items.some((e) => e.reason === 'Evicted' && e.message.includes('GPU firmware update')), 'an Evicted event with the reason');
+      const records = [];
+      for (let after = 0; ;) {
+        const page = await api(egsd, 'GET', `/apis/egs.dev/v1alpha1/logs/audit?limit=1000&after=${after}`);
+        if (!page.items.length) break;
+        records.push(...page.items);
+        after = page.next;
+      }
+      assert(records.some((r) => r.record.verb === 'evict' && r.record.reason === 'GPU firmware update'), 'the audit log has the reason');
     });
 
     await step('admin dashboard: allocation, queue per shape, alerts, promise accuracy', async () => {
@@ -368,7 +420,24 @@ async function main() {
       // The form's default: two hours from the next hour but one (the cordon left a short past window too).
       const twoHours = (node ? node.unavailable : []).filter((u) => Date.parse(u.end) - Date.parse(u.start) === 2 * 3600e3);
       assert(twoHours.length === 1, `a 2 h maintenance window on the schedule: ${JSON.stringify(node)}`);
+      // The window is listed on the node and cancelled from there.
+      await row.getByRole('button', { name: 'Maintenance… (1)' }).click();
+      await row.getByTestId('maintenance-window').waitFor();
       await shot('06-fleet');
+      await row.getByRole('button', { name: /^Cancel maintenance of euw-h100-007 from / }).click();
+      await page.getByTestId('fleet-notice').filter({ hasText: 'Cancel maintenance of euw-h100-007: done.' }).waitFor();
+      await row.getByTestId('maintenance-window').waitFor({ state: 'detached' });
+      const after = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/nodes/euw-h100-007');
+      assert(!after.status.maintenance, `no maintenance left: ${JSON.stringify(after.status.maintenance)}`);
+      // Projects: the display name is edited in place.
+      const project = page.locator('[data-testid="project"][data-name="research"]');
+      await project.getByRole('button', { name: 'Edit research' }).click();
+      await project.getByLabel('Display name').fill('Research lab');
+      await project.getByRole('button', { name: 'Save research' }).click();
+      await page.getByTestId('fleet-notice').filter({ hasText: 'Project research: done.' }).waitFor();
+      await project.filter({ hasText: 'research (Research lab): clusters' }).waitFor();
+      const pr = await api(egsd, 'GET', '/apis/egs.dev/v1alpha1/projects/research');
+      assert(pr.spec.displayName === 'Research lab', `display name saved: ${JSON.stringify(pr.spec)}`);
     });
 
     await step('admin edits a workspace policy', async () => {

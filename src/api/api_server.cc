@@ -534,7 +534,8 @@ ApiServer::Target ApiServer::ParseTarget(const HttpRequest& req) {
   // POSTs that only compute an answer change nothing and are not audited; nor are telemetry
   // posts (measurements, not changes: a durable audit commit per agent report would cost more
   // than the report).
-  if (t.verb == "quote" || t.verb == "explain" || t.verb == "whatif" || t.verb == "telemetry") {
+  if (t.verb == "quote" || t.verb == "explain" || t.verb == "explain-order" || t.verb == "whatif" ||
+      t.verb == "telemetry") {
     t.mutating = false;
   }
   return t;
@@ -787,6 +788,15 @@ void ApiServer::Audit(const HttpRequest& req, const Target& t, const std::option
                  {"reason", ""},
                  {"dryRun", req.Query("dryRun").has_value()},
                  {"remoteAddr", req.remote_addr}};
+  if (resp.status < 400 && !t.action.empty()) {
+    // An action's own reason (reject, evict, ...) is what the audit is read for.
+    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_object()) {
+      if (auto it = body.find("reason"); it != body.end() && it->is_string()) {
+        record["reason"] = *it;
+      }
+    }
+  }
   if (resp.status >= 400) {
     // Usually a Status object; bodies from the extra routes may be anything.
     json body = json::parse(resp.body, nullptr, /*allow_exceptions=*/false);

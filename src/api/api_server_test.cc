@@ -763,6 +763,23 @@ TEST_F(ApiServerTest, AuditsEveryMutatingCall) {
   EXPECT_EQ(records[before + 2]["reason"], "Invalid");
 }
 
+TEST_F(ApiServerTest, AuditKeepsTheReasonOfAnAction) {
+  SeedWorkspace("team-a");
+  ASSERT_EQ(Post(kGprs, GprJson("train").dump()).status, 201);
+  std::size_t before = AuditRecords().size();
+  ASSERT_EQ(Post(std::string(kGprs) + "/train/evict", R"({"reason":"GPU memory errors"})").status,
+            200);
+  ASSERT_EQ(
+      Call("POST", std::string(kGprs) + "/train/evict", R"({"reason":"again"})", {}, {}, "viewer")
+          .status,
+      403);
+  auto records = AuditRecords();
+  ASSERT_EQ(records.size(), before + 2);
+  EXPECT_EQ(records[before]["verb"], "evict");
+  EXPECT_EQ(records[before]["reason"], "GPU memory errors");
+  EXPECT_EQ(records[before + 1]["reason"], "Forbidden");  // a refusal keeps the status reason
+}
+
 TEST_F(ApiServerTest, BodyLimitAndRateLimit) {
   ApiServerOptions opts;
   opts.max_body_bytes = 100;

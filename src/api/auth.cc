@@ -37,8 +37,9 @@ bool IsReadVerb(std::string_view verb) {
 
 // What a member may do to requests (and quotes) in its own workspaces.
 bool IsMemberRequestVerb(std::string_view verb) {
-  static constexpr std::array<std::string_view, 9> kVerbs = {
-      "create", "update", "patch", "delete", "quote", "release", "extend", "explain", "whatif"};
+  static constexpr std::array<std::string_view, 10> kVerbs = {
+      "create",  "update", "patch",   "delete",        "quote",
+      "release", "extend", "explain", "explain-order", "whatif"};
   return std::find(kVerbs.begin(), kVerbs.end(), verb) != kVerbs.end();
 }
 

@@ -847,10 +847,22 @@ void NoStatus(ObjectReader&, Doc&) {}
 
 }  // namespace
 
+constexpr std::size_t kMaxDisplayName = 128;
+
 Result<ProjectDoc> ParseProject(const json& j) {
   return ParseStandard<ProjectDoc>(
       j, "Project",
-      [](ObjectReader& r, ProjectDoc& d) { r.String("displayName", &d.display_name); },
+      [](ObjectReader& r, ProjectDoc& d) {
+        r.String("displayName", &d.display_name);
+        if (!r.ok()) return;
+        if (d.display_name.size() > kMaxDisplayName) {
+          r.Fail(Invalid(r.Path("displayName"),
+                         fmt::format("must be at most {} characters", kMaxDisplayName)));
+        } else if (std::any_of(d.display_name.begin(), d.display_name.end(),
+                               [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+          r.Fail(Invalid(r.Path("displayName"), "must not contain control characters"));
+        }
+      },
       NoStatus<ProjectDoc>);
 }
 

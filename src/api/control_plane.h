@@ -42,10 +42,11 @@ class ControlPlane {
   virtual common::Result<nlohmann::json> Delete(const Principal& who, std::string_view kind,
                                                 std::string_view ns, std::string_view name,
                                                 std::optional<std::int64_t> expected_version) = 0;
-  // An action on one object: for GPUProvisionRequest "approve", "reject", "release", "extend",
-  // "approve-extension", "reject-extension", "reprioritize", "move", "explain", "whatif"; for
-  // Node "fail", "recover", "maintenance". `body` holds the action's arguments. Returns the
-  // action's result (for explain: {"explanation": "..."}; for most: the object after it).
+  // An action on one object: for GPUProvisionRequest "approve", "reject", "release", "evict",
+  // "extend", "approve-extension", "reject-extension", "reprioritize", "move", "explain",
+  // "whatif"; for Node "fail", "recover", "maintenance", "cancel-maintenance". `body` holds the
+  // action's arguments. Returns the action's result (for explain: {"explanation": "..."}; for most:
+  // the object after it).
   virtual common::Result<nlohmann::json> Action(const Principal& who, std::string_view kind,
                                                 std::string_view ns, std::string_view name,
                                                 std::string_view action, nlohmann::json body) = 0;

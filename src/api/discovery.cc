@@ -28,7 +28,7 @@ std::vector<ResourceInfo> MakeResources() {
                {"gnode"},
                false,
                kAllVerbs,
-               {"fail", "cordon", "recover", "maintenance"},
+               {"fail", "cordon", "recover", "maintenance", "cancel-maintenance"},
                true});
   r.push_back({"Workspace", "workspaces", "workspace", {"ws"}, false, kAllVerbs, {}, true});
   r.push_back({"GPUProvisionRequest",
@@ -37,8 +37,8 @@ std::vector<ResourceInfo> MakeResources() {
                {"gpr"},
                true,
                kAllVerbs,
-               {"approve", "reject", "release", "extend", "approve-extension", "reject-extension",
-                "reprioritize", "move", "explain", "whatif"},
+               {"approve", "reject", "release", "evict", "extend", "approve-extension",
+                "reject-extension", "reprioritize", "move", "explain", "explain-order", "whatif"},
                true});
   r.push_back({"Event", "events", "event", {"ev"}, true, {"get", "list", "watch"}, {}, true});
   r.push_back({"NotificationSubscription",

@@ -7,16 +7,13 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
-#include "common/clock.h"
-#include "daemon/daemon.h"
+#include "daemon/test_daemon.h"
 #include "testing/status_matchers.h"
-#include "testing/temp_dir.h"
 
 namespace egs::daemon {
 namespace {
@@ -104,34 +101,18 @@ class V1Client {
 class CompatWireTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ofstream(dir_.path() / "fleet.yaml") << kFleet;
-    config_.listen_host = "127.0.0.1";
-    config_.listen_port = 0;
-    config_.data_dir = (dir_.path() / "data").string();
-    config_.fleet_file = (dir_.path() / "fleet.yaml").string();
-    config_.http_threads = 8;
-    config_.max_watches = 2;
-    Start();
-    ASSERT_TRUE(daemon_->admin_token().has_value());
-    admin_key_ = *daemon_->admin_token();
+    egsd_.config().max_watches = 2;
+    ASSERT_OK(egsd_.Start());
+    admin_key_ = egsd_.admin_token();
+    ASSERT_FALSE(admin_key_.empty());
   }
-  void Start() {
-    auto d = Daemon::Start(config_, clock_);
-    ASSERT_OK(d);
-    daemon_ = std::move(*d);
-  }
-  void Restart() {
-    daemon_->Stop();
-    daemon_.reset();
-    Start();
-  }
+  void Restart() { ASSERT_OK(egsd_.Restart()); }
 
   // An API key, issued through the native tokens API by the admin.
   std::string IssueKey(json spec) {
-    httplib::Client http("127.0.0.1", daemon_->port());
-    httplib::Headers headers = {{"Authorization", "Bearer " + admin_key_}};
-    auto res = http.Post("/apis/egs.dev/v1alpha1/tokens", headers, json{{"spec", spec}}.dump(),
-                         "application/json");
+    auto res =
+        egsd_.Client(admin_key_)
+            .Post("/apis/egs.dev/v1alpha1/tokens", json{{"spec", spec}}.dump(), "application/json");
     EXPECT_TRUE(res && res->status == 201) << (res ? res->body : "no response");
     if (!res) return "";
     return json::parse(res->body)["status"]["token"].get<std::string>();
@@ -149,19 +130,16 @@ class CompatWireTest : public ::testing::Test {
     return r;
   }
 
-  testing::TempDir dir_;
-  common::RealClock clock_;
-  DaemonConfig config_;
-  std::unique_ptr<Daemon> daemon_;
+  TestDaemon egsd_{kFleet};
   std::string admin_key_;
 };
 
 TEST_F(CompatWireTest, FullFlowOfAnExistingClient) {
   const std::string alice_key =
       IssueKey({{"user", "alice"}, {"role", "member"}, {"workspaces", {"team-a"}}});
-  V1Client admin(daemon_->port());
+  V1Client admin(egsd_.port());
   ASSERT_EQ(admin.Auth(admin_key_)["statusCode"], 200);
-  V1Client alice(daemon_->port());
+  V1Client alice(egsd_.port());
   json auth = alice.Auth(alice_key);
   ASSERT_EQ(auth["statusCode"], 200) << auth.dump();
   EXPECT_FALSE(auth["data"]["token"].get<std::string>().empty());
@@ -284,7 +262,7 @@ TEST_F(CompatWireTest, ErrorCases) {
       IssueKey({{"user", "carol"}, {"role", "member"}, {"workspaces", {"team-a"}}, {"ttl", "1s"}});
 
   // Bad keys.
-  V1Client anon(daemon_->port());
+  V1Client anon(egsd_.port());
   json malformed = anon.Auth("hello");
   EXPECT_EQ(malformed["statusCode"], 400);
   EXPECT_EQ(malformed["error"]["field"], "apiKey");
@@ -298,7 +276,7 @@ TEST_F(CompatWireTest, ErrorCases) {
   EXPECT_EQ(expired["statusCode"], 401);
   EXPECT_EQ(expired["message"], "Api Key has expired");
 
-  V1Client alice(daemon_->port());
+  V1Client alice(egsd_.port());
   ASSERT_EQ(alice.Auth(alice_key)["statusCode"], 200);
   json gpr = {{"sliceName", "team-a"},
               {"instanceType", "h100x8"},
@@ -358,7 +336,7 @@ TEST_F(CompatWireTest, ErrorCases) {
 }
 
 TEST_F(CompatWireTest, TemplatesSurviveARestart) {
-  V1Client admin(daemon_->port());
+  V1Client admin(egsd_.port());
   ASSERT_EQ(admin.Auth(admin_key_)["statusCode"], 200);
   json t = admin.Post("/api/v1/gpr-template", {{"gprTemplateName", "one-node"},
                                                {"instanceType", "h100x8"},
@@ -372,7 +350,7 @@ TEST_F(CompatWireTest, TemplatesSurviveARestart) {
 
   Restart();
 
-  V1Client again(daemon_->port());
+  V1Client again(egsd_.port());
   ASSERT_EQ(again.Auth(admin_key_)["statusCode"], 200);
   json list = again.Get("/api/v1/gpr-template/list");
   ASSERT_EQ(list["statusCode"], 200);

@@ -51,6 +51,18 @@ common::Result<int> IntField(const json& body, const char* key) {
   return static_cast<int>(v);
 }
 
+// A maintenance window: body {"start": RFC 3339, "end": RFC 3339}, end after start.
+common::Result<common::Interval> MaintenanceWindowField(const json& body) {
+  EGS_ASSIGN_OR_RETURN(std::string from, StringField(body, "start", true));
+  EGS_ASSIGN_OR_RETURN(std::string to, StringField(body, "end", true));
+  auto start = api::ParseTime(from);
+  if (!start.ok()) return start.error().WithContext("start");
+  auto end = api::ParseTime(to);
+  if (!end.ok()) return end.error().WithContext("end");
+  if (*end <= *start) return common::InvalidArgumentError("end: must be after start");
+  return common::Interval{*start, *end};
+}
+
 common::Result<common::Duration> DurationField(const json& body, const char* key) {
   EGS_ASSIGN_OR_RETURN(std::string text, StringField(body, key, true));
   auto d = api::ParseDuration(text);
@@ -163,6 +175,7 @@ common::Status ControlPlaneImpl::LoadFromStore() {
       if (!created.ok()) {
         return created.error().WithContext(fmt::format("restore {} {}", kind, o.name));
       }
+      if (kind == kNode) EGS_RETURN_IF_ERROR(RestoreMaintenance(o.name, j));
     }
   }
   // Requests: the API objects (spec as written) and the scheduler's state.
@@ -468,7 +481,7 @@ common::Result<store::CommitResult> ControlPlaneImpl::CommitAfterChange(
               {"submitTime", common::FormatTime(d.submit_time)},
               {"rank", d.rank},
               {"waitingAhead", d.waiting_ahead},
-              {"basis", d.basis}};
+              {"basis", scheduler::DecisionBasis(d)}};
     if (auto it = gprs_.find(d.request); it != gprs_.end()) {
       j["request"] = it->second.meta.ns + "/" + it->second.meta.name;
     }
@@ -1013,7 +1026,8 @@ common::Result<json> ControlPlaneImpl::UpdateOnLoop(std::string_view kind, std::
     if (!dry_run) {
       EGS_RETURN_IF_ERROR(scheduler_.UpdatePolicy(*names_.workspaces.Find(name), w.policy));
     }
-  } else if (old.contains("spec") && updated.value("spec", json::object()) != old["spec"]) {
+  } else if (kind != kProject && old.contains("spec") &&
+             updated.value("spec", json::object()) != old["spec"]) {
     return common::InvalidArgumentError(
         fmt::format("spec: a {}'s spec cannot be changed (only labels and annotations)", kind));
   }
@@ -1132,8 +1146,15 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     } else if (body.contains("extend")) {
       change.kind = scheduler::WhatIfChange::Kind::kExtend;
       EGS_ASSIGN_OR_RETURN(change.extend_by, DurationField(body, "extend"));
+    } else if (body.contains("change")) {
+      EGS_ASSIGN_OR_RETURN(std::string what, StringField(body, "change", true));
+      if (what != "approve") {
+        return common::InvalidArgumentError(
+            fmt::format("change: unknown change \"{}\" (approve)", what));
+      }
+      change.kind = scheduler::WhatIfChange::Kind::kApprove;
     } else {
-      return common::InvalidArgumentError("body: give one of priority, nodes, extend");
+      return common::InvalidArgumentError("body: give one of priority, nodes, extend, change");
     }
     EGS_ASSIGN_OR_RETURN(scheduler::Impact impact, scheduler_.WhatIf(change));
     json shifts = json::array();
@@ -1148,7 +1169,11 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
       }
       shifts.push_back(std::move(row));
     }
-    return json{{"shifts", std::move(shifts)}};
+    json out = {{"shifts", std::move(shifts)}};
+    if (change.kind == scheduler::WhatIfChange::Kind::kApprove) {
+      out["start"] = impact.start ? json(api::FormatTime(*impact.start)) : json();
+    }
+    return out;
   }
 
   common::Status st;
@@ -1176,6 +1201,9 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     st = scheduler_.Reject(id, reason);
   } else if (action == "release") {
     st = scheduler_.EarlyRelease(id);
+  } else if (action == "evict") {
+    EGS_ASSIGN_OR_RETURN(std::string reason, StringField(body, "reason", true));
+    st = scheduler_.Evict(id, reason);  // InvalidArgument "reason: ..." when empty
   } else if (action == "extend") {
     EGS_ASSIGN_OR_RETURN(common::Duration by, DurationField(body, "duration"));
     auto outcome = scheduler_.Extend(id, by);
@@ -1210,7 +1238,7 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     st = scheduler_.Move(id, anchor, !before.empty());
   } else {
     return common::NotFoundError(fmt::format(
-        "gpuprovisionrequests has no action \"{}\" (approve, reject, release, extend, "
+        "gpuprovisionrequests has no action \"{}\" (approve, reject, release, evict, extend, "
         "approve-extension, reject-extension, reprioritize, move, explain, explain-order, "
         "whatif)",
         action));
@@ -1230,6 +1258,7 @@ common::Result<json> ControlPlaneImpl::NodeAction(std::string_view name, std::st
   if (!id) return common::NotFoundError(fmt::format("nodes \"{}\" not found", name));
   common::Status st;
   std::optional<core::NodeHealth> health;
+  bool maintenance_changed = false;
   if (action == "fail") {
     if (fleet_hooks_.fail_node) EGS_RETURN_IF_ERROR(fleet_hooks_.fail_node(*id));
     st = scheduler_.SetNodeHealth(*id, core::NodeHealth::kUnhealthy);
@@ -1242,23 +1271,27 @@ common::Result<json> ControlPlaneImpl::NodeAction(std::string_view name, std::st
     st = scheduler_.SetNodeHealth(*id, core::NodeHealth::kHealthy);
     health = core::NodeHealth::kHealthy;
   } else if (action == "maintenance") {
-    EGS_ASSIGN_OR_RETURN(std::string from, StringField(body, "start", true));
-    EGS_ASSIGN_OR_RETURN(std::string to, StringField(body, "end", true));
-    auto start = api::ParseTime(from);
-    if (!start.ok()) return start.error().WithContext("start");
-    auto end = api::ParseTime(to);
-    if (!end.ok()) return end.error().WithContext("end");
-    if (*end <= *start) return common::InvalidArgumentError("end: must be after start");
-    st = scheduler_.AddMaintenance(*id, {*start, *end});
+    EGS_ASSIGN_OR_RETURN(common::Interval window, MaintenanceWindowField(body));
+    st = scheduler_.AddMaintenance(*id, window);
+    maintenance_changed = true;
+  } else if (action == "cancel-maintenance") {
+    EGS_ASSIGN_OR_RETURN(common::Interval window, MaintenanceWindowField(body));
+    st = scheduler_.CancelMaintenance(*id, window);
+    maintenance_changed = true;
   } else {
-    return common::NotFoundError(
-        fmt::format("nodes has no action \"{}\" (fail, cordon, recover, maintenance)", action));
+    return common::NotFoundError(fmt::format(
+        "nodes has no action \"{}\" (fail, cordon, recover, maintenance, cancel-maintenance)",
+        action));
   }
   EGS_RETURN_IF_ERROR(st);
   std::vector<store::WriteOp> ops;
   if (health) {
     reported_health_.erase(*id);  // the API's word is the latest
     EGS_ASSIGN_OR_RETURN(auto op, NodeHealthWrite(name, *health));
+    if (op) ops.push_back(std::move(*op));
+  }
+  if (maintenance_changed) {
+    EGS_ASSIGN_OR_RETURN(auto op, NodeMaintenanceWrite(name, scheduler_.MaintenanceOf(*id)));
     if (op) ops.push_back(std::move(*op));
   }
   EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));

@@ -206,6 +206,12 @@ class ControlPlaneImpl final : public api::ControlPlane {
   scheduler::Scheduler& scheduler_;
   store::Store& store_;
   common::Clock& clock_;
+  // The store write of a node's status.maintenance (its windows not yet over), nullopt when
+  // unchanged or unknown (control_plane_admin.cc).
+  common::Result<std::optional<store::WriteOp>> NodeMaintenanceWrite(
+      std::string_view name, const std::vector<common::Interval>& windows);
+  // Puts back the maintenance windows of a stored node's status.maintenance that are not over.
+  common::Status RestoreMaintenance(std::string_view name, const nlohmann::json& node);
   // The store write of a node's status.health; nullopt when unchanged or unknown.
   common::Result<std::optional<store::WriteOp>> NodeHealthWrite(std::string_view name,
                                                                 core::NodeHealth health);

@@ -142,13 +142,7 @@ void DaemonMetrics::WriteScheduler(common::Time now, telemetry::TextWriter& out)
 
 void DaemonMetrics::WritePromises(const scheduler::ClusterSnapshot& snap,
                                   telemetry::TextWriter& out) const {
-  // PromiseReport reads records by id; only started, promised ones count, so only those are
-  // copied.
-  std::unordered_map<core::RequestId, scheduler::RequestRecord> started;
-  for (const auto& record : snap.requests) {
-    if (record->actual_start && record->promised_p50) started.emplace(record->id, *record);
-  }
-  const auto rows = scheduler::PromiseReport(started);
+  const auto rows = scheduler::PromiseReport(snap.requests);
   auto name_of = [](const auto& map, auto id) {
     auto it = map.find(id);
     return it == map.end() ? std::string() : it->second.name;

@@ -5,20 +5,15 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <fstream>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "common/clock.h"
-#include "daemon/daemon.h"
+#include "daemon/test_daemon.h"
+#include "testing/loopback_receiver.h"
 #include "testing/status_matchers.h"
-#include "testing/temp_dir.h"
 
 namespace egs::daemon {
 namespace {
@@ -46,92 +41,34 @@ simulation: {provisioningTime: 1s, precheckFailureRate: 0, releaseTime: 1s, seed
 constexpr char kSubs[] = "/apis/egs.dev/v1alpha1/namespaces/team-a/notificationsubscriptions";
 constexpr char kGprs[] = "/apis/egs.dev/v1alpha1/namespaces/team-a/gpuprovisionrequests";
 
-// Records the bodies posted to each path; "/hang" blocks until Release().
-class Receiver {
- public:
-  Receiver() {
-    server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
-      std::unique_lock lock(mu_);
-      if (req.path == "/hang") {
-        ++hanging_;
-        cv_.notify_all();
-        cv_.wait_for(lock, 20s, [&] { return released_; });
-      }
-      bodies_[req.path].push_back(json::parse(req.body, nullptr, false));
-      cv_.notify_all();
-      res.status = 200;
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
-  }
-  ~Receiver() {
-    Release();
-    server_.stop();
-    thread_.join();
-  }
-  std::string Url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-  // The bodies of `path` once one has `reason` (up to 20 s); empty if none came.
-  std::vector<json> WaitReason(const std::string& path, const std::string& reason) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, 20s, [&] {
-      for (const json& b : bodies_[path]) {
-        if (b.is_object() && b.value("reason", "") == reason) return true;
-      }
-      return false;
-    });
-    return bodies_[path];
-  }
-  // The bodies of `path` once there are `n` (up to 20 s).
-  std::vector<json> WaitCount(const std::string& path, std::size_t n) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, 20s, [&] { return bodies_[path].size() >= n; });
-    return bodies_[path];
-  }
-  bool WaitHanging() {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, 20s, [&] { return hanging_ > 0; });
-  }
-  void Release() {
-    std::lock_guard lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
+using Receiver = ::egs::testing::LoopbackReceiver;
 
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::vector<json>> bodies_;
-  int hanging_ = 0;
-  bool released_ = false;
-};
+std::vector<json> Parsed(const std::vector<std::string>& bodies) {
+  std::vector<json> out;
+  for (const std::string& b : bodies) out.push_back(json::parse(b, nullptr, false));
+  return out;
+}
+
+// The bodies of `path` once one has `reason` (up to the receiver's wait limit).
+std::vector<json> WaitReason(Receiver& rx, const std::string& path, const std::string& reason) {
+  return Parsed(rx.WaitUntil(path, [&](const std::vector<std::string>& bodies) {
+    for (const json& b : Parsed(bodies)) {
+      if (b.is_object() && b.value("reason", "") == reason) return true;
+    }
+    return false;
+  }));
+}
 
 class NotifyWireTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ofstream(dir_.path() / "fleet.yaml") << kFleet;
-    config_.listen_host = "127.0.0.1";
-    config_.listen_port = 0;
-    config_.data_dir = (dir_.path() / "data").string();
-    config_.fleet_file = (dir_.path() / "fleet.yaml").string();
-    config_.http_threads = 8;
-    Start();
-    ASSERT_TRUE(daemon_->admin_token().has_value());
-    admin_ = *daemon_->admin_token();
+    ASSERT_OK(egsd_.Start());
+    admin_ = egsd_.admin_token();
+    ASSERT_FALSE(admin_.empty());
   }
   void TearDown() override {
     rx_.Release();
-    if (daemon_) daemon_->Stop();
-  }
-  void Start() {
-    auto d = Daemon::Start(config_, clock_);
-    ASSERT_OK(d);
-    daemon_ = std::move(*d);
+    egsd_.Stop();
   }
 
   struct Answer {
@@ -140,12 +77,10 @@ class NotifyWireTest : public ::testing::Test {
   };
   Answer Call(const std::string& method, const std::string& path, const std::string& body = "",
               const std::string& token = "") {
-    httplib::Client http("127.0.0.1", daemon_->port());
-    http.set_read_timeout(30, 0);
-    httplib::Headers h = {{"Authorization", "Bearer " + (token.empty() ? admin_ : token)}};
-    auto res = method == "GET"    ? http.Get(path, h)
-               : method == "POST" ? http.Post(path, h, body, "application/json")
-                                  : http.Delete(path, h);
+    httplib::Client http = egsd_.Client(token.empty() ? admin_ : token);
+    auto res = method == "GET"    ? http.Get(path)
+               : method == "POST" ? http.Post(path, body, "application/json")
+                                  : http.Delete(path);
     if (!res) return {};
     return {res->status, json::parse(res->body, nullptr, false)};
   }
@@ -171,10 +106,7 @@ class NotifyWireTest : public ::testing::Test {
   }
 
   Receiver rx_;
-  testing::TempDir dir_;
-  common::RealClock clock_;
-  DaemonConfig config_;
-  std::unique_ptr<Daemon> daemon_;
+  TestDaemon egsd_{kFleet};
   std::string admin_;
 };
 
@@ -204,13 +136,14 @@ TEST_F(NotifyWireTest, DeliversTheSubscribedEventsAndShowsTheStatusAndMetrics) {
   a = Call("POST", kGprs, Gpr("train"));
   ASSERT_EQ(a.status, 201) << a.body.dump();
 
-  auto bodies = rx_.WaitReason("/hook", "Created");
+  auto bodies = WaitReason(rx_, "/hook", "Created");
   ASSERT_FALSE(bodies.empty());
   for (const json& b : bodies) EXPECT_EQ(b["reason"], "Created") << b.dump();  // only Created
   EXPECT_EQ(bodies[0]["workspace"], "team-a");
   EXPECT_EQ(bodies[0]["involvedObject"]["name"], "train");
   // Slack gets every reason, as incoming-webhook messages.
-  std::vector<json> slack = rx_.WaitCount("/slack", 1);
+  ASSERT_TRUE(rx_.WaitFor("/slack", 1));
+  std::vector<json> slack = Parsed(rx_.Bodies("/slack"));
   ASSERT_FALSE(slack.empty());
   EXPECT_TRUE(slack[0]["text"].is_string()) << slack[0].dump();
   EXPECT_TRUE(slack[0]["blocks"].is_array()) << slack[0].dump();
@@ -226,8 +159,7 @@ TEST_F(NotifyWireTest, DeliversTheSubscribedEventsAndShowsTheStatusAndMetrics) {
   EXPECT_EQ(status.value("failures", -1), 0) << status.dump();
   EXPECT_TRUE(status.contains("lastSuccessTime")) << status.dump();
 
-  httplib::Client http("127.0.0.1", daemon_->port());
-  auto metrics = http.Get("/metrics");
+  auto metrics = egsd_.Client().Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("egs_notify_subscriptions 2\n"), std::string::npos);
   EXPECT_NE(metrics->body.find("egs_notify_deliveries_total{result=\"delivered\"}"),
@@ -260,9 +192,7 @@ TEST_F(NotifyWireTest, MembersManageTheirWorkspaceOnlyAndSubscriptionsSurviveARe
   EXPECT_EQ(Call("GET", std::string(kSubs) + "/mine", "", bob).status, 403);  // URLs are secrets
   EXPECT_EQ(Call("GET", kSubs, "", alice).status, 200);
 
-  daemon_->Stop();
-  daemon_.reset();
-  Start();
+  ASSERT_OK(egsd_.Restart());
   Answer a = Call("GET", std::string(kSubs) + "/mine", "", alice);
   ASSERT_EQ(a.status, 200) << a.body.dump();
   EXPECT_EQ(a.body["spec"]["url"], rx_.Url("/x"));

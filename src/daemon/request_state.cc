@@ -94,6 +94,7 @@ json RequestStateToJson(const scheduler::RequestRecord& r, const Names& names) {
   put_time("finishUs", r.finish_time);
   if (r.reservation) j["reservation"] = r.reservation->value();
   if (r.preempted_by.value() != 0) j["preemptedBy"] = r.preempted_by.value();
+  if (r.evicted) j["evicted"] = true;
   if (r.window) j["window"] = {Us(r.window->start), Us(r.window->end)};
   // A queued request's plan is recomputed on restore; a running one's is where it runs.
   if (r.plan && r.phase != core::RequestPhase::kQueued) {
@@ -133,6 +134,7 @@ common::Result<scheduler::RequestRecord> RequestStateFromJson(const json& j, con
   r.finish_time = in.OptTime("finishUs");
   if (auto res = in.Opt<std::uint64_t>("reservation")) r.reservation = core::ReservationId(*res);
   if (auto by = in.Opt<std::uint64_t>("preemptedBy")) r.preempted_by = core::RequestId(*by);
+  if (auto evicted = in.Opt<bool>("evicted")) r.evicted = *evicted;
   if (auto w = in.Opt<std::vector<std::int64_t>>("window")) {
     if (w->size() != 2) return common::InvalidArgumentError("window: must hold [start, end]");
     r.window = core::Interval{common::FromUnixMicros((*w)[0]), common::FromUnixMicros((*w)[1])};

@@ -94,6 +94,40 @@ struct NodeLocation {
   std::uint32_t slot = 0;  // index in Pool::nodes
 };
 
+// Node id -> location. Ids are handed out densely (by the store's sequence), so small ids index
+// a flat array (one load per lookup on the booking paths, one memcpy per reading copy); ids past
+// kDenseLimit, which only hand-made fleets use, fall back to a hash map.
+class NodeIndex {
+ public:
+  const NodeLocation* Find(NodeId id) const {
+    const std::uint32_t v = id.value();
+    if (v < dense_.size()) return dense_[v].pool == kAbsent ? nullptr : &dense_[v];
+    if (v < kDenseLimit) return nullptr;
+    auto it = sparse_.find(id);
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  bool contains(NodeId id) const { return Find(id) != nullptr; }
+  void Insert(NodeId id, NodeLocation at) {
+    const std::uint32_t v = id.value();
+    ++size_;
+    if (v >= kDenseLimit) {
+      sparse_[id] = at;
+      return;
+    }
+    if (v >= dense_.size())
+      dense_.resize(std::max<std::size_t>(v + 1, dense_.size() * 2), {kAbsent, 0});
+    dense_[v] = at;
+  }
+  std::size_t size() const { return size_; }
+
+ private:
+  static constexpr std::uint32_t kAbsent = UINT32_MAX;
+  static constexpr std::uint32_t kDenseLimit = 1u << 20;
+  std::vector<NodeLocation> dense_;
+  std::unordered_map<NodeId, NodeLocation> sparse_;
+  std::size_t size_ = 0;
+};
+
 struct PoolState {
   // Parallel to Pool::nodes. Shared copy-on-write between copies of the inventory (the
   // scheduler publishes a reading copy every cycle): a copy shares every pool, and the first
@@ -294,7 +328,7 @@ struct Inventory::Impl {
   std::vector<Pool> pools;
   std::vector<PoolState> states;  // parallel to pools
   std::map<std::pair<core::ClusterId, core::ShapeId>, core::PoolId> pool_index;
-  std::unordered_map<NodeId, NodeLocation> node_index;
+  NodeIndex node_index;
   // Sorted node ids of every owner; each of those nodes holds exactly one booking of it.
   OwnerIndex owners;
   mutable BoundsCache bounds;
@@ -303,10 +337,7 @@ struct Inventory::Impl {
   // Aborts on a reading copy (see CopyForReading).
   void NeedOwners() const { EGS_CHECK(!reads_only); }
 
-  const NodeLocation* Locate(NodeId id) const {
-    auto it = node_index.find(id);
-    return it == node_index.end() ? nullptr : &it->second;
-  }
+  const NodeLocation* Locate(NodeId id) const { return node_index.Find(id); }
   const NodeTimeline* Timeline(NodeId id) const {
     const NodeLocation* at = Locate(id);
     return at ? &states[at->pool].timelines()[at->slot] : nullptr;
@@ -392,7 +423,7 @@ common::Result<core::PoolId> Inventory::AddNode(const core::Node& node,
   }
   Pool& p = impl_->pools[pool];
   PoolState& state = impl_->states[pool];
-  impl_->node_index[node.id] = {pool, static_cast<std::uint32_t>(p.nodes.size())};
+  impl_->node_index.Insert(node.id, {pool, static_cast<std::uint32_t>(p.nodes.size())});
   p.nodes.push_back(node.id);
   state.MutableTimelines().emplace_back(shape.gpus_per_node);
   state.nodes.push_back(std::make_shared<const core::Node>(node));
@@ -478,19 +509,26 @@ void Inventory::UnbookAll(std::span<const Owner> owners) {
   std::vector<Owner> sorted(owners.begin(), owners.end());
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  std::vector<NodeId> touched;
+  // (node, owner) pairs, so that each node removes only its own owners' bookings (a node holds
+  // a few bookings; a re-plan unbooks thousands of owners).
+  std::vector<std::pair<NodeId, Owner>> touched;
   for (const Owner& owner : sorted) {
     const std::span<const NodeId> nodes = impl_->owners.Find(owner);
     if (nodes.empty()) continue;
     const Interval window = impl_->FirstBooking(owner, nodes).window;
     for (NodeId id : nodes) {
       impl_->Loosen(id, window);
-      touched.push_back(id);
+      touched.emplace_back(id, owner);
     }
   }
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  for (NodeId id : touched) impl_->MutableTimeline(id)->RemoveAll(sorted);
+  std::sort(touched.begin(), touched.end());  // by node, then owner
+  std::vector<Owner> on_node;
+  for (std::size_t i = 0; i < touched.size();) {
+    const NodeId id = touched[i].first;
+    on_node.clear();
+    for (; i < touched.size() && touched[i].first == id; ++i) on_node.push_back(touched[i].second);
+    impl_->MutableTimeline(id)->RemoveAll(on_node);
+  }
   for (const Owner& owner : sorted) impl_->owners.Erase(owner);
 }
 

@@ -7,12 +7,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +18,7 @@
 #include "common/clock.h"
 #include "notify/dispatcher.h"
 #include "store/fake_store.h"
+#include "testing/loopback_receiver.h"
 #include "testing/status_matchers.h"
 
 namespace egs::notify {
@@ -31,85 +29,7 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-// A webhook receiver on a loopback port. Each path answers with the scripted statuses in order
-// (200 once they are used up); "/hang" blocks until Release().
-class Receiver {
- public:
-  Receiver() {
-    auto handle = [this](const httplib::Request& req, httplib::Response& res) {
-      if (req.path == "/hang") {
-        std::unique_lock lock(mu_);
-        ++hanging_;
-        cv_.notify_all();
-        cv_.wait_for(lock, 20s, [&] { return released_; });
-        --hanging_;
-        res.status = 200;
-        return;
-      }
-      std::lock_guard lock(mu_);
-      bodies_[req.path].push_back(req.body);
-      headers_.push_back(req.get_header_value("X-EGS-Delivery"));
-      auto& script = script_[req.path];
-      res.status = 200;
-      if (!script.empty()) {
-        res.status = script.front();
-        script.erase(script.begin());
-      }
-      res.set_content(res.status == 200 ? "ok" : "boom", "text/plain");
-      cv_.notify_all();
-    };
-    server_.Post(".*", handle);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
-  }
-  ~Receiver() {
-    Release();
-    server_.stop();
-    thread_.join();
-  }
-  std::string Url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-  void Script(const std::string& path, std::vector<int> statuses) {
-    std::lock_guard lock(mu_);
-    script_[path] = std::move(statuses);
-  }
-  std::vector<std::string> Bodies(const std::string& path) {
-    std::lock_guard lock(mu_);
-    return bodies_[path];
-  }
-  std::vector<std::string> DeliveryHeaders() {
-    std::lock_guard lock(mu_);
-    return headers_;
-  }
-  // Waits (up to 20 s, real time) until `n` requests reached `path`.
-  bool WaitFor(const std::string& path, std::size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, 20s, [&] { return bodies_[path].size() >= n; });
-  }
-  bool WaitHanging() {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, 20s, [&] { return hanging_ > 0; });
-  }
-  void Release() {
-    std::lock_guard lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::vector<int>> script_;
-  std::map<std::string, std::vector<std::string>> bodies_;
-  std::vector<std::string> headers_;
-  int hanging_ = 0;
-  bool released_ = false;
-};
+using Receiver = ::egs::testing::LoopbackReceiver;
 
 WebhookRequest RequestTo(const std::string& url) {
   WebhookRequest r;

@@ -369,4 +369,12 @@ void RequestQueue::ForEach(const std::function<bool(RequestId)>& fn) const {
   }
 }
 
+void RequestQueue::ForEachFrom(std::size_t from, const std::function<bool(RequestId)>& fn) const {
+  for (auto it = impl_->tree.find_by_order(from); it != impl_->tree.end(); ++it) {
+    if (!fn(it->id)) {
+      return;
+    }
+  }
+}
+
 }  // namespace egs::queue

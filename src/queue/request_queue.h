@@ -86,6 +86,8 @@ class RequestQueue {
 
   // Calls `fn(id)` for each entry in order; stops early when fn returns false.
   void ForEach(const std::function<bool(core::RequestId)>& fn) const;
+  // The same from 0-based position `from` on: O(log n) to find it, then in order.
+  void ForEachFrom(std::size_t from, const std::function<bool(core::RequestId)>& fn) const;
 
  private:
   struct Impl;

@@ -396,6 +396,31 @@ TEST_F(RequestQueueTest, ForEachStopsWhenFnReturnsFalse) {
   EXPECT_THAT(seen, ElementsAre(1, 2));
 }
 
+TEST_F(RequestQueueTest, ForEachFromStartsAtThePositionInOrder) {
+  for (std::uint64_t id = 1; id <= 6; ++id) {
+    Add(id, static_cast<int>(id % 2), static_cast<std::int64_t>(id));
+  }
+  // Order: priority 1 first (1, 3, 5), then 0 (2, 4, 6).
+  std::vector<std::uint64_t> seen;
+  q_.ForEachFrom(2, [&](RequestId id) {
+    seen.push_back(id.value());
+    return true;
+  });
+  EXPECT_THAT(seen, ElementsAre(5, 2, 4, 6));
+  seen.clear();
+  q_.ForEachFrom(4, [&](RequestId id) {
+    seen.push_back(id.value());
+    return false;
+  });
+  EXPECT_THAT(seen, ElementsAre(4));
+  seen.clear();
+  q_.ForEachFrom(6, [&](RequestId id) {
+    seen.push_back(id.value());
+    return true;
+  });
+  EXPECT_TRUE(seen.empty());
+}
+
 TEST_F(RequestQueueTest, MoveConstructionAndAssignmentKeepEntries) {
   Add(2, 0, 0);
   Add(1, 1, 0);

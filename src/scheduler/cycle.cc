@@ -97,11 +97,8 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   EGS_CHECK(r.phase == RequestPhase::kQueued && r.plan);
   Plan plan = *r.plan;
   const std::size_t ahead = queue_.Position(r.id).value_or(0);
-  Decide(DecisionKind::kStart, r,
-         ahead == 0
-             ? std::string("first in the queue")
-             : fmt::format("backfilled past {} waiting request(s) without delaying them", ahead));
-  decisions_.back().waiting_ahead = static_cast<std::int32_t>(ahead);
+  Decide(DecisionKind::kStart, r, DecisionRule::kStart).waiting_ahead =
+      static_cast<std::int32_t>(ahead);
   std::pop_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
   plan_starts_.pop_back();
   // The plan's nodes become the reservation's: same window, same GPUs. Promote cannot fail for
@@ -177,6 +174,7 @@ void Scheduler::FinishReservation(RequestRecord& r, Time end) {
   if (r.phase == RequestPhase::kPreempting && !r.early_release) {
     why = fmt::format("preempted by request {}", r.preempted_by.value());
   }
+  if (r.evicted) why = "evicted by an admin";
   SetPhase(r, RequestPhase::kReleasing, std::move(why));
   core::ReleaseOrder order;
   order.request = r.id;
@@ -236,6 +234,13 @@ void Scheduler::OnReleased(core::RequestId id) {
   const RequestRecord* found = requests_.FindConst(id);
   if (found == nullptr || found->phase != RequestPhase::kReleasing) return;  // stale
   RequestRecord& r = requests_.at(id);
+  if (r.evicted) {
+    std::string why = r.reason.starts_with("evicted") ? r.reason : "evicted by an admin";
+    SetPhase(r, RequestPhase::kPreempted, std::move(why));
+    Emit(r, core::EventType::kWarning, "Preempted",
+         "evicted by an admin; nodes returned to the pool");
+    return;
+  }
   if (r.preempted_by.value() != 0 && !r.early_release) {
     const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
     if (!policy.requeue_on_preemption) {

@@ -1,5 +1,7 @@
 #include "scheduler/decision.h"
 
+#include <fmt/format.h>
+
 namespace egs::scheduler {
 
 std::string_view DecisionKindName(DecisionKind kind) {
@@ -26,6 +28,21 @@ std::string_view DecisionKindName(DecisionKind kind) {
       return "IdleRelease";
   }
   return "Unknown";
+}
+
+std::string DecisionBasis(const Decision& d) {
+  switch (d.rule) {
+    case DecisionRule::kText:
+      return d.basis;
+    case DecisionRule::kWithinPolicy:
+      return "within the workspace policy";
+    case DecisionRule::kStart:
+      return d.waiting_ahead == 0
+                 ? std::string("first in the queue")
+                 : fmt::format("backfilled past {} waiting request(s) without delaying them",
+                               d.waiting_ahead);
+  }
+  return d.basis;
 }
 
 }  // namespace egs::scheduler

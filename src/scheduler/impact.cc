@@ -103,6 +103,21 @@ common::Result<Impact> Scheduler::WhatIf(const WhatIfChange& change) {
       };
       break;
     }
+    case WhatIfChange::Kind::kApprove: {
+      if (r->phase != RequestPhase::kPendingApproval) {
+        return common::FailedPreconditionError(
+            fmt::format("request {} is {}; only requests pending approval can be approved",
+                        change.request.value(), core::PhaseName(r->phase)));
+      }
+      // Where Approve would queue it: by priority and its submit time, quota-exempt.
+      const queue::QueueKey key =
+          queue_.KeyForNew(r->spec.workspace, QueuePriority(r->spec), r->submit_time);
+      core::RequestSpec spec = r->spec;
+      spec.quota_exempt = true;
+      const auto pos = static_cast<std::ptrdiff_t>(queue_.PositionOf(key));
+      changed.insert(changed.begin() + pos, {change.request, std::move(spec)});
+      break;
+    }
   }
   EGS_ASSIGN_OR_RETURN(auto before, PlanOnCopy(order, now, nullptr));
   EGS_ASSIGN_OR_RETURN(auto after, PlanOnCopy(changed, now, prepare));
@@ -113,6 +128,7 @@ common::Result<Impact> Scheduler::WhatIf(const WhatIfChange& change) {
     const auto& a = after_of[order[i].first];
     if (a != before[i]) impact.shifts.push_back({order[i].first, before[i], a});
   }
+  if (change.kind == WhatIfChange::Kind::kApprove) impact.start = after_of[change.request];
   return impact;
 }
 

@@ -262,15 +262,8 @@ std::vector<core::RequestId> QueueFrom(const queue::RequestQueue& queue, std::si
   const std::size_t size = queue.size();
   if (from >= size) return tail;
   tail.reserve(size - from);
-  // A short tail (the common case: a submit lands at the back) is read by position, O(log n)
-  // each, instead of walking the whole queue.
-  if ((size - from) * 32 < size) {
-    for (std::size_t pos = from; pos < size; ++pos) tail.push_back(*queue.At(pos));
-    return tail;
-  }
-  std::size_t pos = 0;
-  queue.ForEach([&](core::RequestId id) {
-    if (pos++ >= from) tail.push_back(id);
+  queue.ForEachFrom(from, [&](core::RequestId id) {
+    tail.push_back(id);
     return true;
   });
   return tail;

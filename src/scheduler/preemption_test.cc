@@ -395,6 +395,17 @@ TEST(DecisionLogTest, ExplainsABackfilledStartAndAPriorityOrder) {
       [&](const Decision& d) { return d.request == *small && d.kind == DecisionKind::kStart; });
   ASSERT_NE(start, h.sched->decisions().end());
   EXPECT_EQ(start->waiting_ahead, 1);
+  EXPECT_EQ(DecisionBasis(*start), "backfilled past 1 waiting request(s) without delaying them");
+  auto first = std::find_if(
+      h.sched->decisions().begin(), h.sched->decisions().end(),
+      [&](const Decision& d) { return d.request == *running && d.kind == DecisionKind::kStart; });
+  ASSERT_NE(first, h.sched->decisions().end());
+  EXPECT_EQ(DecisionBasis(*first), "first in the queue");
+  auto approve = std::find_if(
+      h.sched->decisions().begin(), h.sched->decisions().end(),
+      [&](const Decision& d) { return d.request == *big && d.kind == DecisionKind::kApprove; });
+  ASSERT_NE(approve, h.sched->decisions().end());
+  EXPECT_EQ(DecisionBasis(*approve), "within the workspace policy");
   EXPECT_EQ(h.sched->ExplainOrder(*running, core::RequestId(999)).error().code(),
             common::StatusCode::kNotFound);
   // TakeDecisions hands each decision over once.

@@ -7,8 +7,9 @@ namespace egs::scheduler {
 
 namespace {
 
-template <typename Records>
-std::vector<PromiseAccuracy> Report(const Records& requests) {
+// `for_each(fn)` calls fn(const RequestRecord&) for every record.
+template <typename ForEach>
+std::vector<PromiseAccuracy> Report(ForEach for_each) {
   struct Sums {
     std::size_t started = 0;
     std::size_t within = 0;
@@ -16,8 +17,8 @@ std::vector<PromiseAccuracy> Report(const Records& requests) {
     core::Duration abs_error{0};
   };
   std::map<std::pair<core::WorkspaceId, core::ShapeId>, Sums> sums;
-  for (const auto& [id, r] : requests) {
-    if (!r.actual_start || !r.promised_p50 || !r.promised_p90 || !r.plan) continue;
+  for_each([&](const RequestRecord& r) {
+    if (!r.actual_start || !r.promised_p50 || !r.promised_p90 || !r.plan) return;
     Sums& s = sums[{r.spec.workspace, r.plan->shape}];
     const core::Duration error = *r.actual_start - *r.promised_p50;
     const core::Duration abs = error < core::Duration(0) ? -error : error;
@@ -25,7 +26,7 @@ std::vector<PromiseAccuracy> Report(const Records& requests) {
     s.abs_error += abs;
     if (abs <= common::Minutes(10)) ++s.within;
     if (*r.actual_start <= *r.promised_p90) ++s.covered;
-  }
+  });
   std::vector<PromiseAccuracy> out;
   for (const auto& [key, s] : sums) {
     PromiseAccuracy a;
@@ -44,10 +45,16 @@ std::vector<PromiseAccuracy> Report(const Records& requests) {
 }  // namespace
 
 std::vector<PromiseAccuracy> PromiseReport(
-    const std::unordered_map<core::RequestId, RequestRecord>& requests) {
-  return Report(requests);
+    std::span<const std::shared_ptr<const RequestRecord>> requests) {
+  return Report([&](auto&& fn) {
+    for (const auto& r : requests) fn(*r);
+  });
 }
 
-std::vector<PromiseAccuracy> PromiseReport(const RecordTable& requests) { return Report(requests); }
+std::vector<PromiseAccuracy> PromiseReport(const RecordTable& requests) {
+  return Report([&](auto&& fn) {
+    for (const auto& [id, r] : requests) fn(r);
+  });
+}
 
 }  // namespace egs::scheduler

@@ -8,7 +8,8 @@
 // Thread-safety: a pure function over records.
 #pragma once
 
-#include <unordered_map>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "core/ids.h"
@@ -28,8 +29,9 @@ struct PromiseAccuracy {
 
 // One row per (workspace, shape) with at least one started, promised request, sorted by
 // workspace then shape.
+// Over a snapshot's records (ClusterSnapshot::requests), without copying them.
 std::vector<PromiseAccuracy> PromiseReport(
-    const std::unordered_map<core::RequestId, RequestRecord>& requests);
+    std::span<const std::shared_ptr<const RequestRecord>> requests);
 std::vector<PromiseAccuracy> PromiseReport(const RecordTable& requests);
 
 }  // namespace egs::scheduler

@@ -21,8 +21,10 @@ RequestRecord Started(std::uint64_t id, std::uint32_t ws, std::uint32_t shape, i
 }
 
 TEST(PromiseReportTest, AccuracyPerWorkspaceAndShape) {
-  std::unordered_map<core::RequestId, RequestRecord> records;
-  auto add = [&](RequestRecord r) { records.emplace(r.id, std::move(r)); };
+  std::vector<std::shared_ptr<const RequestRecord>> records;
+  auto add = [&](RequestRecord r) {
+    records.push_back(std::make_shared<const RequestRecord>(std::move(r)));
+  };
   add(Started(1, 1, 1, 60, 90, 65));   // within 10 min, covered
   add(Started(2, 1, 1, 60, 90, 100));  // 40 min late, not covered
   add(Started(3, 1, 1, 60, 90, 30));   // 30 min early, covered
@@ -30,7 +32,7 @@ TEST(PromiseReportTest, AccuracyPerWorkspaceAndShape) {
   RequestRecord queued;                // never started: not counted
   queued.id = core::RequestId(5);
   queued.promised_p50 = M(1);
-  records.emplace(queued.id, queued);
+  add(queued);
   auto report = PromiseReport(records);
   ASSERT_EQ(report.size(), 2u);
   EXPECT_EQ(report[0].workspace, core::WorkspaceId(1));

@@ -75,6 +75,8 @@ struct RequestRecord {
   int requeue_count = 0;
   WaitCause wait_cause = WaitCause::kNone;
   bool early_release = false;
+  // Ended by an admin's eviction (Scheduler::Evict): ends Preempted once released.
+  bool evicted = false;
   // Its idle GPU-hours are being charged twice to the workspace's fair-share usage (policy
   // idle_counts_double) since idle_since.
   bool idle_charged = false;

@@ -280,7 +280,7 @@ common::Result<core::RequestId> Scheduler::SubmitImpl(core::RequestSpec spec, bo
     Emit(rec, core::EventType::kNormal, "PendingApproval", approval_reason);
     Decide(DecisionKind::kHold, rec, approval_reason);
   } else {
-    Decide(DecisionKind::kApprove, rec, "within the workspace policy");
+    Decide(DecisionKind::kApprove, rec, DecisionRule::kWithinPolicy);
     Enqueue(rec);
     // The promise: the plan the request gets now, as a quote would have said.
     if (defer) {
@@ -374,8 +374,19 @@ std::vector<core::Event> Scheduler::TakeEvents() {
   return out;
 }
 
-void Scheduler::Decide(DecisionKind kind, const RequestRecord& r, std::string basis) {
+Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, std::string basis) {
+  Decision& d = Decide(kind, r, DecisionRule::kText);
+  d.basis = std::move(basis);
+  return d;
+}
+
+Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, DecisionRule rule) {
+  if (decisions_.size() >= options_.max_decisions) {
+    decisions_.erase(decisions_.begin(),
+                     decisions_.begin() + static_cast<std::ptrdiff_t>(decisions_.size() / 2));
+  }
   Decision d;
+  d.rule = rule;
   d.seq = next_decision_seq_++;
   d.at = clock_.Now();
   d.kind = kind;
@@ -389,12 +400,8 @@ void Scheduler::Decide(DecisionKind kind, const RequestRecord& r, std::string ba
     d.planned_start = r.plan->start;
     d.nodes = r.plan->nodes;
   }
-  d.basis = std::move(basis);
   decisions_.push_back(std::move(d));
-  if (decisions_.size() > options_.max_decisions) {
-    decisions_.erase(decisions_.begin(),
-                     decisions_.begin() + static_cast<std::ptrdiff_t>(decisions_.size() / 2));
-  }
+  return decisions_.back();
 }
 
 std::vector<Decision> Scheduler::TakeDecisions() {

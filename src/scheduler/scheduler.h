@@ -116,11 +116,15 @@ struct StartShift {
 // Every queued request whose planned start a change would move, in queue order.
 struct Impact {
   std::vector<StartShift> shifts;
+  // kApprove: the approved request's own planned start (nullopt: it would get no plan).
+  std::optional<core::Time> start;
 };
 
 // A hypothetical change for WhatIf.
 struct WhatIfChange {
-  enum class Kind { kPriority, kNodes, kExtend };
+  // kApprove: a PendingApproval request enters the queue (quota-exempt) at the position its
+  // priority and submit time give it, as Approve would put it.
+  enum class Kind { kPriority, kNodes, kExtend, kApprove };
   Kind kind = Kind::kPriority;
   core::RequestId request;
   int priority = 0;             // kPriority: the new priority
@@ -200,6 +204,11 @@ class Scheduler {
   // Ends an active, provisioning or preempting request now; its nodes are free for the next
   // plan at once.
   common::Status EarlyRelease(core::RequestId id);
+  // Admin eviction (admin.cc): ends an active, provisioning or preempting request now, like
+  // EarlyRelease (its nodes are free for the next plan at once), but it ends Preempted (never
+  // requeued) with `reason` in its events and phase reason. InvalidArgument for an empty
+  // reason; FailedPrecondition in any other phase.
+  common::Status Evict(core::RequestId id, std::string reason);
   // Extends an active (or provisioning) request by `extra` (> 0). Granted at once when no queued
   // request's promised start would slip beyond its workspace's tolerance and the new duration is
   // within the policy's maximum; otherwise it waits for ApproveExtension, carrying the slips.
@@ -214,7 +223,8 @@ class Scheduler {
   common::Result<std::string> Explain(core::RequestId id);
   // Whose planned start `change` would move, and by how much, without changing anything.
   // NotFound for an unknown request; FailedPrecondition when the change does not apply to the
-  // request's phase (priority and nodes: queued; extend: active or provisioning) or is
+  // request's phase (priority and nodes: queued; extend: active or provisioning; approve:
+  // pending approval) or is
   // impossible (the nodes are not free for an extension); InvalidArgument for bad values.
   common::Result<Impact> WhatIf(const WhatIfChange& change);
   // Why `first` started (or is planned) before `second`, in words, from their queue keys and
@@ -243,6 +253,12 @@ class Scheduler {
   common::Status SetNodeHealth(core::NodeId node, core::NodeHealth health);
   // A future (or current) maintenance window. InvalidArgument for an empty window.
   common::Status AddMaintenance(core::NodeId node, core::Interval window);
+  // Removes the maintenance window `window` (exactly as added) of `node`; the node is available
+  // over it again unless another window, a cordon or a failure keeps it out (admin.cc).
+  // NotFound for an unknown node or window; FailedPrecondition for a window already over.
+  common::Status CancelMaintenance(core::NodeId node, core::Interval window);
+  // The maintenance windows of `node` not yet over, sorted by start.
+  std::vector<core::Interval> MaintenanceOf(core::NodeId node) const;
 
   // --- Telemetry.
   // GPU utilization (percent, one value per GPU of the node) sampled at `at`. Feeds idle
@@ -317,7 +333,9 @@ class Scheduler {
   void FinishReservation(RequestRecord& r, core::Time end);
   void Requeue(RequestRecord& r, std::string reason);
   // Appends a decision about `r` with its current queue keys.
-  void Decide(DecisionKind kind, const RequestRecord& r, std::string basis);
+  // Appends a decision about `r` (kText: `basis` words it) and returns it.
+  Decision& Decide(DecisionKind kind, const RequestRecord& r, std::string basis);
+  Decision& Decide(DecisionKind kind, const RequestRecord& r, DecisionRule rule);
   // Node failure under a running request (failures.cc).
   void HandleNodeFailure(RequestRecord& r, core::NodeId node);
   std::optional<core::NodeId> FreeReplacement(const RequestRecord& r, core::Time now) const;
