@@ -11,11 +11,13 @@
 #include "api/httplib_server.h"
 #include "api/k8s_status.h"
 #include "daemon/control_plane_impl.h"
+#include "daemon/kube_member.h"
 #include "k8s/admission_webhook.h"
 #include "k8s/gpr_mirror.h"
 #include "k8s/kube_client.h"
 #include "k8s/kubernetes_connector.h"
 #include "k8s/member_kubeconfig.h"
+#include "k8s/workspace_rbac.h"
 
 namespace egs::daemon {
 namespace {
@@ -47,19 +49,6 @@ std::string NodeHealthName(core::NodeHealth h) {
   }
 }
 
-// A service account name (DNS-1123 label) for a user name: "egs-" + lowercase alphanumerics,
-// other characters as '-'.
-std::string ServiceAccountFor(const std::string& user) {
-  std::string out = "egs-";
-  for (char c : user) {
-    const auto u = static_cast<unsigned char>(c);
-    out += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '-';
-  }
-  if (out.size() > 63) out.resize(63);
-  while (out.back() == '-') out.pop_back();
-  return out;
-}
-
 api::HttpResponse JsonResponse(int status, const json& body) {
   api::HttpResponse r;
   r.status = status;
@@ -68,15 +57,6 @@ api::HttpResponse JsonResponse(int status, const json& body) {
 }
 
 }  // namespace
-
-struct KubeClusters::Member {
-  KubeClusterSettings settings;
-  core::ClusterId id;
-  k8s::KubeConfig config;
-  std::unique_ptr<k8s::KubeClient> api_client;  // for the API's calls (member kubeconfigs)
-  std::unique_ptr<k8s::KubernetesConnector> connector;
-  std::unique_ptr<k8s::GprMirror> mirror;
-};
 
 class KubeClusters::OrderRouter final : public core::ClusterConnector {
  public:
@@ -200,6 +180,12 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
     Member* m = member.get();
     options.register_node = [self, m](const core::Node& n) { return self->RegisterNode(*m, n); };
     options.namespaces = [self](core::WorkspaceId ws) { return self->NamespacesOf(ws); };
+    options.members = [self](core::WorkspaceId ws) { return self->MembersOf(ws); };
+    options.precheck_job.image = c.precheck_job.image;
+    options.precheck_job.command = c.precheck_job.command;
+    options.precheck_job.ns = c.precheck_job.ns;
+    options.precheck_job.timeout = c.precheck_job.timeout;
+    options.precheck_job.poll = c.precheck_job.poll_interval;
     k8s::KubernetesCallbacks cb;
     cb.on_provisioned = [self](const core::ProvisionOutcome& o) {
       self->post_([o](scheduler::Scheduler& s) { s.OnProvisioned(o); });
@@ -256,6 +242,7 @@ common::Status KubeClusters::Start() {
       stop_ = false;
     }
     status_sync_ = std::thread([this] { RunStatusSync(); });
+    housekeeping_ = std::thread([this] { RunHousekeeping(); });
   }
   if (!settings_.webhook.enabled) return common::OkStatus();
   api::HttpServerOptions options;
@@ -284,6 +271,7 @@ void KubeClusters::Stop() {
   }
   cv_.notify_all();
   if (status_sync_.joinable()) status_sync_.join();
+  if (housekeeping_.joinable()) housekeeping_.join();
   for (auto& [id, m] : members_) {
     m->mirror->Stop();
     m->connector->Stop();
@@ -304,10 +292,12 @@ void KubeClusters::OnCustomResource(Member& m, const json& object) {
   const std::string name = object["metadata"].value("name", "");
   const std::string source = m.settings.name + "/" + ns + "/" + name;
   {
-    std::lock_guard lock(mu_);
-    if (mirrored_.count(source) > 0) {
-      spdlog::info("GPUProvisionRequest {}: spec changes are not mirrored (delete and re-create)",
-                   source);
+    std::unique_lock lock(mu_);
+    auto it = mirrored_.find(source);
+    if (it != mirrored_.end()) {
+      const std::string ws = it->second.workspace;
+      lock.unlock();
+      OnCustomResourceSpecChange(m, object, ws);
       return;
     }
   }
@@ -339,11 +329,17 @@ void KubeClusters::OnCustomResource(Member& m, const json& object) {
       return refuse("a GPUProvisionRequest named " + name + " already exists in workspace " + *ws +
                     " and was not created from this resource");
     }
-  } else {
-    spdlog::info("GPUProvisionRequest {}: mirrored into workspace {}", source, *ws);
+    {
+      std::lock_guard lock(mu_);
+      mirrored_[source] = Mirrored{&m, ns, name, *ws, "", json()};
+    }
+    // Adopted: a spec changed while egsd was away is forwarded now (an unchanged one is a no-op).
+    OnCustomResourceSpecChange(m, object, *ws);
+    return;
   }
+  spdlog::info("GPUProvisionRequest {}: mirrored into workspace {}", source, *ws);
   std::lock_guard lock(mu_);
-  mirrored_[source] = Mirrored{&m, ns, name, *ws, ""};
+  mirrored_[source] = Mirrored{&m, ns, name, *ws, "", json()};
 }
 
 void KubeClusters::OnCustomResourceDeleted(Member& m, const std::string& ns,
@@ -380,6 +376,12 @@ void KubeClusters::RunStatusSync() {
       cp_.Decorate("GPUProvisionRequest", object);  // queue position, planned start
       json status = object.value("status", json::object());
       status["egsWorkspace"] = mirrored.workspace;
+      if (!mirrored.spec_condition.is_null()) {
+        if (!status.contains("conditions") || !status["conditions"].is_array()) {
+          status["conditions"] = json::array();
+        }
+        status["conditions"].push_back(mirrored.spec_condition);
+      }
       const std::string dumped = status.dump();
       if (dumped == mirrored.written) continue;
       if (mirrored.member->mirror->WriteStatus(mirrored.ns, mirrored.name, status).ok()) {
@@ -552,17 +554,30 @@ std::optional<api::HttpResponse> KubeClusters::HandleApi(const api::Principal& w
         fmt::format("workspace {} has no namespaces (spec.namespaces)", ws)));
   }
   const std::string ns = namespaces.front();
-  auto created = target->api_client->Post(
-      "/api/v1/namespaces",
-      {{"apiVersion", "v1"},
-       {"kind", "Namespace"},
-       {"metadata", {{"name", ns}, {"labels", {{"app.kubernetes.io/managed-by", "egs"}}}}}});
+  std::optional<core::WorkspaceId> ws_id;
+  for (const auto& [id, w] : scheduler_.snapshot()->workspaces) {
+    if (w.name == ws) ws_id = id;
+  }
+  json ns_labels = {{"app.kubernetes.io/managed-by", "egs"}};
+  if (ws_id) ns_labels["egs.dev/workspace"] = std::to_string(ws_id->value());
+  auto created = target->api_client->Post("/api/v1/namespaces",
+                                          {{"apiVersion", "v1"},
+                                           {"kind", "Namespace"},
+                                           {"metadata", {{"name", ns}, {"labels", ns_labels}}}});
   if (!created.ok() && created.error().code() != common::StatusCode::kAlreadyExists) {
     return api::ErrorResponse(created.error().WithContext("cluster " + target->settings.name));
   }
+  if (ws_id) {
+    // The members' rights in the namespace, so that the kubeconfig works at once.
+    auto rbac = k8s::ReconcileWorkspaceRbac(*target->api_client, ns, std::to_string(ws_id->value()),
+                                            MembersOf(*ws_id), ns);
+    if (!rbac.ok()) {
+      return api::ErrorResponse(rbac.error().WithContext("cluster " + target->settings.name));
+    }
+  }
   auto kubeconfig =
       k8s::IssueMemberKubeconfig(*target->api_client, target->config.server, target->config.ca_pem,
-                                 ns, ServiceAccountFor(member), settings_.member_token_ttl);
+                                 ns, k8s::MemberServiceAccount(member), settings_.member_token_ttl);
   if (!kubeconfig.ok()) {
     return api::ErrorResponse(kubeconfig.error().WithContext("cluster " + target->settings.name));
   }

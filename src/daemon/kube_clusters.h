@@ -14,6 +14,13 @@
 //     created in a workspace's namespace becomes a GPR of that workspace (same name, annotated
 //     egs.dev/source=<cluster>/<namespace>/<name>), deleting it deletes the GPR, and the GPR's
 //     status is written back to the resource's status subresource (checked every 500 ms);
+//   - a spec change of a mirrored resource (kubectl apply) is forwarded to egsd as an edit; one
+//     egsd refuses is written back as the resource's status condition SpecAccepted=False with
+//     the reason (kube_housekeeping.cc);
+//   - housekeeping (every kubernetes.housekeepingInterval, kube_housekeeping.cc): the members'
+//     Role and RoleBinding in each of a workspace's namespaces follow the workspace's members,
+//     and a burst namespace (of a workspace not in the cluster's homeWorkspaces) is deleted once
+//     no request of the workspace is on the cluster and no GPUProvisionRequest resource is in it;
 //   - serves the pod admission webhook (AdmissionReview v1, its own TLS listener) and, in the
 //     REST API, GET /apis/egs.dev/v1alpha1/workspaces/{ws}/kubeconfig?cluster=C[&member=U] (a
 //     member kubeconfig: service account + TokenRequest).
@@ -99,12 +106,22 @@ class KubeClusters {
   struct Mirrored {
     Member* member;
     std::string ns, name, workspace;
-    std::string written;  // the status last written (dumped)
+    std::string written;            // the status last written (dumped)
+    nlohmann::json spec_condition;  // SpecAccepted of the last spec change (null: none yet)
   };
   void OnCustomResource(Member& m, const nlohmann::json& object);
   void OnCustomResourceDeleted(Member& m, const std::string& ns, const std::string& name);
   std::optional<std::string> WorkspaceOfNamespace(const std::string& ns) const;
   void RunStatusSync();
+  // kube_housekeeping.cc.
+  // The user names of the workspace's members (from the stored Workspace).
+  std::vector<std::string> MembersOf(core::WorkspaceId workspace) const;
+  // A spec change of an already mirrored resource: forwarded as an edit, or refused in status.
+  void OnCustomResourceSpecChange(Member& m, const nlohmann::json& object,
+                                  const std::string& workspace);
+  void RunHousekeeping();
+  // One pass over one cluster: member RBAC, burst namespaces.
+  void Housekeep(Member& m);
 
   const KubernetesSettings settings_;
   common::Clock& clock_;
@@ -122,6 +139,7 @@ class KubeClusters {
   std::condition_variable cv_;
   bool stop_ = false;  // GUARDED_BY(mu_)
   std::thread status_sync_;
+  std::thread housekeeping_;
 };
 
 }  // namespace egs::daemon

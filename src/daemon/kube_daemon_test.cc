@@ -382,6 +382,10 @@ TEST_F(KubeDaemonTest, MemberKubeconfigDownload) {
   ASSERT_TRUE(client.ok());
   EXPECT_TRUE((*client)->Get("/api/v1/namespaces/team-a/pods").ok());
   EXPECT_FALSE(kube_.Get("ServiceAccount", "team-a", "egs-alice").is_null());
+  // ... and the members' Role and RoleBinding give it rights there.
+  EXPECT_FALSE(kube_.Get("Role", "team-a", "egs-workspace-member").is_null());
+  EXPECT_EQ(kube_.Get("RoleBinding", "team-a", "egs-workspace-member")["subjects"][0]["name"],
+            "egs-alice");
   // egsctl's form: the same kubeconfig inside JSON.
   auto as_json = Client().Get(path + "?member=alice&format=json");
   ASSERT_TRUE(as_json);
@@ -442,6 +446,138 @@ TEST_F(KubeDaemonTest, GprCustomResourcesAreMirroredAndTheirStatusWrittenBack) {
     }
     return true;
   }));
+}
+
+// The members' RoleBinding follows the workspace's members (housekeeping), without restarting
+// anything.
+TEST_F(KubeDaemonTest, MemberRbacFollowsTheWorkspaceMembers) {
+  config_.kubernetes.housekeeping_interval = 100ms;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  Submit("train", 1, "1h");
+  ASSERT_TRUE(WaitFor([&] { return Phase("train") == "Active"; })) << Phase("train");
+  auto subjects = [&] {
+    std::vector<std::string> out;
+    const json b = kube_.Get("RoleBinding", "team-a", "egs-workspace-member");
+    for (const auto& x : b.value("subjects", json::array())) out.push_back(x["name"]);
+    return out;
+  };
+  EXPECT_EQ(subjects(), std::vector<std::string>{"egs-alice"});
+  json ws = Get("/apis/egs.dev/v1alpha1/workspaces/team-a");
+  ASSERT_TRUE(ws.is_object());
+  ws["spec"]["members"].push_back({{"user", "bob"}, {"role", "member"}});
+  auto r = Client().Put("/apis/egs.dev/v1alpha1/workspaces/team-a", ws.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  ASSERT_TRUE(WaitFor([&] { return subjects().size() == 2; }));
+  EXPECT_EQ(subjects(), (std::vector<std::string>{"egs-alice", "egs-bob"}));
+}
+
+// A cluster where team-a is not at home: its namespace, created on demand for the request, stays
+// while the request is there and goes (with its Role and RoleBinding) once it has ended.
+TEST_F(KubeDaemonTest, BurstNamespaceRemovedOnceNoLongerUsed) {
+  config_.kubernetes.housekeeping_interval = 100ms;
+  config_.kubernetes.clusters[0].home_workspaces = std::vector<std::string>{"someone-else"};
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  Submit("burst", 1, "1h");
+  ASSERT_TRUE(WaitFor([&] { return Phase("burst") == "Active"; })) << Phase("burst");
+  ASSERT_FALSE(kube_.Get("Namespace", "", "team-a").is_null());
+  // Several housekeeping passes while the request runs: the namespace stays.
+  const std::string roles =
+      "/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/roles/egs-workspace-member";
+  const int passes = kube_.RequestCount("GET", roles);
+  ASSERT_TRUE(WaitFor([&] { return kube_.RequestCount("GET", roles) >= passes + 3; }));
+  EXPECT_FALSE(kube_.Get("Namespace", "", "team-a").is_null());
+  // Ended (early release): removed, with what was in it.
+  auto r = Client().Post(kGprs + "/burst/release", "{}", "application/json");
+  ASSERT_TRUE(r && r->status < 300) << (r ? r->body : "no answer");
+  ASSERT_TRUE(WaitFor([&] { return Phase("burst") == "Released"; })) << Phase("burst");
+  ASSERT_TRUE(WaitFor([&] { return kube_.Get("Namespace", "", "team-a").is_null(); }));
+  EXPECT_TRUE(kube_.Get("Role", "team-a", "egs-workspace-member").is_null());
+}
+
+// kubectl apply changing a mirrored resource's spec: egsd edits the queued request; a change it
+// refuses (the request runs already) is written back as a status condition.
+TEST_F(KubeDaemonTest, GprSpecChangesAreForwardedOrRefusedInStatus) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  Submit("big", 2, "1h");  // holds both nodes: the next request queues
+  ASSERT_TRUE(WaitFor([&] { return Phase("big") == "Active"; })) << Phase("big");
+  json cr = CustomGpr("team-a", "waiting");
+  kube_.Put(cr);
+  ASSERT_TRUE(WaitFor([&] { return Phase("waiting") == "Queued"; })) << Phase("waiting");
+  auto condition = [&]() -> json {
+    const json o = kube_.Get("GPUProvisionRequest", "team-a", "waiting");
+    for (const auto& c : o.value("/status/conditions"_json_pointer, json::array())) {
+      if (c.value("type", "") == "SpecAccepted") return c;
+    }
+    return json::object();
+  };
+  auto priority = [&] {
+    const json g = Get(kGprs + "/waiting");
+    return g.is_object() ? g.value("/spec/priority"_json_pointer, 0) : -1;
+  };
+  cr = kube_.Get("GPUProvisionRequest", "team-a", "waiting");
+  cr["spec"]["priority"] = 300;
+  kube_.Put(cr);
+  ASSERT_TRUE(WaitFor(
+      [&] { return Get(kGprs + "/waiting").value("/spec/priority"_json_pointer, 0) == 300; }));
+  ASSERT_TRUE(WaitFor([&] { return condition().value("status", "") == "True"; }));
+  // Once it runs, egsd refuses spec changes: the resource says why, egsd keeps its spec.
+  auto gone = Client().Delete(kGprs + "/big");
+  ASSERT_TRUE(gone && gone->status < 300) << (gone ? gone->body : "no answer");
+  ASSERT_TRUE(WaitFor([&] { return Phase("waiting") == "Active"; })) << Phase("waiting");
+  cr = kube_.Get("GPUProvisionRequest", "team-a", "waiting");
+  cr["spec"]["duration"] = "3h";
+  kube_.Put(cr);
+  ASSERT_TRUE(WaitFor([&] { return condition().value("status", "") == "False"; }));
+  EXPECT_EQ(condition().value("reason", ""), "Refused");
+  EXPECT_NE(condition().value("message", "").find("cannot change while the request is Active"),
+            std::string::npos)
+      << condition().dump();
+  EXPECT_EQ(Get(kGprs + "/waiting").value("/spec/duration"_json_pointer, ""), "1h");
+  EXPECT_EQ(priority(), 300);
+}
+
+// The pre-check Job from egsd's config: a failing Job marks its node failed and the request goes
+// back to the queue and onto the other node, whose Job passes.
+TEST_F(KubeDaemonTest, FailedPreCheckJobSendsTheRequestToAnotherNode) {
+  config_.kubernetes.clusters[0].precheck_job.image = "registry.local/gpu-check:1";
+  config_.kubernetes.clusters[0].precheck_job.poll_interval = 20ms;
+  kube_.Put({{"kind", "Namespace"}, {"metadata", {{"name", "egs-system"}}}});
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
+  Submit("checked", 1, "1h");
+  auto job_on = [&](const std::string& except) -> json {
+    for (const json& j : kube_.ListAll("Job", "egs-system")) {
+      if (j["metadata"]["annotations"]["egs.dev/node"] != except) return j;
+    }
+    return json();
+  };
+  ASSERT_TRUE(WaitFor([&] { return !job_on("").is_null(); }));
+  json first = job_on("");
+  const std::string bad_node = first["metadata"]["annotations"]["egs.dev/node"];
+  first["status"] = {{"failed", 1},
+                     {"conditions",
+                      {{{"type", "Failed"},
+                        {"status", "True"},
+                        {"reason", "BackoffLimitExceeded"},
+                        {"message", "gpu 3: XID 79"}}}}};
+  kube_.Put(first);
+  // Requeued onto the other node: a Job there, which passes.
+  ASSERT_TRUE(WaitFor([&] { return !job_on(bad_node).is_null(); }));
+  json second = job_on(bad_node);
+  const std::string good_node = second["metadata"]["annotations"]["egs.dev/node"];
+  EXPECT_NE(good_node, bad_node);
+  second["status"] = {{"succeeded", 1}};
+  kube_.Put(second);
+  ASSERT_TRUE(WaitFor([&] { return Phase("checked") == "Active"; })) << Phase("checked");
+  EXPECT_EQ(HeldBy("checked"), std::vector<std::string>{good_node});
+  const json recorded =
+      json::parse(kube_.Get("Node", "", bad_node)["metadata"]["annotations"]["egs.dev/precheck"]
+                      .get<std::string>());
+  EXPECT_EQ(recorded["result"], "failed");
+  EXPECT_NE(recorded["message"].get<std::string>().find("XID 79"), std::string::npos);
 }
 
 }  // namespace

@@ -79,6 +79,57 @@ common::Status ApplyShapes(const YAML::Node& v, const std::string& field,
   return common::OkStatus();
 }
 
+common::Result<std::vector<std::string>> StringList(const YAML::Node& v, const std::string& field) {
+  if (!v.IsSequence()) return Error(field, "must be a list");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string f = fmt::format("{}[{}]", field, i);
+    EGS_ASSIGN_OR_RETURN(std::string s, Scalar(v[i], f));
+    if (s.empty()) return Error(f, "must not be empty");
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// A DNS-1123 label (a namespace name): lowercase alphanumerics and '-', 1..63, alphanumeric ends.
+bool IsDnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
+common::Status ApplyPreCheckJob(const YAML::Node& v, const std::string& f, PreCheckJobSettings& p) {
+  if (!v.IsMap()) return Error(f, "must be a mapping");
+  for (const auto& kv : v) {
+    const std::string k = kv.first.as<std::string>();
+    const std::string kf = f + "." + k;
+    if (k == "image") {
+      EGS_ASSIGN_OR_RETURN(p.image, Scalar(kv.second, kf));
+      if (p.image.empty() || p.image.find_first_of(" \t\n") != std::string::npos) {
+        return Error(kf, fmt::format("must be a container image reference, got \"{}\"", p.image));
+      }
+    } else if (k == "command") {
+      EGS_ASSIGN_OR_RETURN(p.command, StringList(kv.second, kf));
+    } else if (k == "namespace") {
+      EGS_ASSIGN_OR_RETURN(p.ns, Scalar(kv.second, kf));
+      if (!IsDnsLabel(p.ns)) {
+        return Error(kf,
+                     fmt::format("must be a namespace name (DNS-1123 label), got \"{}\"", p.ns));
+      }
+    } else if (k == "timeout") {
+      EGS_RETURN_IF_ERROR(SetDuration(kv.second, kf, p.timeout));
+    } else if (k == "pollInterval") {
+      EGS_RETURN_IF_ERROR(SetDuration(kv.second, kf, p.poll_interval));
+    } else {
+      return Error(kf, "unknown key (image, command, namespace, timeout, pollInterval)");
+    }
+  }
+  if (p.image.empty()) return Error(f + ".image", "required");
+  return common::OkStatus();
+}
+
 common::Status ApplyCluster(const YAML::Node& v, const std::string& f, KubeClusterSettings& c) {
   if (!v.IsMap()) return Error(f, "must be a mapping");
   for (const auto& kv : v) {
@@ -130,6 +181,10 @@ common::Status ApplyCluster(const YAML::Node& v, const std::string& f, KubeClust
       c.qps = qps;
     } else if (k == "burst") {
       EGS_RETURN_IF_ERROR(SetInt(x, kf, 1, 100000, c.burst));
+    } else if (k == "homeWorkspaces") {
+      EGS_ASSIGN_OR_RETURN(c.home_workspaces, StringList(x, kf));
+    } else if (k == "preCheckJob") {
+      EGS_RETURN_IF_ERROR(ApplyPreCheckJob(x, kf, c.precheck_job));
     } else {
       return Error(kf, "unknown key");
     }
@@ -213,8 +268,10 @@ common::Status ApplyKubernetesYaml(const YAML::Node& node, const std::string& fi
       EGS_RETURN_IF_ERROR(ApplyWebhook(kv.second, kf, next.webhook));
     } else if (k == "memberTokenTtl") {
       EGS_RETURN_IF_ERROR(SetDuration(kv.second, kf, next.member_token_ttl));
+    } else if (k == "housekeepingInterval") {
+      EGS_RETURN_IF_ERROR(SetDuration(kv.second, kf, next.housekeeping_interval));
     } else {
-      return Error(kf, "unknown key (clusters, webhook, memberTokenTtl)");
+      return Error(kf, "unknown key (clusters, webhook, memberTokenTtl, housekeepingInterval)");
     }
   }
   out = std::move(next);

@@ -18,6 +18,16 @@
 //         retryMax: 30s
 //         qps: 50
 //         burst: 100
+//         homeWorkspaces: [team-a]       # absent: every workspace is at home here; present: the
+//                                        # namespaces of any other workspace are burst
+//                                        # namespaces, removed once it has nothing here
+//         preCheckJob:                   # optional: a Job on each node before it is provisioned
+//           image: registry/gpu-check:1  # required when preCheckJob is given
+//           command: [/bin/check, --nccl]
+//           namespace: egs-system        # where the Jobs run (egsd's namespace)
+//           timeout: 10m
+//           pollInterval: 2s             # how often a running Job is looked at
+//     housekeepingInterval: 30s          # member RBAC sync and burst namespace removal
 //     webhook:                           # mutating admission webhook for pods (off when absent)
 //       listen: 0.0.0.0:8443
 //       tls: {certFile: webhook.crt, keyFile: webhook.key}   # required: the API server needs TLS
@@ -27,6 +37,7 @@
 // Thread-safety: values.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +54,14 @@ struct KubeShapeRule {
   std::string gpu_product;  // "" matches any
   int gpu_count = 0;        // 0 matches any
   std::string shape;        // GPUShape name
+};
+
+struct PreCheckJobSettings {
+  std::string image;  // empty: no pre-check Job
+  std::vector<std::string> command;
+  std::string ns = "egs-system";
+  common::Duration timeout = std::chrono::minutes(10);
+  common::Duration poll_interval = std::chrono::seconds(2);
 };
 
 struct KubeClusterSettings {
@@ -62,6 +81,8 @@ struct KubeClusterSettings {
   common::Duration retry_max = std::chrono::seconds(30);
   double qps = 50;
   int burst = 100;
+  std::optional<std::vector<std::string>> home_workspaces;  // workspace names
+  PreCheckJobSettings precheck_job;
 };
 
 struct WebhookSettings {
@@ -77,6 +98,7 @@ struct KubernetesSettings {
   std::vector<KubeClusterSettings> clusters;
   WebhookSettings webhook;
   common::Duration member_token_ttl = std::chrono::hours(24);
+  common::Duration housekeeping_interval = std::chrono::seconds(30);
 };
 
 // Applies the `kubernetes:` mapping. InvalidArgument naming "<field>.<key>[i]...: reason" for

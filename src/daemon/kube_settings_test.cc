@@ -21,6 +21,9 @@ kubernetes:
       labels: {product: example.com/gpu-product}
       evictionDeadline: 2m
       qps: 20
+      homeWorkspaces: [team-a, team-b]
+      preCheckJob: {image: "registry.local/gpu-check:1", command: [/check, --nccl], timeout: 3m,
+                    pollInterval: 500ms}
     - name: gpu-west
       inCluster: true
       shapes: [{shape: a100x8}]
@@ -29,6 +32,7 @@ kubernetes:
     tls: {certFile: w.crt, keyFile: w.key}
     withoutReservation: allow
   memberTokenTtl: 2h
+  housekeepingInterval: 5s
 )",
                                  "egsd.yaml", config);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -46,6 +50,16 @@ kubernetes:
   EXPECT_EQ(k.webhook.listen_port, 9443);
   EXPECT_FALSE(k.webhook.deny_without_reservation);
   EXPECT_EQ(k.member_token_ttl, std::chrono::hours(2));
+  EXPECT_EQ(k.housekeeping_interval, std::chrono::seconds(5));
+  ASSERT_TRUE(k.clusters[0].home_workspaces.has_value());
+  EXPECT_EQ(*k.clusters[0].home_workspaces, (std::vector<std::string>{"team-a", "team-b"}));
+  EXPECT_FALSE(k.clusters[1].home_workspaces.has_value());  // every workspace at home
+  EXPECT_EQ(k.clusters[0].precheck_job.image, "registry.local/gpu-check:1");
+  EXPECT_EQ(k.clusters[0].precheck_job.command, (std::vector<std::string>{"/check", "--nccl"}));
+  EXPECT_EQ(k.clusters[0].precheck_job.ns, "egs-system");
+  EXPECT_EQ(k.clusters[0].precheck_job.timeout, std::chrono::minutes(3));
+  EXPECT_EQ(k.clusters[0].precheck_job.poll_interval, std::chrono::milliseconds(500));
+  EXPECT_TRUE(k.clusters[1].precheck_job.image.empty());
 }
 
 TEST(KubeSettingsTest, BadInputNamesTheFieldAndChangesNothing) {
@@ -74,6 +88,25 @@ TEST(KubeSettingsTest, BadInputNamesTheFieldAndChangesNothing) {
       {"kubernetes: {webhook: {withoutReservation: maybe, tls: {certFile: c, keyFile: k}}}",
        "kubernetes.webhook.withoutReservation"},
       {"kubernetes: {nope: 1}", "kubernetes.nope: unknown key"},
+      {"kubernetes: {housekeepingInterval: 0s}", "kubernetes.housekeepingInterval: must be"},
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], homeWorkspaces: "
+       "team-a}]}",
+       "kubernetes.clusters[0].homeWorkspaces: must be a list"},
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], homeWorkspaces: "
+       "[\"\"]}]}",
+       "kubernetes.clusters[0].homeWorkspaces[0]: must not be empty"},
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], preCheckJob: "
+       "{command: [x]}}]}",
+       "kubernetes.clusters[0].preCheckJob.image: required"},
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], preCheckJob: "
+       "{image: i, timeout: forever}}]}",
+       "kubernetes.clusters[0].preCheckJob.timeout: must be a duration"},
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], preCheckJob: "
+       "{image: i, namespace: Bad_NS}}]}",
+       "kubernetes.clusters[0].preCheckJob.namespace: must be a namespace name"},
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], preCheckJob: "
+       "{image: i, retries: 3}}]}",
+       "kubernetes.clusters[0].preCheckJob.retries: unknown key"},
   };
   for (const Case& c : cases) {
     DaemonConfig config;

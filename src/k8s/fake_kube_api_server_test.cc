@@ -107,5 +107,36 @@ TEST_F(KubectlTest, NamespacesPodsAndSelectors) {
   EXPECT_TRUE(server_.Get("Pod", "team-a", "train-0").is_null());
 }
 
+// The kinds added for member RBAC and pre-check Jobs, through kubectl's discovery of their
+// groups; deleting a namespace takes its objects with it.
+TEST_F(KubectlTest, RolesRoleBindingsJobsAndNamespaceDeletion) {
+  auto [rc, out] = Kubectl("create --validate=false -f " +
+                           WriteManifest(R"({"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-b"}},
+      {"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role",
+       "metadata":{"name":"egs-workspace-member","namespace":"team-b"},
+       "rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}]},
+      {"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding",
+       "metadata":{"name":"egs-workspace-member","namespace":"team-b"},
+       "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role",
+                  "name":"egs-workspace-member"},
+       "subjects":[{"kind":"ServiceAccount","name":"egs-alice","namespace":"team-b"}]},
+      {"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"check","namespace":"team-b"},
+       "spec":{"template":{"spec":{"nodeName":"gpu-1","restartPolicy":"Never",
+               "containers":[{"name":"c","image":"busybox"}]}}}}]})"));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Kubectl("get roles,rolebindings,jobs -n team-b -o name");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out,
+            "role.rbac.authorization.k8s.io/egs-workspace-member\n"
+            "rolebinding.rbac.authorization.k8s.io/egs-workspace-member\n"
+            "job.batch/check\n");
+  std::tie(rc, out) = Kubectl("delete namespace team-b --wait=false");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Kubectl("get roles,rolebindings,jobs -n team-b -o name");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "");
+}
+
 }  // namespace
 }  // namespace egs::k8s::testing

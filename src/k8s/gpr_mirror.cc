@@ -26,17 +26,17 @@ GprMirror::~GprMirror() { Stop(); }
 void GprMirror::Start() {
   std::lock_guard lock(mu_);
   if (thread_.joinable()) return;
-  stop_ = false;
+  list_watch_ = std::make_unique<ListWatch>(
+      clock_, *client_, kPath,
+      ListWatchOptions{options_.retry_initial, options_.retry_max, options_.watch_timeout});
   thread_ = std::thread([this] { Run(); });
 }
 
 void GprMirror::Stop() {
   {
     std::lock_guard lock(mu_);
-    stop_ = true;
+    if (list_watch_) list_watch_->Stop();
   }
-  cv_.notify_all();
-  client_->CancelWatches();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -79,29 +79,11 @@ void GprMirror::Observe(const json& object, bool deleted) {
 }
 
 void GprMirror::Run() {
-  common::Duration backoff = options_.retry_initial;
-  auto stopped = [this] {
-    std::lock_guard lock(mu_);
-    return stop_;
-  };
-  auto pause = [&] {
-    std::unique_lock lock(mu_);
-    clock_.WaitUntil(cv_, lock, clock_.Now() + backoff, [&] { return stop_; });
-    backoff = std::min(options_.retry_max, backoff * 2);
-  };
-  const auto timeout_s = std::max<std::int64_t>(
-      1, std::chrono::duration_cast<std::chrono::seconds>(options_.watch_timeout).count());
-  while (!stopped()) {
-    // 1. List: the full state and the resourceVersion to watch from. What we knew and the list
-    //    no longer has was deleted meanwhile.
-    auto list = client_->Get(kPath);
-    if (!list) {
-      pause();
-      continue;
-    }
-    backoff = options_.retry_initial;
+  ListWatchHandlers handlers;
+  handlers.on_list = [this](const json& items) {
+    // What we knew and the list no longer has was deleted meanwhile.
     std::set<std::string> listed;
-    for (const auto& item : list->value("items", json::array())) {
+    for (const auto& item : items) {
       listed.insert(Str(item, "/metadata/namespace") + "/" + Str(item, "/metadata/name"));
       Observe(item, false);
     }
@@ -119,24 +101,11 @@ void GprMirror::Run() {
           {{"metadata", {{"namespace", key.substr(0, slash)}, {"name", key.substr(slash + 1)}}}},
           true);
     }
-    std::string rv = Str(*list, "/metadata/resourceVersion");
-    // 2. Watch from there (bookmarks keep rv fresh); 410 Gone relists, a failure backs off.
-    while (!stopped()) {
-      common::Status s = client_->Watch(
-          std::string(kPath) + "?watch=true&allowWatchBookmarks=true&timeoutSeconds=" +
-              std::to_string(timeout_s) + "&resourceVersion=" + KubeClient::Escape(rv),
-          [&](const std::string& type, const json& object) {
-            const std::string next = Str(object, "/metadata/resourceVersion");
-            if (!next.empty()) rv = next;
-            if (type != "BOOKMARK") Observe(object, type == "DELETED");
-            return !stopped();
-          });
-      if (!s.ok()) {
-        if (s.code() != common::StatusCode::kFailedPrecondition) pause();
-        break;
-      }
-    }
-  }
+  };
+  handlers.on_event = [this](const std::string& type, const json& object) {
+    Observe(object, type == "DELETED");
+  };
+  list_watch_->Run(handlers);
 }
 
 }  // namespace egs::k8s

@@ -2,8 +2,7 @@
 // v1alpha1) of one member cluster, so that users and pipelines can `kubectl apply` a GPR in their
 // namespace, and writes egsd's view back into each resource's status subresource.
 //
-// - List, then watch from the list's resourceVersion with bookmarks; a watch the server ends
-//   resumes from the last resourceVersion seen; 410 Gone (or a failure, after a backoff) relists.
+// - List, then watch (k8s::ListWatch: bookmarks, resume, relist on 410, backoff on failures).
 // - on_upsert reports a resource seen for the first time or whose spec changed (not status-only
 //   changes, which are our own writes); on_delete reports a resource deleted (also one found
 //   missing at a relist).
@@ -25,6 +24,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "k8s/kube_client.h"
+#include "k8s/list_watch.h"
 
 namespace egs::k8s {
 
@@ -69,10 +69,9 @@ class GprMirror {
   const GprMirrorOptions options_;
   const GprMirrorCallbacks callbacks_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::map<std::string, std::string> specs_;  // GUARDED_BY(mu_); "ns/name" -> spec (dumped)
   bool synced_ = false;                       // GUARDED_BY(mu_)
-  bool stop_ = false;                         // GUARDED_BY(mu_)
+  std::unique_ptr<ListWatch> list_watch_;     // GUARDED_BY(mu_); set by Start
   std::thread thread_;
 };
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/time.h"
+#include "k8s/workspace_rbac.h"
 
 namespace egs::k8s {
 namespace {
@@ -108,6 +109,9 @@ KubernetesConnector::~KubernetesConnector() { Stop(); }
 void KubernetesConnector::Start() {
   std::lock_guard guard(start_stop_mu_);
   if (worker_.joinable()) return;
+  node_watch_ = std::make_unique<ListWatch>(
+      clock_, *client_, "/api/v1/nodes",
+      ListWatchOptions{options_.retry_initial, options_.retry_max, options_.watch_timeout});
   worker_ = std::thread([this] { RunWorker(); });
   watcher_ = std::thread([this] { RunWatch(); });
 }
@@ -119,6 +123,7 @@ void KubernetesConnector::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  if (node_watch_) node_watch_->Stop();
   client_->CancelWatches();
   if (worker_.joinable()) worker_.join();
   if (watcher_.joinable()) watcher_.join();
@@ -191,7 +196,9 @@ void KubernetesConnector::RunWorker() {
     Attempt attempt = Try(task);
     NoteResult(attempt.done ? common::OkStatus() : attempt.status);
     lock.lock();
-    if (!attempt.done && !stop_) {
+    if (!attempt.done && !stop_ && attempt.delay.count() > 0) {
+      queue_.emplace(std::make_pair(clock_.Now() + attempt.delay, next_seq_++), std::move(task));
+    } else if (!attempt.done && !stop_) {
       task.backoff = task.backoff.count() == 0 ? options_.retry_initial
                                                : std::min(options_.retry_max, task.backoff * 2);
       queue_.emplace(std::make_pair(clock_.Now() + task.backoff, next_seq_++), std::move(task));
@@ -201,13 +208,21 @@ void KubernetesConnector::RunWorker() {
 
 KubernetesConnector::Attempt KubernetesConnector::Try(Task& task) {
   if (auto* m = std::get_if<Milestone>(&task.order)) return TryMilestone(*m);
-  if (auto* p = std::get_if<core::ProvisionOrder>(&task.order)) return TryProvision(*p, true);
+  if (auto* p = std::get_if<core::ProvisionOrder>(&task.order)) {
+    return TryProvision(*p, true, task);
+  }
   if (auto* r = std::get_if<core::ReleaseOrder>(&task.order)) {
     Attempt a = TryRelease(r->request, r->workspace, r->nodes, task);
     if (a.done) {
       RecordEvent(r->workspace, "GpuReleased",
                   "request " + std::to_string(r->request.value()) + ": nodes released");
       if (callbacks_.on_released) callbacks_.on_released(r->request);
+      // Only now (the request is out): a node failing its post-check leaves the pool.
+      if (callbacks_.on_node_health) {
+        for (core::NodeId id : task.post_check_failed) {
+          callbacks_.on_node_health(id, core::NodeHealth::kUnhealthy);
+        }
+      }
     }
     return a;
   }
@@ -219,13 +234,14 @@ KubernetesConnector::Attempt KubernetesConnector::Try(Task& task) {
   }
   core::ProvisionOrder p{o.request,       o.reservation,   o.workspace, o.cluster,
                          {o.replacement}, o.gpus_per_node, o.window};
-  return TryProvision(p, false);
+  return TryProvision(p, false, task);
 }
 
 KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::ProvisionOrder& order,
-                                                               bool report) {
+                                                               bool report, Task& task) {
   const std::string request = std::to_string(order.request.value());
-  std::vector<std::pair<std::string, bool>> nodes;  // name, already labelled for the request
+  std::vector<std::pair<std::string, bool>> nodes;      // name, already labelled for the request
+  std::vector<std::pair<core::NodeId, json>> to_check;  // passed the built-in pre-checks
   std::vector<core::NodeId> failed;
   std::vector<std::string> reasons;
   auto fail = [&](core::NodeId id, std::string reason) {
@@ -250,10 +266,36 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
     if (ours) continue;
     auto reason = PreCheck(*node, order);
     if (!reason) return Attempt::Retry(reason.error());
-    if (!reason->empty()) fail(id, *name + ": " + *reason);
+    if (!reason->empty()) {
+      fail(id, *name + ": " + *reason);
+    } else {
+      to_check.emplace_back(id, std::move(*node));
+    }
   }
-  // 2. A failed pre-check changes nothing (and undoes an earlier attempt's labels).
+  // 1b. The pre-check Job on each node that passed (only when all did: a failed node ends the
+  //     attempt anyway, and its Job would hold GPUs for nothing).
+  std::vector<std::string> running;  // nodes whose Job still runs
+  if (!options_.precheck_job.image.empty() && failed.empty()) {
+    for (const auto& [id, node] : to_check) {
+      auto verdict = PreCheckWithJob(node, order, task);
+      if (!verdict) return Attempt::Retry(verdict.error());
+      if (!*verdict) {
+        running.push_back(Str(node, "/metadata/name"));
+      } else if (!(*verdict)->empty()) {
+        fail(id, Str(node, "/metadata/name") + ": " + **verdict);
+      }
+    }
+  }
+  // 2. A failed pre-check changes nothing (and undoes an earlier attempt's labels); Jobs still
+  //    running on the other nodes are stopped (they would hold GPUs for an order that failed).
   if (!failed.empty()) {
+    for (const auto& name : running) {
+      client_
+          ->Delete("/apis/batch/v1/namespaces/" + options_.precheck_job.ns + "/jobs/" +
+                   PreCheckJobName(request, name) + "?propagationPolicy=Background")
+          .error()
+          .IgnoreError();  // best effort: activeDeadlineSeconds ends it anyway
+    }
     for (const auto& [name, ours] : nodes) {
       if (!ours) continue;
       common::Status s = PatchNode(name, std::nullopt, false);
@@ -267,6 +309,7 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
     }
     return Attempt::Done();
   }
+  if (!running.empty()) return Attempt::Wait(options_.precheck_job.poll);
   // 3. Namespaces, then labels and taints, then the milestone.
   common::Status s = EnsureNamespaces(order.workspace);
   for (const auto& [name, ours] : nodes) {
@@ -350,6 +393,24 @@ common::Status KubernetesConnector::EnsureNamespaces(core::WorkspaceId workspace
       EGS_RETURN_IF_ERROR(
           client_->Patch("/api/v1/namespaces/" + ns, {{"metadata", metadata}}, PatchType::kMerge)
               .error());
+    }
+  }
+  if (options_.members) {
+    // The members' Role and RoleBinding in each namespace (written only when they differ).
+    const std::vector<std::string> namespaces = NamespacesOf(workspace);
+    const std::vector<std::string> members = options_.members(workspace);
+    for (const auto& ns : namespaces) {
+      common::Status st =
+          ReconcileWorkspaceRbac(*client_, ns, ws, members, namespaces.front()).error();
+      if (st.code() == common::StatusCode::kPermissionDenied) {
+        // egsd's own RBAC lacks the verbs (an older deploy/): the GPUs are still provisioned;
+        // the namespace says why its members have no rights.
+        WriteEvent(ns, "MemberRbacFailed", "members' Role/RoleBinding not written: " + st.message(),
+                   true)
+            .IgnoreError();
+        continue;
+      }
+      EGS_RETURN_IF_ERROR(st);
     }
   }
   return common::OkStatus();
@@ -470,12 +531,96 @@ KubernetesConnector::Attempt KubernetesConnector::TryRelease(
     }
     common::Status s = PatchNode(name, std::nullopt, false);
     if (!s.ok()) return Attempt::Retry(s);
+    if (std::holds_alternative<core::ReleaseOrder>(task.order)) {
+      const std::vector<std::string> failures = PostCheck(name, workspace);
+      if (!failures.empty()) {
+        std::lock_guard lock(mu_);
+        if (auto it = nodes_.find(name); it != nodes_.end()) {
+          task.post_check_failed.push_back(it->second.id);
+        }
+      }
+      if (!failures.empty()) {
+        for (const auto& ns : NamespacesOf(workspace)) {
+          WriteEvent(ns, "GpuPostCheckFailed",
+                     "request " + req + ": node " + name +
+                         " failed its post-checks: " + JoinNames(failures),
+                     true)
+              .IgnoreError();
+        }
+      }
+    }
   }
   if (blocked) {
     return Attempt::Retry(common::ResourceExhaustedError(
         "request " + req + ": eviction refused by a PodDisruptionBudget; retrying"));
   }
   return Attempt::Done();
+}
+
+common::Result<std::optional<std::string>> KubernetesConnector::PreCheckWithJob(
+    const json& node, const core::ProvisionOrder& order, Task& task) {
+  const PreCheckJobOptions& o = options_.precheck_job;
+  const std::string request = std::to_string(order.request.value());
+  const std::string name = Str(node, "/metadata/name");
+  // 1. Recorded on the node already (an earlier attempt, or before an egsd restart)?
+  const json recorded = json::parse(node.value("/metadata/annotations"_json_pointer, json::object())
+                                        .value(kAnnotationPreCheck, std::string()),
+                                    nullptr, false);
+  if (recorded.is_object() && recorded.value("request", "") == request) {
+    if (recorded.value("result", "") == "passed") return std::optional<std::string>("");
+    return std::optional<std::string>(recorded.value("message", std::string("pre-check failed")));
+  }
+  if (!task.precheck_started) task.precheck_started = clock_.Now();
+  // 2. The Job: created if missing, else its outcome.
+  const std::string job_name = PreCheckJobName(request, name);
+  const std::string jobs = "/apis/batch/v1/namespaces/" + o.ns + "/jobs";
+  auto job = client_->Get(jobs + "/" + job_name);
+  if (!job && job.error().code() == common::StatusCode::kNotFound) {
+    int gpus = ToInt(node.value("/status/allocatable"_json_pointer, json::object())
+                         .value(options_.gpu_resource, std::string()));
+    if (order.gpus_per_node > 0) gpus = order.gpus_per_node;
+    auto created = client_->Post(jobs, PreCheckJob(o, request, name, gpus, options_.gpu_resource));
+    if (!created && created.error().code() != common::StatusCode::kAlreadyExists) {
+      if (IsRetryable(created.error())) return created.error();
+      return std::optional<std::string>("pre-check Job not created: " + created.error().ToString());
+    }
+    return std::optional<std::string>();
+  }
+  if (!job) return job.error();
+  JobVerdict verdict = JobOutcome(*job);
+  if (!verdict.finished) {
+    if (clock_.Now() - *task.precheck_started < o.timeout) return std::optional<std::string>();
+    verdict = {
+        true, false,
+        "pre-check Job " + job_name + " did not finish within " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count()) +
+            "s"};
+  }
+  // 3. Record the outcome on the node, then let the Job go.
+  const json record = {
+      {"request", request},
+      {"result", verdict.passed ? "passed" : "failed"},
+      {"job", o.ns + "/" + job_name},
+      {"message", verdict.message},
+      {"time", common::FormatTime(std::chrono::floor<std::chrono::seconds>(clock_.Now()))}};
+  auto patched = client_->Patch(
+      "/api/v1/nodes/" + name,
+      {{"metadata", {{"annotations", {{kAnnotationPreCheck, record.dump()}}}}}}, PatchType::kMerge);
+  if (!patched) return patched.error();
+  auto deleted = client_->Delete(jobs + "/" + job_name + "?propagationPolicy=Background");
+  (void)deleted;  // best effort: ttlSecondsAfterFinished removes it anyway
+  return std::optional<std::string>(verdict.passed ? "" : verdict.message);
+}
+
+std::vector<std::string> KubernetesConnector::PostCheck(const std::string& name,
+                                                        core::WorkspaceId workspace) {
+  auto node = client_->Get("/api/v1/nodes/" + name);
+  if (!node) return {};
+  auto pods =
+      client_->Get("/api/v1/pods?fieldSelector=" + KubeClient::Escape("spec.nodeName=" + name));
+  if (!pods) return {};
+  return PostCheckNode(*node, *pods, NamespacesOf(workspace), options_.count_label,
+                       options_.gpu_resource);
 }
 
 void KubernetesConnector::RecordEvent(core::WorkspaceId workspace, const std::string& reason,
@@ -623,29 +768,11 @@ void KubernetesConnector::NoteResult(const common::Status& status) {
 }
 
 void KubernetesConnector::RunWatch() {
-  common::Duration backoff = options_.retry_initial;
-  auto stopped = [this] {
-    std::lock_guard lock(mu_);
-    return stop_;
-  };
-  auto pause = [&] {
-    std::unique_lock lock(mu_);
-    clock_.WaitUntil(cv_, lock, clock_.Now() + backoff, [&] { return stop_; });
-    backoff = std::min(options_.retry_max, backoff * 2);
-  };
-  const auto timeout_s = std::max<std::int64_t>(
-      1, std::chrono::duration_cast<std::chrono::seconds>(options_.watch_timeout).count());
-  while (!stopped()) {
-    // 1. List: the full state and the resourceVersion to watch from.
-    auto list = client_->Get("/api/v1/nodes");
-    NoteResult(list.error());
-    if (!list) {
-      pause();
-      continue;
-    }
-    backoff = options_.retry_initial;
+  ListWatchHandlers handlers;
+  handlers.on_result = [this](const common::Status& s) { NoteResult(s); };
+  handlers.on_list = [this](const json& items) {
     std::set<std::string> listed;
-    for (const auto& item : list->value("items", json::array())) {
+    for (const auto& item : items) {
       listed.insert(Str(item, "/metadata/name"));
       ObserveNode(item, false);
     }
@@ -662,26 +789,11 @@ void KubernetesConnector::RunWatch() {
       ObserveNode({{"metadata", {{"name", name}, {"labels", {{options_.count_label, "1"}}}}}},
                   true);
     }
-    std::string rv = Str(*list, "/metadata/resourceVersion");
-    // 2. Watch from there; a watch the server ends resumes from the last resourceVersion seen
-    //    (bookmarks keep it fresh); 410 Gone or a failure relists.
-    while (!stopped()) {
-      common::Status s = client_->Watch(
-          "/api/v1/nodes?watch=true&allowWatchBookmarks=true&timeoutSeconds=" +
-              std::to_string(timeout_s) + "&resourceVersion=" + KubeClient::Escape(rv),
-          [&](const std::string& type, const json& object) {
-            const std::string next = Str(object, "/metadata/resourceVersion");
-            if (!next.empty()) rv = next;
-            if (type != "BOOKMARK") ObserveNode(object, type == "DELETED");
-            return !stopped();
-          });
-      if (!s.ok()) {
-        NoteResult(s);
-        if (s.code() != common::StatusCode::kFailedPrecondition) pause();
-        break;
-      }
-    }
-  }
+  };
+  handlers.on_event = [this](const std::string& type, const json& object) {
+    ObserveNode(object, type == "DELETED");
+  };
+  node_watch_->Run(handlers);
 }
 
 std::map<core::RequestId, Claim> KubernetesConnector::Claims() const {

@@ -14,10 +14,14 @@
 //   default toleration that steer their pods onto the workspace's nodes), each node is labelled
 //   and tainted for the workspace and request, an Event is written in each namespace, and
 //   ok = true is reported.
+//   With `precheck_job` set, a node that passes the built-in pre-checks also runs the pre-check
+//   Job (node_checks.h) first; its failure fails the node's pre-check the same way.
 // - Release(order): each node held by the request is marked releasing, the workspace's pods on it
 //   are evicted through the Eviction API (a PodDisruptionBudget's 429 is retried until
 //   `eviction_deadline` after the order, then the pod is deleted), its labels and taint are
-//   removed, then on_released reports.
+//   removed and it is post-checked (no workspace pod, label or taint left, allocatable GPUs as
+//   expected), then on_released reports; a node failing its post-check is then reported
+//   kUnhealthy through on_node_health (the replacement workflow's input), with a Warning Event.
 // - ReplaceNode(order): the failed node is released as above and the replacement provisioned;
 //   nothing is reported back except a replacement that fails its pre-checks, through
 //   on_node_health (kUnhealthy).
@@ -57,6 +61,8 @@
 #include "core/cluster_connector.h"
 #include "core/fleet.h"
 #include "k8s/kube_client.h"
+#include "k8s/list_watch.h"
+#include "k8s/node_checks.h"
 
 namespace egs::k8s {
 
@@ -84,9 +90,14 @@ struct KubernetesConnectorOptions {
   std::function<std::optional<core::NodeId>(const core::Node& node)> register_node;
   // The namespaces of a workspace; default {"egs-ws-<id>"}.
   std::function<std::vector<std::string>(core::WorkspaceId)> namespaces;
+  // The workspace's members (user names). When set, provisioning also reconciles the members'
+  // Role and RoleBinding in each namespace (k8s/workspace_rbac.h). Called on the worker thread.
+  std::function<std::vector<std::string>(core::WorkspaceId)> members;
   // Steers the workspace's pods onto its nodes through namespace annotations read by the
   // PodNodeSelector and PodTolerationRestriction admission plugins (where they are enabled).
   bool steer_by_namespace_annotations = true;
+  // The optional pre-check Job run on each node before it is provisioned (image empty: none).
+  PreCheckJobOptions precheck_job;
   common::Duration retry_initial = std::chrono::seconds(1);
   common::Duration retry_max = std::chrono::seconds(30);
   common::Duration eviction_deadline = std::chrono::minutes(5);
@@ -157,21 +168,32 @@ class KubernetesConnector final : public core::ClusterConnector {
         order;
     std::optional<common::Time> eviction_deadline;  // set at the first release attempt
     common::Duration backoff{0};
-    bool replacement_released = false;  // ReplaceNode: the failed node is out
+    bool replacement_released = false;             // ReplaceNode: the failed node is out
+    std::optional<common::Time> precheck_started;  // the first attempt that waited for a Job
+    std::vector<core::NodeId> post_check_failed;   // Release: reported after on_released
   };
   // Result of one attempt: done, or retry after a delay.
   struct Attempt {
     bool done = false;
-    common::Status status;  // why a retry is needed (for the log and the degraded state)
-    static Attempt Done() { return {true, {}}; }
-    static Attempt Retry(common::Status s) { return {false, std::move(s)}; }
+    common::Status status;      // why a retry is needed (for the log and the degraded state)
+    common::Duration delay{0};  // > 0: not a failure; look again after this (a running Job)
+    static Attempt Done() { return {true, {}, {}}; }
+    static Attempt Retry(common::Status s) { return {false, std::move(s), {}}; }
+    static Attempt Wait(common::Duration d) { return {false, {}, d}; }
   };
 
   void Enqueue(Task task);
   void RunWorker();
   void RunWatch();
   Attempt Try(Task& task);
-  Attempt TryProvision(const core::ProvisionOrder& order, bool report);
+  Attempt TryProvision(const core::ProvisionOrder& order, bool report, Task& task);
+  // The pre-check Job of one node (node_checks.h): nullopt while it runs; "" when it passed;
+  // else why it failed. The outcome is recorded on the node (and read back from there).
+  common::Result<std::optional<std::string>> PreCheckWithJob(const nlohmann::json& node,
+                                                             const core::ProvisionOrder& order,
+                                                             Task& task);
+  // Post-checks of a released node; the failures (empty: passed). Errors reading: passed.
+  std::vector<std::string> PostCheck(const std::string& node, core::WorkspaceId workspace);
   Attempt TryRelease(core::RequestId request, core::WorkspaceId workspace,
                      const std::vector<core::NodeId>& nodes, Task& task);
   // Pre-checks one node for `order`; an empty string when it passes, else the reason.
@@ -212,6 +234,7 @@ class KubernetesConnector final : public core::ClusterConnector {
   bool stop_ = false;                                             // GUARDED_BY(mu_)
   core::ClusterHealth health_ = core::ClusterHealth::kHealthy;    // GUARDED_BY(mu_)
   std::mutex start_stop_mu_;
+  std::unique_ptr<ListWatch> node_watch_;  // set by Start (start_stop_mu_), before the threads
   std::thread worker_;
   std::thread watcher_;
 };

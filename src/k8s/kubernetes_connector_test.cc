@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "k8s/testing/fake_kube_api_server.h"
+#include "k8s/workspace_rbac.h"
 
 namespace egs::k8s {
 namespace {
@@ -100,7 +101,8 @@ class KubernetesConnectorTest : public ::testing::Test {
   }
 
   std::unique_ptr<KubernetesConnector> MakeConnector(
-      Recorder& rec, common::Duration eviction_deadline = std::chrono::seconds(10)) {
+      Recorder& rec, common::Duration eviction_deadline = std::chrono::seconds(10),
+      const std::function<void(KubernetesConnectorOptions&)>& tweak = nullptr) {
     KubeConfig config;
     config.server = server_.url();
     config.token = "secret";
@@ -119,6 +121,7 @@ class KubernetesConnectorTest : public ::testing::Test {
     options.retry_max = 100ms;
     options.eviction_deadline = eviction_deadline;
     options.watch_timeout = 2s;
+    if (tweak) tweak(options);
     auto connector = std::make_unique<KubernetesConnector>(clock_, std::move(client).value(),
                                                            options, rec.Callbacks());
     connector->Start();
@@ -399,6 +402,172 @@ TEST_F(KubernetesConnectorTest, ReplaceNodeMovesTheWorkspace) {
   for (const char* name : {"gpu-1", "gpu-2", "gpu-3"}) {
     EXPECT_FALSE(NodeLabels(name).contains("egs.dev/request")) << name;
   }
+}
+
+// The pre-check Job: one per node, pinned and tolerating the workspace taint; a failed Job fails
+// the node's pre-check (nothing labelled), a passing one lets provisioning go on; the outcome is
+// recorded on the node and the Job removed.
+TEST_F(KubernetesConnectorTest, PreCheckJobPerNodeGatesProvisioning) {
+  Recorder rec;
+  server_.Put({{"kind", "Namespace"}, {"metadata", {{"name", "egs-system"}}}});
+  auto connector = MakeConnector(rec, 10s, [](KubernetesConnectorOptions& o) {
+    o.precheck_job.image = "registry.local/gpu-burn:1";
+    o.precheck_job.command = {"/bin/nccl-check", "--quick"};
+    o.precheck_job.poll = 20ms;
+    o.precheck_job.timeout = 30s;
+  });
+  connector->Provision(Order(50, {1, 2}));
+  ASSERT_TRUE(rec.WaitFor([&] { return server_.ListAll("Job", "egs-system").size() == 2; }));
+  std::vector<json> jobs = server_.ListAll("Job", "egs-system");
+  std::map<std::string, json> by_node;
+  for (const auto& j : jobs) by_node[j["metadata"]["annotations"]["egs.dev/node"]] = j;
+  ASSERT_EQ(by_node.size(), 2u);
+  const json& pod = by_node["gpu-1"]["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["nodeName"], "gpu-1");
+  EXPECT_EQ(pod["restartPolicy"], "Never");
+  EXPECT_EQ(pod["containers"][0]["image"], "registry.local/gpu-burn:1");
+  EXPECT_EQ(pod["containers"][0]["command"], json::parse(R"(["/bin/nccl-check","--quick"])"));
+  EXPECT_EQ(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "8");
+  EXPECT_EQ(pod["tolerations"][0]["key"], "egs.dev/workspace");
+  EXPECT_EQ(pod["tolerations"][0]["operator"], "Exists");
+  // Still running: nothing labelled, nothing reported.
+  EXPECT_FALSE(NodeLabels("gpu-1").contains("egs.dev/request"));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.provisioned.empty());
+  }
+  // The job controller's verdict on gpu-2: failed (gpu-1's Job still runs).
+  json bad = by_node["gpu-2"];
+  bad["status"] = {{"failed", 1},
+                   {"conditions",
+                    {{{"type", "Failed"},
+                      {"status", "True"},
+                      {"reason", "BackoffLimitExceeded"},
+                      {"message", "NCCL all-reduce 12 GB/s, expected 300"}}}}};
+  server_.Put(bad);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_FALSE(rec.provisioned[0].ok);
+    EXPECT_THAT(rec.provisioned[0].failed_nodes, ::testing::ElementsAre(core::NodeId(2)));
+    EXPECT_THAT(rec.provisioned[0].message, ::testing::HasSubstr("NCCL all-reduce"));
+  }
+  for (const char* name : {"gpu-1", "gpu-2"}) {
+    EXPECT_FALSE(NodeLabels(name).contains("egs.dev/request")) << name;
+    EXPECT_TRUE(NodeTaints(name).empty()) << name;
+  }
+  auto annotations = [&](const std::string& node) {
+    return server_.Get("Node", "", node)["metadata"].value("annotations", json::object());
+  };
+  const json recorded = json::parse(annotations("gpu-2")["egs.dev/precheck"].get<std::string>());
+  EXPECT_EQ(recorded["result"], "failed");
+  EXPECT_EQ(recorded["request"], "50");
+  // The failed Job is deleted once recorded, gpu-1's running one is stopped with the order.
+  EXPECT_TRUE(server_.ListAll("Job", "egs-system").empty());
+  EXPECT_FALSE(annotations("gpu-1").contains("egs.dev/precheck"));
+
+  // The scheduler's retry with a healthy node instead: Jobs on gpu-1 and gpu-3; both pass:
+  // recorded, Jobs deleted, both nodes provisioned.
+  connector->Provision(Order(50, {1, 3}));
+  ASSERT_TRUE(rec.WaitFor([&] { return server_.ListAll("Job", "egs-system").size() == 2; }));
+  for (json job : server_.ListAll("Job", "egs-system")) {
+    job["status"] = {{"succeeded", 1}};
+    server_.Put(job);
+  }
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.provisioned.size() == 2; }));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.provisioned[1].ok) << rec.provisioned[1].message;
+  }
+  EXPECT_EQ(json::parse(annotations("gpu-1")["egs.dev/precheck"].get<std::string>())["result"],
+            "passed");
+  EXPECT_TRUE(server_.ListAll("Job", "egs-system").empty());
+  EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/request"], "50");
+  EXPECT_EQ(NodeLabels("gpu-3")["egs.dev/request"], "50");
+}
+
+TEST_F(KubernetesConnectorTest, PreCheckJobThatNeverFinishesTimesOut) {
+  Recorder rec;
+  server_.Put({{"kind", "Namespace"}, {"metadata", {{"name", "egs-system"}}}});
+  auto connector = MakeConnector(rec, 10s, [](KubernetesConnectorOptions& o) {
+    o.precheck_job.image = "registry.local/gpu-burn:1";
+    o.precheck_job.poll = 20ms;
+    o.precheck_job.timeout = 200ms;
+  });
+  connector->Provision(Order(51, {1}));
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  std::lock_guard lock(rec.mu);
+  EXPECT_FALSE(rec.provisioned[0].ok);
+  EXPECT_THAT(rec.provisioned[0].message, ::testing::HasSubstr("did not finish within"));
+  EXPECT_FALSE(NodeLabels("gpu-1").contains("egs.dev/request"));
+}
+
+// Post-checks at exit: a node that comes back with fewer allocatable GPUs than it has, or with a
+// workspace pod that came back (a controller re-created it with the workspace's toleration), is
+// reported unhealthy after the release, with a Warning Event; a clean node is not.
+TEST_F(KubernetesConnectorTest, PostChecksAtExitReportFailedNodesAfterTheRelease) {
+  Recorder rec;
+  auto connector = MakeConnector(rec, 10s, [](KubernetesConnectorOptions& o) {
+    o.members = [](core::WorkspaceId) { return std::vector<std::string>{"alice"}; };
+  });
+  auto order = Order(60, {1, 2, 3});
+  connector->Provision(order);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  // The members' Role and RoleBinding came with the namespace.
+  EXPECT_FALSE(server_.Get("Role", "team-7", kWorkspaceMemberRole).is_null());
+  EXPECT_EQ(server_.Get("RoleBinding", "team-7", kWorkspaceMemberRole)["subjects"][0]["name"],
+            "egs-alice");
+  // Where egsd may not write RBAC (403), provisioning still succeeds, with a Warning Event.
+  server_.FailRequests("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/team-8", 403);
+  auto other = Order(61, {});
+  other.workspace = core::WorkspaceId(8);
+  connector->Provision(other);
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.provisioned.size() == 2; }));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.provisioned[1].ok) << rec.provisioned[1].message;
+  }
+  std::vector<std::string> reasons;
+  for (const auto& e : server_.ListAll("Event", "team-8")) reasons.push_back(e["reason"]);
+  EXPECT_THAT(reasons, ::testing::UnorderedElementsAre("MemberRbacFailed", "GpuProvisioned"));
+  server_.ClearFailures();
+  // gpu-2 loses a GPU while in use.
+  json degraded = server_.Get("Node", "", "gpu-2");
+  degraded["status"]["allocatable"]["nvidia.com/gpu"] = "7";
+  server_.Put(degraded);
+  connector->Release(ReleaseOf(order));
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.released.empty() && !rec.health.empty(); }));
+  std::lock_guard lock(rec.mu);
+  EXPECT_THAT(rec.health, ::testing::ElementsAre(
+                              std::make_pair(core::NodeId(2), core::NodeHealth::kUnhealthy)));
+  bool warned = false;
+  for (const auto& e : server_.ListAll("Event", "team-7")) {
+    if (e["reason"] == "GpuPostCheckFailed") {
+      warned = true;
+      EXPECT_EQ(e["type"], "Warning");
+      EXPECT_THAT(e["message"].get<std::string>(), ::testing::HasSubstr("gpu-2"));
+      EXPECT_THAT(e["message"].get<std::string>(),
+                  ::testing::HasSubstr("7 allocatable GPUs, 8 expected"));
+    }
+  }
+  EXPECT_TRUE(warned);
+}
+
+TEST(NodeChecksTest, PostCheckFindsLeftovers) {
+  json node = {
+      {"metadata", {{"labels", {{"egs.dev/request", "1"}, {"nvidia.com/gpu.count", "8"}}}}},
+      {"spec", {{"taints", {{{"key", "egs.dev/workspace"}, {"effect", "NoSchedule"}}}}}},
+      {"status", {{"allocatable", {{"nvidia.com/gpu", "8"}}}}}};
+  json pods = {{"items",
+                {Pod("team-7", "back", "n", 8), Pod("other", "x", "n", 8),
+                 json{{"metadata", {{"namespace", "team-7"}, {"name", "done"}}},
+                      {"status", {{"phase", "Succeeded"}}}}}}};
+  auto failures = PostCheckNode(node, pods, {"team-7"}, "nvidia.com/gpu.count", "nvidia.com/gpu");
+  EXPECT_THAT(failures, ::testing::ElementsAre("workspace pod team-7/back still on the node",
+                                               "label egs.dev/request left on the node",
+                                               "taint egs.dev/workspace left on the node"));
+  EXPECT_EQ(PreCheckJobName("12", std::string(300, 'n')).size(), 24u);
+  EXPECT_FALSE(JobOutcome(json::object()).finished);
 }
 
 }  // namespace

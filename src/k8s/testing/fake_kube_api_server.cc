@@ -28,6 +28,9 @@ constexpr ResourceInfo kResources[] = {
     {"events", "Event", "v1", true},
     {"serviceaccounts", "ServiceAccount", "v1", true},
     {"poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", true},
+    {"roles", "Role", "rbac.authorization.k8s.io/v1", true},
+    {"rolebindings", "RoleBinding", "rbac.authorization.k8s.io/v1", true},
+    {"jobs", "Job", "batch/v1", true},
     // The EGS custom resource (CRD with a status subresource).
     {"gpuprovisionrequests", "GPUProvisionRequest", "egs.dev/v1alpha1", true},
 };
@@ -354,19 +357,27 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
                        {{{"clientCIDR", "0.0.0.0/0"},
                          {"serverAddress", "127.0.0.1:" + std::to_string(port_)}}}}}};
   }
+  // Groups served with discovery (kubectl needs it); egs.dev is served without (no CRD object).
+  static const std::vector<std::string> kGroups = {"policy/v1", "rbac.authorization.k8s.io/v1",
+                                                   "batch/v1"};
   if (method == "GET" && path == "/apis") {
-    json gv = {{"groupVersion", "policy/v1"}, {"version", "v1"}};
-    return {200,
-            json{{"kind", "APIGroupList"},
-                 {"apiVersion", "v1"},
-                 {"groups", {{{"name", "policy"}, {"versions", {gv}}, {"preferredVersion", gv}}}}}};
+    json groups = json::array();
+    for (const auto& g : kGroups) {
+      json gv = {{"groupVersion", g}, {"version", "v1"}};
+      groups.push_back(
+          {{"name", g.substr(0, g.find('/'))}, {"versions", {gv}}, {"preferredVersion", gv}});
+    }
+    return {200, json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}}};
   }
-  if (method == "GET" && (path == "/api/v1" || path == "/apis/policy/v1")) {
+  const std::string group_version = path == "/api/v1" ? "v1" : path.substr(path.find('/', 1) + 1);
+  if (method == "GET" && (path == "/api/v1" || (path.starts_with("/apis/") &&
+                                                std::find(kGroups.begin(), kGroups.end(),
+                                                          group_version) != kGroups.end()))) {
     const std::vector<std::string> verbs = {"create", "delete", "get",  "list",
                                             "patch",  "update", "watch"};
     json resources = json::array();
     for (const auto& r : kResources) {
-      if (std::string(r.api_version) != (path == "/api/v1" ? "v1" : "policy/v1")) continue;
+      if (std::string(r.api_version) != group_version) continue;
       std::string singular = r.kind;
       std::transform(singular.begin(), singular.end(), singular.begin(), ::tolower);
       json entry = {{"name", r.resource},
@@ -377,7 +388,9 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
       const std::map<std::string, std::string> short_names = {
           {"nodes", "no"},  {"namespaces", "ns"},      {"pods", "po"},
           {"events", "ev"}, {"serviceaccounts", "sa"}, {"poddisruptionbudgets", "pdb"}};
-      entry["shortNames"] = {short_names.at(r.resource)};
+      if (auto it = short_names.find(r.resource); it != short_names.end()) {
+        entry["shortNames"] = {it->second};
+      }
       resources.push_back(entry);
     }
     if (path == "/api/v1") {
@@ -398,7 +411,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
     }
     return {200, json{{"kind", "APIResourceList"},
                       {"apiVersion", "v1"},
-                      {"groupVersion", path == "/api/v1" ? "v1" : "policy/v1"},
+                      {"groupVersion", group_version},
                       {"resources", resources}}};
   }
   // Resource paths: /api/v1/... or /apis/policy/v1/...
@@ -408,6 +421,8 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
     base = 2;
   } else if (segs.size() >= 3 && segs[0] == "apis" &&
              ((segs[1] == "policy" && segs[2] == "v1") ||
+              (segs[1] == "rbac.authorization.k8s.io" && segs[2] == "v1") ||
+              (segs[1] == "batch" && segs[2] == "v1") ||
               (segs[1] == "egs.dev" && segs[2] == "v1alpha1"))) {
     base = 3;
   } else {
@@ -617,6 +632,18 @@ FakeKubeApiServer::Reply FakeKubeApiServer::DeleteLocked(const Route& route) {
   }
   json object = it->second;
   RemoveLocked(route.info->kind, route.ns, route.name);
+  if (std::string(route.info->kind) == "Namespace") {
+    // The namespace controller deletes everything in it (a real server first shows the
+    // namespace Terminating, then removes its objects, then the namespace; here all at once).
+    for (const auto& r : kResources) {
+      if (!r.namespaced) continue;
+      std::vector<std::string> names;
+      for (const auto& [key, o] : objects_[r.kind]) {
+        if (key.rfind(route.name + "/", 0) == 0) names.push_back(key.substr(route.name.size() + 1));
+      }
+      for (const auto& n : names) RemoveLocked(r.kind, route.name, n);
+    }
+  }
   return {200, object};
 }
 
@@ -858,7 +885,9 @@ void FakeKubeApiServer::SetNodeReady(const std::string& name, bool ready) {
 void FakeKubeApiServer::CompactHistory() {
   std::lock_guard lock(mu_);
   history_.clear();
-  compacted_rv_ = rv_ + 1;
+  // Every resourceVersion handed out so far is now too old; a list after this returns a newer
+  // one that can be watched from (before, a relist got 410 again until the next write).
+  compacted_rv_ = ++rv_;
   ++outage_epoch_;  // A real compaction also ends the watches that fell behind.
   cv_.notify_all();
 }

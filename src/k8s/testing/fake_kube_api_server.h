@@ -2,15 +2,17 @@
 // client and connector. It implements, with Kubernetes semantics, the subset EGS uses:
 //
 // - Discovery: /version, /api, /apis, /api/v1, /apis/policy/v1 (enough for kubectl).
-// - Core v1 nodes, namespaces (cluster-scoped), pods, events, serviceaccounts (namespaced) and
-//   policy/v1 poddisruptionbudgets: get, list (labelSelector with =, ==, !=, key and !key terms;
-//   fieldSelector on metadata.name, metadata.namespace, spec.nodeName), create (409
-//   AlreadyExists), update (PUT; 409 Conflict on a stale metadata.resourceVersion), delete, and
-//   patch: application/merge-patch+json (RFC 7386) and application/strategic-merge-patch+json
-//   (maps merge; lists replace, as node spec.taints is listType=atomic, except status.conditions
-//   merged by `type`). A patch carrying metadata.resourceVersion is a precondition (409 when
-//   stale), as on a real server. Request bodies must be JSON: protobuf gets 415 (so `kubectl
-//   create namespace`, which sends protobuf, fails; `kubectl create -f` sends JSON).
+// - Core v1 nodes, namespaces (cluster-scoped), pods, events, serviceaccounts (namespaced),
+//   policy/v1 poddisruptionbudgets, rbac.authorization.k8s.io/v1 roles and rolebindings and
+//   batch/v1 jobs (stored only: no job controller runs them; tests set their status): get, list
+//   (labelSelector with =, ==, !=, key and !key terms; fieldSelector on metadata.name,
+//   metadata.namespace, spec.nodeName), create (409 AlreadyExists), update (PUT; 409 Conflict on a
+//   stale metadata.resourceVersion), delete, and patch: application/merge-patch+json (RFC 7386) and
+//   application/strategic-merge-patch+json (maps merge; lists replace, as node spec.taints is
+//   listType=atomic, except status.conditions merged by `type`). A patch carrying
+//   metadata.resourceVersion is a precondition (409 when stale), as on a real server. Request
+//   bodies must be JSON: protobuf gets 415 (so `kubectl create namespace`, which sends protobuf,
+//   fails; `kubectl create -f` sends JSON).
 // - Watch (?watch=true) with resourceVersion, timeoutSeconds and allowWatchBookmarks; a
 //   resourceVersion older than the compacted history gets an ERROR event with a 410 Status
 //   ("Expired"); resourceVersion "" or "0" starts with synthetic ADDED events.
@@ -20,6 +22,8 @@
 //   subresource: writes to the resource keep the status, writes to /status change only the
 //   status, a create drops it. (No CRD discovery document is served.)
 // - serviceaccounts/token (TokenRequest): issues a token that the server then accepts.
+// - Deleting a namespace deletes the objects in it at once (a real server shows the namespace
+//   Terminating while its namespace controller does that).
 // - Bearer authentication: when a token is configured, other requests get 401.
 //
 // Objects get metadata.uid, resourceVersion (one global counter, as etcd's revision) and
@@ -67,7 +71,8 @@ class FakeKubeApiServer {
 
   // --- Test hooks (act as a controller or kubelet would; they bump resourceVersion). ---
   // Creates or replaces an object; `kind` is "Node", "Namespace", "Pod", "Event",
-  // "ServiceAccount", "PodDisruptionBudget" or "GPUProvisionRequest".
+  // "ServiceAccount", "PodDisruptionBudget", "Role", "RoleBinding", "Job" or
+  // "GPUProvisionRequest".
   void Put(nlohmann::json object);
   void Remove(const std::string& kind, const std::string& ns, const std::string& name);
   // A copy of the object, or null.
