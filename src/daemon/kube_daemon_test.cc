@@ -18,10 +18,9 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "daemon/daemon.h"
+#include "daemon/test_daemon.h"
 #include "k8s/kube_client.h"
 #include "k8s/testing/fake_kube_api_server.h"
-#include "testing/temp_dir.h"
 
 namespace egs::daemon {
 namespace {
@@ -80,44 +79,34 @@ class KubeDaemonTest : public ::testing::Test {
     kube_.SetBookmarkInterval(50ms);
     for (const char* n : {"gpu-1", "gpu-2"}) kube_.Put(GpuNode(n));
     kube_.Put({{"kind", "Node"}, {"metadata", {{"name", "cpu-1"}}}, {"status", json::object()}});
-    std::ofstream(dir_.path() / "fleet.yaml") << kFleet;
-    std::ofstream(dir_.path() / "east.kubeconfig")
+    std::ofstream(egsd_.dir() / "east.kubeconfig")
         << "apiVersion: v1\nkind: Config\ncurrent-context: east\nclusters:\n- name: east\n  "
            "cluster: {server: \""
         << kube_.url()
         << "\"}\nusers:\n- name: egs\n  user: {token: secret}\ncontexts:\n- name: east\n  "
            "context: {cluster: east, user: egs}\n";
-    config_.listen_host = "127.0.0.1";
-    config_.listen_port = 0;
-    config_.data_dir = (dir_.path() / "data").string();
-    config_.fleet_file = (dir_.path() / "fleet.yaml").string();
-    config_.http_threads = 8;
     config_.max_watches = 2;
     config_.log_level = "warn";
     KubeClusterSettings east;
     east.name = "gpu-east";
     east.project = "research";
-    east.kubeconfig = (dir_.path() / "east.kubeconfig").string();
+    east.kubeconfig = (egsd_.dir() / "east.kubeconfig").string();
     east.shapes = {{"NVIDIA-H100-80GB-HBM3", 8, "h100x8"}};
     east.retry_initial = 20ms;
     east.retry_max = 100ms;
     east.eviction_deadline = 10s;
     config_.kubernetes.clusters = {east};
   }
-  void TearDown() override {
-    if (daemon_) daemon_->Stop();
-  }
+  void TearDown() override { egsd_.Stop(); }
 
   void StartDaemon() {
-    auto d = Daemon::Start(config_, clock_);
-    ASSERT_TRUE(d.ok()) << d.error().ToString();
-    daemon_ = std::move(*d);
-    if (daemon_->admin_token()) token_ = *daemon_->admin_token();
+    auto started = egsd_.Start();
+    ASSERT_TRUE(started.ok()) << started.ToString();
+    token_ = egsd_.admin_token();
   }
 
   httplib::Client Client() {
-    httplib::Client c("127.0.0.1", daemon_->port());
-    c.set_bearer_token_auth(token_);
+    httplib::Client c = egsd_.Client(token_);
     c.set_read_timeout(10, 0);
     return c;
   }
@@ -170,9 +159,8 @@ class KubeDaemonTest : public ::testing::Test {
   const std::string kGprs = "/apis/egs.dev/v1alpha1/namespaces/team-a/gpuprovisionrequests";
   common::RealClock clock_;
   k8s::testing::FakeKubeApiServer kube_{clock_, "secret"};
-  egs::testing::TempDir dir_;
-  DaemonConfig config_;
-  std::unique_ptr<Daemon> daemon_;
+  TestDaemon egsd_{kFleet};
+  DaemonConfig& config_ = egsd_.config();
   std::string token_;
 };
 
@@ -272,8 +260,7 @@ TEST_F(KubeDaemonTest, RestartMidProvisioningNeverActsTwice) {
            kube_.RequestCount("PATCH", "/api/v1/nodes/gpu-2") >= 2;
   }));
   EXPECT_EQ(Phase("both"), "Provisioning");
-  daemon_->Stop();
-  daemon_.reset();
+  egsd_.Stop();
   const int gpu1_patches = kube_.RequestCount("PATCH", "/api/v1/nodes/gpu-1");
   kube_.ClearFailures();
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
@@ -307,8 +294,8 @@ json Review(const std::string& ns) {
 }
 
 TEST_F(KubeDaemonTest, WebhookOverTlsSteersPodsOnlyWithAnActiveReservation) {
-  const std::string cert = (dir_.path() / "webhook.crt").string();
-  const std::string key = (dir_.path() / "webhook.key").string();
+  const std::string cert = (egsd_.dir() / "webhook.crt").string();
+  const std::string key = (egsd_.dir() / "webhook.key").string();
   const std::string openssl =
       "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "
       "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
@@ -316,8 +303,8 @@ TEST_F(KubeDaemonTest, WebhookOverTlsSteersPodsOnlyWithAnActiveReservation) {
   ASSERT_EQ(std::system(openssl.c_str()), 0);
   config_.kubernetes.webhook = {true, "127.0.0.1", 0, cert, key, true};
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
-  ASSERT_GT(daemon_->webhook_port(), 0);
-  httplib::SSLClient hook("127.0.0.1", daemon_->webhook_port());
+  ASSERT_GT(egsd_.daemon().webhook_port(), 0);
+  httplib::SSLClient hook("127.0.0.1", egsd_.daemon().webhook_port());
   hook.set_ca_cert_path(cert.c_str());
   hook.enable_server_certificate_verification(true);
   auto review = [&](const std::string& ns) {
