@@ -63,7 +63,13 @@ core::RequestSpec RegularSpec(common::Rng& rng) {
 World& TheWorld() {
   static World* world = [] {
     auto* w = new World();  // NOLINT: intentionally leaked, shared by every benchmark
-    w->sched = std::make_unique<scheduler::Scheduler>(w->clock, w->connector);
+    // The decision log is bounded (SchedulerOptions::max_decisions, 50,000 by default) and halves
+    // itself when full. The 60,000 submits below would halve it in the middle of the measured
+    // window and credit the freed entries to the queued requests; a bound above the number of
+    // decisions made here keeps every entry counted.
+    scheduler::SchedulerOptions options;
+    options.max_decisions = 1'000'000;
+    w->sched = std::make_unique<scheduler::Scheduler>(w->clock, w->connector, options);
     auto& s = *w->sched;
     std::uint32_t node_id = 1;
     for (int c = 1; c <= kClusters; ++c) {
