@@ -27,6 +27,7 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
+using k8s::testing::GpuNode;
 
 constexpr char kFleet[] = R"(
 projects:
@@ -43,20 +44,6 @@ workspaces:
 simulation:
   seed: 7
 )";
-
-json GpuNode(const std::string& name) {
-  return {{"kind", "Node"},
-          {"metadata",
-           {{"name", name},
-            {"labels",
-             {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
-              {"nvidia.com/gpu.count", "8"},
-              {"nvidia.com/gpu.memory", "81559"}}}}},
-          {"spec", json::object()},
-          {"status",
-           {{"allocatable", {{"nvidia.com/gpu", "8"}}},
-            {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-}
 
 json Pod(const std::string& ns, const std::string& name, const std::string& node) {
   return {{"kind", "Pod"},

@@ -13,24 +13,11 @@ namespace {
 
 using nlohmann::json;
 using testing::FakeKubeApiServer;
+using testing::GpuNode;
 using namespace std::chrono_literals;
 
 constexpr core::ShapeId kH100{1};
 constexpr core::WorkspaceId kWs{7};
-
-json GpuNode(const std::string& name, bool ready = true) {
-  return {{"kind", "Node"},
-          {"metadata",
-           {{"name", name},
-            {"labels",
-             {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
-              {"nvidia.com/gpu.count", "8"},
-              {"nvidia.com/gpu.memory", "81559"}}}}},
-          {"spec", json::object()},
-          {"status",
-           {{"allocatable", {{"nvidia.com/gpu", "8"}, {"cpu", "96"}}},
-            {"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "False"}}}}}}};
-}
 
 json Pod(const std::string& ns, const std::string& name, const std::string& node, int gpus,
          json labels = json::object()) {

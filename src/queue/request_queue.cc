@@ -361,13 +361,7 @@ std::size_t RequestQueue::PositionOf(const QueueKey& key) const {
   return impl_->tree.order_of_key(TreeKey{probe, RequestId(0)});
 }
 
-void RequestQueue::ForEach(const std::function<bool(RequestId)>& fn) const {
-  for (const TreeKey& element : impl_->tree) {
-    if (!fn(element.id)) {
-      return;
-    }
-  }
-}
+void RequestQueue::ForEach(const std::function<bool(RequestId)>& fn) const { ForEachFrom(0, fn); }
 
 void RequestQueue::ForEachFrom(std::size_t from, const std::function<bool(RequestId)>& fn) const {
   for (auto it = impl_->tree.find_by_order(from); it != impl_->tree.end(); ++it) {

@@ -9,6 +9,20 @@
 #include "common/time.h"
 
 namespace egs::k8s::testing {
+
+nlohmann::json GpuNode(const std::string& name) {
+  return {{"kind", "Node"},
+          {"metadata",
+           {{"name", name},
+            {"labels",
+             {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+              {"nvidia.com/gpu.count", "8"},
+              {"nvidia.com/gpu.memory", "81559"}}}}},
+          {"spec", nlohmann::json::object()},
+          {"status",
+           {{"allocatable", {{"nvidia.com/gpu", "8"}, {"cpu", "96"}}},
+            {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
 namespace {
 
 using nlohmann::json;

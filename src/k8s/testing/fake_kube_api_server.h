@@ -53,6 +53,10 @@ class Server;
 
 namespace egs::k8s::testing {
 
+// A GPU node as GPU feature discovery labels it: 8 x NVIDIA-H100-80GB-HBM3, allocatable
+// nvidia.com/gpu 8 and cpu 96, Ready. For Put().
+nlohmann::json GpuNode(const std::string& name);
+
 class FakeKubeApiServer {
  public:
   // `clock` (must outlive the server) stamps objects and times watches and bookmarks.
