@@ -236,6 +236,39 @@ void BM_CreateCycle(benchmark::State& state) {
 }
 BENCHMARK(BM_CreateCycle)->Iterations(50)->Unit(benchmark::kMicrosecond);
 
+// The same with the regular mix's priorities (0-500), so that a create lands inside the queue
+// and the requests behind it are planned again; Arg(1) keeps the plans that cannot change
+// (SchedulerOptions::reuse_plans, egsd's setting), Arg(0) places every request behind it again.
+void BM_CreateCycleRandomPriority(benchmark::State& state) {
+  World& w = TheWorld();
+  w.sched->SetReusePlansForTest(state.range(0) != 0);
+  common::Rng rng(11);
+  const std::size_t kept_before = w.sched->kept_plan_count();
+  std::size_t replanned = 0;
+  for (auto _ : state) {
+    core::RequestSpec spec = RegularSpec(rng);
+    auto id = w.sched->Submit(spec);
+    EGS_CHECK(id.ok());
+    replanned += w.sched->queue().size() - *w.sched->queue().Position(*id);
+    w.sched->RunCycle(w.clock.Now());
+    state.PauseTiming();
+    EGS_CHECK(w.sched->Cancel(*id).ok());
+    w.sched->RunCycle(w.clock.Now());
+    w.sched->TakeEvents();
+    state.ResumeTiming();
+  }
+  w.sched->SetReusePlansForTest(true);
+  state.counters["requests_behind"] =
+      static_cast<double>(replanned) / static_cast<double>(state.iterations());
+  state.counters["kept_share"] = static_cast<double>(w.sched->kept_plan_count() - kept_before) /
+                                 static_cast<double>(2 * replanned);
+}
+BENCHMARK(BM_CreateCycleRandomPriority)
+    ->Arg(0)
+    ->Arg(1)
+    ->Iterations(30)
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace egs
 

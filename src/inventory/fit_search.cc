@@ -155,9 +155,14 @@ class SingleNodeSearch : public PoolQuery {
     if (bounds_ != nullptr) {
       const std::size_t first = MostPromising();
       if (!Bounded(first)) Consider(first);
-      for (std::size_t i = 0; i < size(); ++i) {
-        if (i == first) continue;
-        if (!Bounded(i)) Consider(i);
+      for (std::size_t b = 0; b < bounds_->block_min.size(); ++b) {
+        if (SkipsBlock(b)) continue;
+        const std::size_t end = std::min(size(), (b + 1) * FitBounds::kBlock);
+        for (std::size_t i = b * FitBounds::kBlock; i < end; ++i) {
+          if (i == first) continue;
+          if (!Bounded(i)) Consider(i);
+        }
+        Summarize(b);
       }
     } else {
       for (std::size_t i = 0; i < size(); ++i) {
@@ -169,14 +174,46 @@ class SingleNodeSearch : public PoolQuery {
     return Fit{best_start_, {Id(best_->slot)}};
   }
 
+  // After Run: the chosen node and its tie-breaking values, as Consider compared them.
+  std::optional<NodeFit> Chosen() const {
+    if (!best_) return std::nullopt;
+    return NodeFit{Id(best_->slot), best_start_, best_->free, *best_->previous_end};
+  }
+
  private:
-  // The node with the lowest bound among those whose bound is exact from q.not_before (else
-  // the first node): read first, it usually sets a best start that rules out most others.
+  // Whether every node of block b would be skipped (see FitBounds): its bounds hold from
+  // q.not_before and none is at or before the best start so far.
+  bool SkipsBlock(std::size_t b) const {
+    return bounds_->block_max_since[b] <= q_.not_before && bounds_->block_min[b] > best_start_;
+  }
+
+  // Makes block b's summary exact after its nodes were read.
+  void Summarize(std::size_t b) {
+    const std::size_t begin = b * FitBounds::kBlock;
+    const std::size_t end = std::min(size(), begin + FitBounds::kBlock);
+    Time lowest = kNever;
+    Time latest = common::kInfinitePast;
+    for (std::size_t i = begin; i < end; ++i) {
+      lowest = std::min(lowest, bounds_->bound[i]);
+      latest = std::max(latest, bounds_->since[i]);
+    }
+    bounds_->block_min[b] = lowest;
+    bounds_->block_max_since[b] = latest;
+  }
+
+  // In the block with the lowest bound, the node with the lowest bound among those whose bound
+  // is exact from q.not_before (else the block's first node): read first, it usually sets a
+  // best start that rules out most others.
   std::size_t MostPromising() const {
     const Time t = q_.not_before;
-    std::size_t best = 0;
+    const auto blocks = bounds_->block_min;
+    const std::size_t block =
+        static_cast<std::size_t>(std::min_element(blocks.begin(), blocks.end()) - blocks.begin());
+    const std::size_t begin = block * FitBounds::kBlock;
+    const std::size_t end = std::min(size(), begin + FitBounds::kBlock);
+    std::size_t best = begin;
     Time lowest = kNever;
-    for (std::size_t i = 0; i < size(); ++i) {
+    for (std::size_t i = begin; i < end; ++i) {
       if (bounds_->since[i] != t || bounds_->fresh[i] == 0) continue;
       const Time b = std::max(bounds_->bound[i], t);
       if (b < lowest) {
@@ -201,11 +238,8 @@ class SingleNodeSearch : public PoolQuery {
       bounds_->free_at[slot] = t;
     }
     const int free = bounds_->free[slot];
-    if (free < q_.gpus || free > best_->free) return false;
-    if (free < best_->free) return true;
-    const Time previous_end = bounds_->previous_end[slot];
-    if (previous_end != *best_->previous_end) return previous_end > *best_->previous_end;
-    return Id(slot) < Id(best_->slot);
+    if (free < q_.gpus) return false;
+    return PreferredAtSameStart({Id(slot), t, free, bounds_->previous_end[slot]}, *Chosen());
   }
 
   // Whether the node's lower bound shows that it cannot start by the best start so far (then it
@@ -233,6 +267,10 @@ class SingleNodeSearch : public PoolQuery {
     fresh = 1;
     bound = lower;
     since = t;
+    Time& block_min = bounds_->block_min[slot / FitBounds::kBlock];
+    Time& block_max_since = bounds_->block_max_since[slot / FitBounds::kBlock];
+    block_min = std::min(block_min, bound);
+    block_max_since = std::max(block_max_since, since);
     return bound > best_start_;
   }
 
@@ -256,12 +294,9 @@ class SingleNodeSearch : public PoolQuery {
       return PreviousEndAt(slot, view, start, where);
     };
     if (best_ && start == best_start_) {
-      if (c.free > best_->free) return;
-      if (c.free == best_->free) {
-        c.previous_end = previous_end();
-        if (*c.previous_end < *best_->previous_end) return;
-        if (*c.previous_end == *best_->previous_end && Id(slot) > Id(best_->slot)) return;
-      }
+      if (c.free > best_->free) return;  // loses whatever its previous end
+      c.previous_end = previous_end();
+      if (!PreferredAtSameStart({Id(slot), start, c.free, *c.previous_end}, *Chosen())) return;
     }
     if (!c.previous_end) c.previous_end = previous_end();
     best_start_ = start;
@@ -393,6 +428,23 @@ class GangSearch : public PoolQuery {
 };
 
 }  // namespace
+
+std::optional<NodeFit> SearchOneNode(const NodeTimeline& node, core::NodeId id, const FitQuery& q,
+                                     bool ignored) {
+  if (q.gpus < 1 || q.gpus > node.capacity() || q.length <= core::Duration(0) ||
+      q.not_before >= kNever || q.not_before > q.latest_start) {
+    return std::nullopt;
+  }
+  thread_local Scratch scratch;
+  const std::uint32_t slot = 0;
+  scratch.Reset(
+      1, ignored ? std::span<const std::uint32_t>(&slot, 1) : std::span<const std::uint32_t>());
+  FitQuery one = q;
+  one.nodes = 1;
+  SingleNodeSearch search({{&node, 1}, {&id, 1}}, one, scratch, nullptr);
+  search.Run();
+  return search.Chosen();
+}
 
 std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
                                      std::span<const std::uint32_t> ignored_slots,

@@ -49,11 +49,24 @@ struct PoolNodes {
 // (FreeGpusAt) and previous_end[i] the latest booking end at or before the start of the
 // profile step in force then; the owner sets free_at[i] to kInfiniteFuture when a change to the
 // node starts at or before free_at[i].
+//
+// Per block of kBlock consecutive nodes, block_min[b] <= bound[i] and block_max_since[b] >=
+// since[i] for every node i of the block, so that a search skips a block whose nodes it would
+// all skip without reading them. The owner keeps them conservative as bounds change (a lower
+// bound lowers block_min, a later since raises block_max_since); a search that reads a whole
+// block makes them exact again.
 struct FitBounds {
+  static constexpr std::size_t kBlock = 64;
+  static constexpr std::size_t BlockCount(std::size_t nodes) {
+    return (nodes + kBlock - 1) / kBlock;
+  }
+
   core::Duration class_length{0};
   std::span<core::Time> bound;
   std::span<core::Time> since;
   std::span<std::uint8_t> fresh;
+  std::span<core::Time> block_min;
+  std::span<core::Time> block_max_since;
   std::span<core::Time> free_at;
   std::span<std::int16_t> free;
   std::span<core::Time> previous_end;
@@ -63,6 +76,11 @@ struct FitBounds {
 // holding a booking of q.ignore_request (any order). `bounds` (optional, only for a query that
 // counts every booking and ignores none) are those of the query's class in `pool`: single-node
 // searches read and refresh them, gang searches only read them.
+// Inventory::FitOnNode on one node: `ignored` says whether the node holds a booking of
+// q.ignore_request.
+std::optional<NodeFit> SearchOneNode(const NodeTimeline& node, core::NodeId id, const FitQuery& q,
+                                     bool ignored);
+
 std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
                                      std::span<const std::uint32_t> ignored_slots,
                                      const FitBounds* bounds = nullptr);

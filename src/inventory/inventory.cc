@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "common/check.h"
 #include "inventory/fit_search.h"
@@ -194,10 +195,12 @@ class BoundsCache {
       found->bound.assign(nodes, common::kInfinitePast);
       found->since.assign(nodes, common::kInfinitePast);
       found->fresh.assign(nodes, 0);
+      found->block_min.assign(internal::FitBounds::BlockCount(nodes), common::kInfinitePast);
+      found->block_max_since.assign(internal::FitBounds::BlockCount(nodes), common::kInfinitePast);
     }
     found->last_used = ++uses_;
-    view_ = {class_length, found->bound, found->since,   found->fresh,
-             pb.free_at,   pb.free,      pb.previous_end};
+    view_ = {class_length,           found->bound, found->since, found->fresh,   found->block_min,
+             found->block_max_since, pb.free_at,   pb.free,      pb.previous_end};
     return &view_;
   }
 
@@ -215,6 +218,8 @@ class BoundsCache {
       bound = after <= common::kInfinitePast ? common::kInfinitePast
                                              : std::min(bound, after + core::Duration(1));
       c.fresh[slot] = 0;
+      Time& block_min = c.block_min[slot / internal::FitBounds::kBlock];
+      block_min = std::min(block_min, bound);
     }
     if (slot < pb.free_at.size() && window.start <= pb.free_at[slot]) {
       pb.free_at[slot] = common::kInfiniteFuture;
@@ -243,6 +248,10 @@ class BoundsCache {
       c.bound.push_back(common::kInfinitePast);
       c.since.push_back(common::kInfinitePast);
       c.fresh.push_back(0);
+      // The new node's bound says nothing yet: its block must be read.
+      c.block_min.resize(internal::FitBounds::BlockCount(c.bound.size()), common::kInfinitePast);
+      c.block_max_since.resize(c.block_min.size(), common::kInfinitePast);
+      c.block_min.back() = common::kInfinitePast;
     }
     pb.free_at.push_back(common::kInfiniteFuture);
     pb.free.push_back(0);
@@ -256,7 +265,8 @@ class BoundsCache {
       bytes += pb.classes.capacity() * sizeof(Class);
       for (const Class& c : pb.classes) {
         bytes += c.bound.capacity() * sizeof(Time) + c.since.capacity() * sizeof(Time) +
-                 c.fresh.capacity();
+                 c.fresh.capacity() + c.block_min.capacity() * sizeof(Time) +
+                 c.block_max_since.capacity() * sizeof(Time);
       }
       bytes += pb.free_at.capacity() * sizeof(Time) + pb.free.capacity() * sizeof(std::int16_t) +
                pb.previous_end.capacity() * sizeof(Time);
@@ -270,9 +280,11 @@ class BoundsCache {
     int gpus = 0;
     core::Duration length{0};
     std::uint64_t last_used = 0;
-    std::vector<Time> bound;          // per slot
-    std::vector<Time> since;          // per slot
-    std::vector<std::uint8_t> fresh;  // per slot
+    std::vector<Time> bound;            // per slot
+    std::vector<Time> since;            // per slot
+    std::vector<std::uint8_t> fresh;    // per slot
+    std::vector<Time> block_min;        // per block of FitBounds::kBlock slots
+    std::vector<Time> block_max_since;  // per block
   };
   struct PoolBounds {
     std::vector<Class> classes;
@@ -295,6 +307,38 @@ class BoundsCache {
   std::uint64_t uses_ = 0;
   std::vector<PoolBounds> pools_;
   internal::FitBounds view_;
+};
+
+// The change log of Inventory::LogChanges. Not copied: a copy starts with the log off.
+class ChangeJournal {
+ public:
+  ChangeJournal() = default;
+  ChangeJournal(const ChangeJournal&) {}
+  ChangeJournal& operator=(const ChangeJournal&) {
+    on_ = false;
+    log_ = {};
+    return *this;
+  }
+
+  void set_on(bool on) { on_ = on; }
+  void Add(NodeId node, std::uint32_t pool, Interval window, core::WorkspaceId workspace) {
+    if (!on_ || !log_.complete) return;
+    if (log_.changes.size() >= Inventory::kMaxLoggedChanges) {
+      MarkIncomplete();
+      return;
+    }
+    log_.changes.push_back({node, core::PoolId(pool), window, workspace});
+  }
+  void MarkIncomplete() {
+    if (!on_) return;
+    log_.complete = false;
+    log_.changes = {};
+  }
+  ChangeLog Take() { return std::exchange(log_, {}); }
+
+ private:
+  bool on_ = false;
+  ChangeLog log_;
 };
 
 const std::vector<Booking> kNoBookings;
@@ -332,6 +376,7 @@ struct Inventory::Impl {
   // Sorted node ids of every owner; each of those nodes holds exactly one booking of it.
   OwnerIndex owners;
   mutable BoundsCache bounds;
+  ChangeJournal journal;
   bool reads_only = false;  // made by CopyForReading: no owner index
 
   // Aborts on a reading copy (see CopyForReading).
@@ -347,18 +392,21 @@ struct Inventory::Impl {
     const NodeLocation* at = Locate(id);
     return at ? &states[at->pool].MutableTimelines()[at->slot] : nullptr;
   }
-  // For a change that frees `window` of the node (see BoundsCache).
-  NodeTimeline* Loosen(NodeId id, Interval window) {
+  // For a change that frees `window` of the node (see BoundsCache), made by a booking of
+  // `workspace` (0: availability).
+  NodeTimeline* Loosen(NodeId id, Interval window, core::WorkspaceId workspace = {}) {
     const NodeLocation* at = Locate(id);
     if (!at) return nullptr;
     bounds.Loosen(at->pool, at->slot, window);
+    journal.Add(id, at->pool, window, workspace);
     return &states[at->pool].MutableTimelines()[at->slot];
   }
   // For a change that only adds use of the node over `window`.
-  NodeTimeline* Tighten(NodeId id, Interval window) {
+  NodeTimeline* Tighten(NodeId id, Interval window, core::WorkspaceId workspace = {}) {
     const NodeLocation* at = Locate(id);
     if (!at) return nullptr;
     bounds.Tighten(at->pool, at->slot, window);
+    journal.Add(id, at->pool, window, workspace);
     return &states[at->pool].MutableTimelines()[at->slot];
   }
   const core::Node* Info(NodeId id) const {
@@ -428,6 +476,7 @@ common::Result<core::PoolId> Inventory::AddNode(const core::Node& node,
   state.MutableTimelines().emplace_back(shape.gpus_per_node);
   state.nodes.push_back(std::make_shared<const core::Node>(node));
   impl_->bounds.NodeAdded(pool);
+  impl_->journal.Add(node.id, pool, {common::kInfinitePast, common::kInfiniteFuture}, {});
   return p.id;
 }
 
@@ -475,6 +524,28 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
   return internal::SearchEarliestFit({state.timelines(), pool->nodes}, q, ignored, bounds);
 }
 
+bool PreferredAtSameStart(const NodeFit& a, const NodeFit& b) {
+  if (a.free != b.free) return a.free < b.free;
+  if (a.previous_end != b.previous_end) return a.previous_end > b.previous_end;
+  return a.node < b.node;
+}
+
+std::optional<NodeFit> Inventory::FitOnNode(NodeId id, const FitQuery& q) const {
+  const NodeTimeline* node = impl_->Timeline(id);
+  if (!node) return std::nullopt;
+  bool ignored = false;
+  if (q.ignore_request) {
+    impl_->NeedOwners();
+    ignored = node->Find({BookingKind::kPlan, *q.ignore_request}) != nullptr ||
+              node->Find({BookingKind::kReservation, *q.ignore_request}) != nullptr;
+  }
+  return internal::SearchOneNode(*node, id, q, ignored);
+}
+
+void Inventory::LogChanges(bool on) { impl_->journal.set_on(on); }
+
+ChangeLog Inventory::TakeChanges() { return impl_->journal.Take(); }
+
 common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& booking) {
   impl_->NeedOwners();
   if (impl_->owners.Contains(booking.owner)) {
@@ -497,7 +568,7 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
       return BlockedError(id, *node, demand, *t);
     }
   }
-  for (NodeId id : sorted) impl_->Tighten(id, booking.window)->Add(booking);
+  for (NodeId id : sorted) impl_->Tighten(id, booking.window, booking.workspace)->Add(booking);
   impl_->owners.Insert(booking.owner, std::move(sorted));
   return common::OkStatus();
 }
@@ -515,9 +586,11 @@ void Inventory::UnbookAll(std::span<const Owner> owners) {
   for (const Owner& owner : sorted) {
     const std::span<const NodeId> nodes = impl_->owners.Find(owner);
     if (nodes.empty()) continue;
-    const Interval window = impl_->FirstBooking(owner, nodes).window;
+    const Booking& first = impl_->FirstBooking(owner, nodes);
+    const Interval window = first.window;
+    const core::WorkspaceId workspace = first.workspace;
     for (NodeId id : nodes) {
-      impl_->Loosen(id, window);
+      impl_->Loosen(id, window, workspace);
       touched.emplace_back(id, owner);
     }
   }
@@ -538,7 +611,9 @@ common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
   if (nodes.empty()) {
     return common::NotFoundError(fmt::format("{} has no bookings", OwnerName(owner)));
   }
-  const Interval window = impl_->FirstBooking(owner, nodes).window;
+  const Booking& first = impl_->FirstBooking(owner, nodes);
+  const Interval window = first.window;
+  const core::WorkspaceId workspace = first.workspace;
   if (new_end > window.end) {
     return common::InvalidArgumentError(
         fmt::format("new_end: {} is after the current end {}; use Extend",
@@ -548,7 +623,9 @@ common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
     Unbook(owner);
     return common::OkStatus();
   }
-  for (NodeId id : nodes) impl_->Loosen(id, {new_end, window.end})->SetEnd(owner, new_end);
+  for (NodeId id : nodes) {
+    impl_->Loosen(id, {new_end, window.end}, workspace)->SetEnd(owner, new_end);
+  }
   return common::OkStatus();
 }
 
@@ -575,7 +652,8 @@ common::Status Inventory::Extend(const Owner& owner, Time new_end) {
       return BlockedError(id, node, demand, *t);
     }
   }
-  for (NodeId id : nodes) impl_->Tighten(id, added)->SetEnd(owner, new_end);
+  const core::WorkspaceId workspace = mine.workspace;
+  for (NodeId id : nodes) impl_->Tighten(id, added, workspace)->SetEnd(owner, new_end);
   return common::OkStatus();
 }
 
@@ -601,6 +679,7 @@ common::Status Inventory::Promote(core::RequestId request) {
 void Inventory::ClearPlans() {
   impl_->NeedOwners();
   impl_->bounds.InvalidateAll();
+  impl_->journal.MarkIncomplete();
   for (PoolState& state : impl_->states) {
     for (NodeTimeline& node : state.MutableTimelines()) node.RemovePlans();
   }

@@ -76,6 +76,35 @@ struct Fit {
   std::vector<core::NodeId> nodes;  // exactly FitQuery::nodes entries, sorted by id
 };
 
+// One node's answer to a one-node query (Inventory::FitOnNode): its earliest start, and what
+// decides between nodes that fit at the same start (PreferredAtSameStart).
+struct NodeFit {
+  core::NodeId node;
+  core::Time start;
+  int free = 0;             // GPUs free at `start`, counting what the query counts
+  core::Time previous_end;  // the latest counted booking end at or before `start`
+};
+
+// Whether a single-node search picks `a` over `b` when both fit at the same start: the fuller
+// node (best fit), then the one whose previous booking ended later, then the lower id.
+bool PreferredAtSameStart(const NodeFit& a, const NodeFit& b);
+
+// A change to what a node offers over a window: a booking added, removed, shortened or
+// lengthened, or availability changed (Inventory::TakeChanges).
+struct Change {
+  core::NodeId node;
+  core::PoolId pool;
+  core::Interval window;
+  core::WorkspaceId workspace;  // the booking's; 0 for availability changes
+};
+
+struct ChangeLog {
+  std::vector<Change> changes;
+  // False when changes were left out (more than Inventory::kMaxLoggedChanges, or ClearPlans):
+  // a reader must then assume that anything may have changed.
+  bool complete = true;
+};
+
 struct Pool {
   core::PoolId id;
   core::ClusterId cluster;
@@ -150,6 +179,18 @@ class Inventory {
   std::vector<core::NodeId> NodesOf(const Owner& owner) const;
   // GPUs of `node` not booked at instant `t` (0 if unavailable at t).
   int FreeGpusAt(core::NodeId node, core::Time t) const;
+
+  // What EarliestFit would find on `node` alone for `query` (query.nodes is taken as 1): the
+  // node's earliest start and its tie-breaking values there. nullopt when the node is unknown or
+  // the query cannot fit there by query.latest_start.
+  std::optional<NodeFit> FitOnNode(core::NodeId node, const FitQuery& query) const;
+
+  // The change log (off until LogChanges(true)): while on, every change to a node's bookings or
+  // availability is appended, and TakeChanges returns and clears what was logged. A promotion
+  // (Promote) is not a change: the node holds the same booking. Copies start with the log off.
+  static constexpr std::size_t kMaxLoggedChanges = 4096;
+  void LogChanges(bool on);
+  ChangeLog TakeChanges();
 
   // OK, or Internal describing the first violation of the class invariant.
   common::Status CheckInvariants() const;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "scheduler/pool_choice.h"
 #include "scheduler/scheduler.h"
 
 namespace egs::scheduler {
@@ -33,7 +34,8 @@ struct PoolInputs {
 QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec,
                              const inventory::Pool& pool, const core::GpuShape& shape, Time now,
                              Time not_before_in, std::int32_t max_rank,
-                             std::optional<core::RequestId> ignore, Time latest_start) {
+                             std::optional<core::RequestId> ignore, Time latest_start,
+                             std::int32_t load_rank) {
   QuoteOption opt;
   opt.shape = shape.id;
   opt.cluster = pool.cluster;
@@ -49,17 +51,7 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
   WorkspaceLoad::Limits limits{ws.policy.max_active_requests,
                                spec.quota_exempt ? std::nullopt : ws.policy.gpu_quota};
   const int total_gpus = gpus * spec.nodes;
-  Time not_before = now + shape.provisioning_lead_time;
-  WaitCause cause =
-      shape.provisioning_lead_time > core::Duration(0) ? WaitCause::kLeadTime : WaitCause::kNone;
-  if (not_before_in > not_before) {
-    not_before = not_before_in;
-    cause = WaitCause::kCapacity;  // the backfill policy holds it behind the request ahead
-  }
-  if (spec.earliest_start && *spec.earliest_start > not_before) {
-    not_before = *spec.earliest_start;
-    cause = WaitCause::kEarliestStart;
-  }
+  auto [not_before, cause] = internal::EarliestAllowed(spec, shape, now, not_before_in);
   inventory::FitQuery q;
   q.nodes = spec.nodes;
   q.gpus = gpus;
@@ -88,7 +80,7 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
     }
     if (fit->start > t) cause = WaitCause::kCapacity;
     auto ws_start =
-        load.EarliestStart(fit->start, spec.duration, total_gpus, limits, max_rank, ignore);
+        load.EarliestStart(fit->start, spec.duration, total_gpus, limits, load_rank, ignore);
     if (!ws_start) {
       opt.cause = WaitCause::kUnplaceable;
       opt.reason = fmt::format("{} GPUs exceed the GPU quota of workspace {} ({})", total_gpus,
@@ -103,7 +95,7 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
     // The workspace rules moved it: find which one for the explanation.
     WorkspaceLoad::Limits count_only{limits.max_active, std::nullopt};
     auto by_count =
-        load.EarliestStart(fit->start, spec.duration, total_gpus, count_only, max_rank, ignore);
+        load.EarliestStart(fit->start, spec.duration, total_gpus, count_only, load_rank, ignore);
     cause = (by_count && *by_count == *ws_start) ? WaitCause::kMaxActive : WaitCause::kQuota;
     t = *ws_start;
   }
@@ -121,26 +113,19 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
 // before it; a pool that cannot beat it comes back without a start.
 std::vector<QuoteOption> EvaluateAllPools(const PoolInputs& in, const core::RequestSpec& spec,
                                           Time now, Time not_before, std::int32_t max_rank,
-                                          std::optional<core::RequestId> ignore, bool bounded) {
+                                          std::optional<core::RequestId> ignore, bool bounded,
+                                          std::int32_t load_rank) {
   std::vector<QuoteOption> out;
   Time best = common::kInfiniteFuture;
-  const core::WorkspacePolicy& policy = in.workspaces.at(spec.workspace).policy;
-  for (core::ShapeId shape_id : spec.shapes) {
-    auto shape_it = in.shapes.find(shape_id);
-    if (shape_it == in.shapes.end() || !policy.AllowsShape(shape_id)) continue;
-    for (const inventory::Pool& pool : in.inventory.pools()) {
-      if (pool.shape != shape_id || !policy.AllowsCluster(pool.cluster)) continue;
-      if (!spec.clusters.empty() && std::find(spec.clusters.begin(), spec.clusters.end(),
-                                              pool.cluster) == spec.clusters.end()) {
-        continue;
-      }
-      const Time latest = bounded && best < common::kInfiniteFuture ? best - core::Duration(1)
-                                                                    : common::kInfiniteFuture;
-      out.push_back(EvaluatePoolUpTo(in, spec, pool, shape_it->second, now, not_before, max_rank,
-                                     ignore, latest));
-      if (out.back().start) best = std::min(best, *out.back().start);
-    }
-  }
+  internal::ForEachAcceptablePool(
+      spec, in.workspaces.at(spec.workspace).policy, in.shapes, in.inventory,
+      [&](const inventory::Pool& pool, const core::GpuShape& shape, std::uint64_t) {
+        const Time latest = bounded && best < common::kInfiniteFuture ? best - core::Duration(1)
+                                                                      : common::kInfiniteFuture;
+        out.push_back(EvaluatePoolUpTo(in, spec, pool, shape, now, not_before, max_rank, ignore,
+                                       latest, load_rank));
+        if (out.back().start) best = std::min(best, *out.back().start);
+      });
   return out;
 }
 
@@ -151,7 +136,7 @@ QuoteOption Scheduler::EvaluatePool(const PlanView& view, const core::RequestSpe
                                     Time now, Time not_before, std::int32_t max_rank,
                                     std::optional<core::RequestId> ignore) const {
   return EvaluatePoolUpTo({view.inventory, view.loads, workspaces_, shapes_}, spec, pool, shape,
-                          now, not_before, max_rank, ignore, common::kInfiniteFuture);
+                          now, not_before, max_rank, ignore, common::kInfiniteFuture, max_rank);
 }
 
 std::vector<QuoteOption> Scheduler::EvaluateOptions(const PlanView& view,
@@ -159,18 +144,19 @@ std::vector<QuoteOption> Scheduler::EvaluateOptions(const PlanView& view,
                                                     Time not_before, std::int32_t max_rank,
                                                     std::optional<core::RequestId> ignore) const {
   return EvaluateAllPools({view.inventory, view.loads, workspaces_, shapes_}, spec, now, not_before,
-                          max_rank, ignore, /*bounded=*/false);
+                          max_rank, ignore, /*bounded=*/false, max_rank);
 }
 
 Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestSpec& spec, Time now,
                                       Time not_before, std::int32_t max_rank,
-                                      std::optional<core::RequestId> ignore) const {
+                                      std::optional<core::RequestId> ignore,
+                                      std::optional<std::int32_t> load_rank) const {
   Placement result;
   // Only the earliest option is used (the first of equal ones), so each pool after the first
   // needs to be searched only for starts strictly before the best so far.
   std::vector<QuoteOption> options =
       EvaluateAllPools({view.inventory, view.loads, workspaces_, shapes_}, spec, now, not_before,
-                       max_rank, ignore, /*bounded=*/true);
+                       max_rank, ignore, /*bounded=*/true, load_rank.value_or(max_rank));
   const QuoteOption* best = nullptr;
   for (const QuoteOption& o : options) {
     if (o.start && (!best || *o.start < *best->start)) best = &o;
@@ -209,11 +195,11 @@ BackfillPolicy::Walk Scheduler::WalkBefore(std::size_t position, Time now) const
   return walk;
 }
 
-void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now,
-                         BackfillPolicy::Walk& walk) {
+void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now, BackfillPolicy::Walk& walk,
+                         std::int32_t load_rank) {
   r.rank = rank;
-  Placement p =
-      Place(live(), r.spec, now, backfill_->NotBefore(walk, now), INT32_MAX, std::nullopt);
+  Placement p = Place(live(), r.spec, now, backfill_->NotBefore(walk, now), INT32_MAX, std::nullopt,
+                      load_rank);
   ++placements_;
   r.wait_cause = p.cause;
   if (!p.plan) {
@@ -275,36 +261,29 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   if (!dirty_from_) return;
   std::size_t from = *dirty_from_;
   dirty_from_.reset();
-  // Ranks only grow along the queue; start fresh when a full re-plan allows it.
+  // Ranks grow along the queue, kRankStep apart after a full re-plan so that requests queued
+  // later fit between them; start again from 0 when they would run out.
   std::int32_t base = 0;
   if (from > 0) {
-    base = RankAt(from - 1) + 1;
-    if (base > (1 << 30)) {
+    base = RankAt(from - 1) + kRankStep;
+    const auto room = static_cast<std::size_t>(kMaxRank - std::min(base, kMaxRank)) / kRankStep;
+    if (room <= queue_.size() - from) {
       from = 0;
       base = 0;
     }
   }
-  // 1. Drop the plans of every request at or behind `from`.
   std::vector<core::RequestId> tail = QueueFrom(queue_, from);
-  if (from == 0) {
-    DropAllPlans();
+  // 1. Whether previous plans may be kept, from what changed since the last re-plan (this
+  //    re-plan accounts for its own bookings).
+  ReuseState reuse = BeginReuse(tail, from == 0 ? -1 : RankAt(from - 1), inventory_.TakeChanges());
+  inventory_.LogChanges(false);
+  // 2. Place the tail again in queue order; each request sees only the plans ahead of it.
+  if (reuse.on) {
+    ReplanKeeping(tail, reuse, now);
   } else {
-    UnbookPlans(tail);
+    ReplanAll(tail, from, base, now);
   }
-  // 2. Place them again in queue order; each sees only the plans ahead of it.
-  std::int32_t rank = base;
-  BackfillPolicy::Walk walk = WalkBefore(from, now);
-  std::size_t position = from;
-  for (core::RequestId id : tail) {
-    RequestRecord& r = requests_.at(id);
-    if (options_.max_planned && position++ >= options_.max_planned) {
-      r.rank = rank++;
-      r.wait_cause = WaitCause::kCapacity;
-      r.reason = "beyond the planning depth; planned when it moves up the queue";
-      continue;
-    }
-    BookPlan(r, rank++, now, walk);
-  }
+  inventory_.LogChanges(true);
   // 3. Compact the start heap when stale entries dominate it. A request re-planned to the same
   // start has two live entries, so duplicates go too (or they would keep the heap above the
   // threshold and make every re-plan compact it); sorted ascending, it is a min-heap.
@@ -317,7 +296,32 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
     stats->planned += std::min(tail.size(), options_.max_planned ? options_.max_planned : SIZE_MAX);
     stats->replanned = true;
   }
+  reuse_blocked_ = false;
   changed_since_publish_ = true;
+}
+
+void Scheduler::ReplanAll(std::span<const core::RequestId> tail, std::size_t from,
+                          std::int32_t base, Time now) {
+  if (from == 0) {
+    DropAllPlans();
+  } else {
+    UnbookPlans(tail);
+  }
+  std::int32_t rank = base;
+  BackfillPolicy::Walk walk = WalkBefore(from, now);
+  std::size_t position = from;
+  for (core::RequestId id : tail) {
+    RequestRecord& r = requests_.at(id);
+    if (options_.max_planned && position++ >= options_.max_planned) {
+      r.rank = rank;
+      rank += kRankStep;
+      r.wait_cause = WaitCause::kCapacity;
+      r.reason = std::string(kBeyondDepth);
+      continue;
+    }
+    BookPlan(r, rank, now, walk, rank);
+    rank += kRankStep;
+  }
 }
 
 bool Scheduler::IsLivePlanStart(const std::pair<Time, core::RequestId>& entry) const {
@@ -338,15 +342,22 @@ void Scheduler::PushPlanStart(Time start, core::RequestId id) {
   std::push_heap(plan_starts_.begin(), plan_starts_.end(), std::greater<>());
 }
 
-void Scheduler::UnbookPlans(std::span<const core::RequestId> ids) {
+void Scheduler::UnbookPlans(std::span<const core::RequestId> ids,
+                            std::vector<std::optional<Plan>>* taken) {
   // One rebuild per node and one pass per workspace load, however many requests.
   std::vector<inventory::Owner> owners;
   std::map<core::WorkspaceId, std::vector<core::RequestId>> by_workspace;
-  for (core::RequestId id : ids) {
+  if (taken) {
+    taken->clear();
+    taken->resize(ids.size());
+  }
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    const core::RequestId id = ids[k];
     RequestRecord& r = requests_.at(id);
     if (r.plan) {
       owners.push_back({inventory::BookingKind::kPlan, id});
       by_workspace[r.spec.workspace].push_back(id);
+      if (taken) (*taken)[k] = std::move(r.plan);
       r.plan.reset();
     }
     r.rank = -1;
@@ -388,6 +399,7 @@ void Scheduler::EnsurePlanned() { Replan(clock_.Now(), nullptr); }
 
 std::size_t Scheduler::ReplanFromForTest(std::size_t position) {
   dirty_from_ = position;
+  reuse_blocked_ = true;
   CycleStats stats;
   Replan(clock_.Now(), &stats);
   return stats.planned;

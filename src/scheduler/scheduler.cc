@@ -66,6 +66,7 @@ Scheduler::Scheduler(common::Clock& clock, core::ClusterConnector& connector,
   fair_share_.SetNow(clock.Now());
   // Only this loop searches inventory_ (snapshots hold copies, which start without bounds).
   inventory_.EnableFitBounds();
+  inventory_.LogChanges(true);  // read by each re-plan (plan_reuse.cc)
   snapshot_.store(std::make_shared<const ClusterSnapshot>());
 }
 
@@ -136,6 +137,7 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
   }
   ledger_.SetHalfLife(id, policy.fair_share_half_life, clock_.Now());
   it->second.policy = std::move(policy);
+  reuse_blocked_ = true;  // its requests' pools and rules changed: nothing in the change log
   MarkDirty(0);
   return common::OkStatus();
 }

@@ -23,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -78,6 +79,10 @@ struct SchedulerOptions {
   // Decisions kept for TakeDecisions / ExplainOrder when nobody takes them (the oldest half is
   // dropped beyond this).
   std::size_t max_decisions = 50000;
+  // A re-plan keeps a request's previous plan when nothing that changed since could give it
+  // another one (plan_reuse.cc); the plans are the same either way, only cheaper to make. Off:
+  // every re-plan places every request again.
+  bool reuse_plans = true;
 };
 
 // One row of a quote: when the request would start in this pool.
@@ -306,11 +311,16 @@ class Scheduler {
   // The latest decisions (at most SchedulerOptions::max_decisions), oldest first; ExplainOrder
   // reads them.
   const std::deque<Decision>& decisions() const { return decisions_; }
+  // Placement searches made, and re-plans that kept a previous plan instead (reuse_plans).
   std::size_t placement_count() const { return placements_; }
+  std::size_t kept_plan_count() const { return kept_plans_; }
   const quota::UsageLedger& ledger() const { return ledger_; }
-  // Re-plans the queue from `position` on, as a change there would (benchmarks; the loop
-  // re-plans incrementally on its own). Returns the number of placements made.
+  // Re-plans the queue from `position` on, placing every request again whatever changed
+  // (benchmarks of a full re-plan; the loop re-plans incrementally on its own). Returns the
+  // number of placements made.
   std::size_t ReplanFromForTest(std::size_t position);
+  // SchedulerOptions::reuse_plans, switched for an A/B benchmark on one world.
+  void SetReusePlansForTest(bool on) { options_.reuse_plans = on; }
 
  private:
   struct Placement {
@@ -379,8 +389,51 @@ class Scheduler {
   };
   PlanView live() const { return {inventory_, loads_}; }
 
+  // Plan reuse (plan_reuse.cc, docs/design/0011-plan-reuse.md). A re-plan walks the queue from
+  // the first changed position; a request whose previous plan no change since could alter keeps
+  // it instead of being placed again. `changed` holds, per pool, what the re-plan has to assume
+  // changed for the request at hand: the inventory's change log since the last re-plan, then
+  // the old and new slots of every request placed differently so far in this one.
+  struct ReuseState {
+    bool on = false;
+    std::vector<std::vector<inventory::Change>> changed;  // by pool id
+    std::vector<core::WorkspaceId> dirty_workspaces;      // whose load changed
+    std::vector<std::int32_t> ranks;                      // of the tail, in order
+    void Add(const inventory::Change& c);
+  };
+  // Whether this re-plan of `tail` (in queue order, plans still booked; the request ahead of it
+  // has rank `rank_ahead`, -1 for none) may keep plans, given the inventory's changes since the
+  // last one; and then the tail's ranks: their own, and for requests queued since, ranks
+  // between their neighbours'.
+  ReuseState BeginReuse(std::span<const core::RequestId> tail, std::int32_t rank_ahead,
+                        inventory::ChangeLog log) const;
+  // Whether placing `r` as the request of rank `rank` now would give `previous` again. The
+  // inventory may still hold plans ranked at or after `rank`; they are not counted.
+  bool PlanStillHolds(const RequestRecord& r, const Plan& previous, std::int32_t rank,
+                      core::Time now, const ReuseState& reuse) const;
+  // The wait cause of a kept plan: what EvaluatePoolUpTo gives when the workspace rules do not
+  // move the start.
+  WaitCause KeptCause(const RequestRecord& r, const Plan& plan, core::Time now) const;
+  // Books a plan that PlanStillHolds kept after a pool clear unbooked it.
+  void KeepPlan(RequestRecord& r, Plan plan, std::int32_t rank, core::Time now);
+  // After `r` was placed again (or left without a plan): its old and new slots are changes for
+  // the requests behind it.
+  void NoteReplaced(const RequestRecord& r, const std::optional<Plan>& previous,
+                    ReuseState& reuse) const;
+
   // Planning helpers (planner.cc).
+  // Ranks are kRankStep apart after a full re-plan; a request queued later takes one between
+  // its neighbours'. Past kMaxRank the next re-plan numbers the whole queue again.
+  static constexpr std::int32_t kRankStep = 1 << 12;
+  static constexpr std::int32_t kMaxRank = 1 << 30;
+  static constexpr std::string_view kBeyondDepth =
+      "beyond the planning depth; planned when it moves up the queue";
   void Replan(core::Time now, CycleStats* stats);
+  // Places every request of `tail` (the queue from `from`) again, ranks from `base`.
+  void ReplanAll(std::span<const core::RequestId> tail, std::size_t from, std::int32_t base,
+                 core::Time now);
+  // Places again only the requests of `tail` whose plans may have changed (plan_reuse.cc).
+  void ReplanKeeping(std::span<const core::RequestId> tail, ReuseState& reuse, core::Time now);
   std::vector<QuoteOption> EvaluateOptions(const PlanView& view, const core::RequestSpec& spec,
                                            core::Time now, core::Time not_before,
                                            std::int32_t max_rank,
@@ -389,10 +442,16 @@ class Scheduler {
                            const inventory::Pool& pool, const core::GpuShape& shape, core::Time now,
                            core::Time not_before, std::int32_t max_rank,
                            std::optional<core::RequestId> ignore) const;
+  // `load_rank` (default: max_rank) limits the plans the workspace load counts, when the
+  // inventory holds no plans at or after `max_rank` but the loads still do (ReplanKeeping).
   Placement Place(const PlanView& view, const core::RequestSpec& spec, core::Time now,
                   core::Time not_before, std::int32_t max_rank,
-                  std::optional<core::RequestId> ignore) const;
-  void BookPlan(RequestRecord& r, std::int32_t rank, core::Time now, BackfillPolicy::Walk& walk);
+                  std::optional<core::RequestId> ignore,
+                  std::optional<std::int32_t> load_rank = std::nullopt) const;
+  // Places `r` as the request of rank `rank` and books its plan. The inventory must hold no
+  // plan behind it in the pools it may use; its workspace load counts plans below `load_rank`.
+  void BookPlan(RequestRecord& r, std::int32_t rank, core::Time now, BackfillPolicy::Walk& walk,
+                std::int32_t load_rank);
   inventory::Booking PlanBooking(const core::RequestSpec& spec, core::RequestId id,
                                  const Plan& plan, std::int32_t rank) const;
   // Plans `order` from scratch on copies of the live inventory and loads (plans removed, then
@@ -419,7 +478,9 @@ class Scheduler {
     return options_.queue_by_priority ? spec.priority : 0;
   }
   void UnbookPlan(RequestRecord& r);
-  void UnbookPlans(std::span<const core::RequestId> ids);
+  // Unbooks the plans of `ids`; with `taken`, their plans are moved there (parallel to ids).
+  void UnbookPlans(std::span<const core::RequestId> ids,
+                   std::vector<std::optional<Plan>>* taken = nullptr);
   std::int32_t RankAt(std::size_t position) const;
 
   common::Clock& clock_;
@@ -461,6 +522,10 @@ class Scheduler {
   // Latest "all GPUs idle" verdict per (request, node) for requests holding nodes.
   std::map<std::pair<core::RequestId, core::NodeId>, bool> node_idle_;
   std::size_t placements_ = 0;
+  std::size_t kept_plans_ = 0;
+  // Set by changes the inventory's change log does not show (a workspace's policy); the next
+  // re-plan then places every request again.
+  bool reuse_blocked_ = false;
 
   std::vector<core::Event> events_;
   std::deque<Decision> decisions_;

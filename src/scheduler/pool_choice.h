@@ -1,0 +1,80 @@
+// Which pools a request may be placed in, in which order of preference, and how early it may
+// start in each: the rules the placement search (planner.cc) and plan reuse (plan_reuse.cc)
+// share, so that both read a request the same way.
+//
+// Internal to the scheduler module. Plain functions over the scheduler's maps.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "core/fleet.h"
+#include "core/request.h"
+#include "core/workspace.h"
+#include "inventory/inventory.h"
+#include "scheduler/request_record.h"
+
+namespace egs::scheduler::internal {
+
+// Whether `spec` may use a pool of `shape_id` in `cluster` (its shapes, its clusters if it names
+// any, and its workspace's policy), leaving aside whether the shape is known.
+inline bool Accepts(const core::RequestSpec& spec, const core::WorkspacePolicy& policy,
+                    core::ShapeId shape_id, core::ClusterId cluster) {
+  return policy.AllowsShape(shape_id) && policy.AllowsCluster(cluster) &&
+         (spec.clusters.empty() ||
+          std::find(spec.clusters.begin(), spec.clusters.end(), cluster) != spec.clusters.end());
+}
+
+// Calls fn(pool, shape, preference) for every pool `spec` may use, in preference order: its
+// shapes as listed, then pool order. `preference` is (index of the shape in spec.shapes, pool
+// id), which grows along that order; among options with equal starts the first one wins.
+template <typename Fn>
+void ForEachAcceptablePool(const core::RequestSpec& spec, const core::WorkspacePolicy& policy,
+                           const std::map<core::ShapeId, core::GpuShape>& shapes,
+                           const inventory::Inventory& inventory, Fn fn) {
+  for (std::size_t i = 0; i < spec.shapes.size(); ++i) {
+    const core::ShapeId shape_id = spec.shapes[i];
+    auto shape_it = shapes.find(shape_id);
+    if (shape_it == shapes.end()) continue;
+    for (const inventory::Pool& pool : inventory.pools()) {
+      if (pool.shape != shape_id || !Accepts(spec, policy, shape_id, pool.cluster)) continue;
+      fn(pool, shape_it->second, (std::uint64_t{i} << 32) | pool.id.value());
+    }
+  }
+}
+
+// The preference ForEachAcceptablePool gives `pool` (the first time it visits it); nullopt when
+// `spec` may not use it.
+inline std::optional<std::uint64_t> PreferenceOf(const core::RequestSpec& spec,
+                                                 const core::WorkspacePolicy& policy,
+                                                 const inventory::Pool& pool) {
+  auto it = std::find(spec.shapes.begin(), spec.shapes.end(), pool.shape);
+  if (it == spec.shapes.end() || !Accepts(spec, policy, pool.shape, pool.cluster)) {
+    return std::nullopt;
+  }
+  return (static_cast<std::uint64_t>(it - spec.shapes.begin()) << 32) | pool.id.value();
+}
+
+// The earliest instant `spec` may start in a pool of `shape` when planned at `now` behind
+// `not_before` (the backfill policy's), and the rule that sets it.
+inline std::pair<core::Time, WaitCause> EarliestAllowed(const core::RequestSpec& spec,
+                                                        const core::GpuShape& shape, core::Time now,
+                                                        core::Time not_before) {
+  core::Time earliest = now + shape.provisioning_lead_time;
+  WaitCause cause =
+      shape.provisioning_lead_time > core::Duration(0) ? WaitCause::kLeadTime : WaitCause::kNone;
+  if (not_before > earliest) {
+    earliest = not_before;
+    cause = WaitCause::kCapacity;  // the backfill policy holds it behind the request ahead
+  }
+  if (spec.earliest_start && *spec.earliest_start > earliest) {
+    earliest = *spec.earliest_start;
+    cause = WaitCause::kEarliestStart;
+  }
+  return {earliest, cause};
+}
+
+}  // namespace egs::scheduler::internal
