@@ -63,6 +63,9 @@ struct Node {
   std::vector<Gpu> gpus;  // size() == shape's gpus_per_node
   std::map<std::string, std::string> labels;
   NodeHealth health = NodeHealth::kHealthy;
+  // A node that does not exist until it is asked for (a slot of an autoscaled node group):
+  // obtaining it takes this long. Such nodes form pools of their own (inventory::Pool).
+  Duration provisioning_lead_time = Duration(0);
 };
 
 // InvalidArgument naming the field when the shape is unusable (gpus_per_node < 1, empty name).

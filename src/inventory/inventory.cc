@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <tuple>
 #include <utility>
 
 #include "common/check.h"
@@ -371,7 +372,7 @@ common::Status BlockedError(NodeId id, const NodeTimeline& node, const internal:
 struct Inventory::Impl {
   std::vector<Pool> pools;
   std::vector<PoolState> states;  // parallel to pools
-  std::map<std::pair<core::ClusterId, core::ShapeId>, core::PoolId> pool_index;
+  std::map<std::tuple<core::ClusterId, core::ShapeId, std::int64_t>, core::PoolId> pool_index;
   NodeIndex node_index;
   // Sorted node ids of every owner; each of those nodes holds exactly one booking of it.
   OwnerIndex owners;
@@ -458,11 +459,21 @@ common::Result<core::PoolId> Inventory::AddNode(const core::Node& node,
         fmt::format("node.gpus: node {} lists {} GPUs but shape {} has {} per node",
                     node.id.value(), node.gpus.size(), shape.name, shape.gpus_per_node));
   }
-  auto [it, inserted] = impl_->pool_index.try_emplace(
-      {node.cluster, node.shape}, core::PoolId(static_cast<std::uint32_t>(impl_->pools.size())));
+  if (node.provisioning_lead_time < core::Duration(0)) {
+    return common::InvalidArgumentError(fmt::format(
+        "node.provisioningLeadTime: node {} has a negative lead time", node.id.value()));
+  }
+  auto [it, inserted] =
+      impl_->pool_index.try_emplace({node.cluster, node.shape, node.provisioning_lead_time.count()},
+                                    core::PoolId(static_cast<std::uint32_t>(impl_->pools.size())));
   const std::uint32_t pool = it->second.value();
   if (inserted) {
-    impl_->pools.push_back({it->second, node.cluster, node.shape, shape.gpus_per_node, {}});
+    impl_->pools.push_back({it->second,
+                            node.cluster,
+                            node.shape,
+                            shape.gpus_per_node,
+                            {},
+                            node.provisioning_lead_time});
     impl_->states.emplace_back();
   } else if (impl_->pools[pool].gpus_per_node != shape.gpus_per_node) {
     return common::InvalidArgumentError(
@@ -487,7 +498,7 @@ const Pool* Inventory::FindPool(core::PoolId id) const {
 }
 
 const Pool* Inventory::FindPool(core::ClusterId cluster, core::ShapeId shape) const {
-  auto it = impl_->pool_index.find({cluster, shape});
+  auto it = impl_->pool_index.find({cluster, shape, 0});
   return it == impl_->pool_index.end() ? nullptr : &impl_->pools[it->second.value()];
 }
 

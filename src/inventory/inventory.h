@@ -105,12 +105,15 @@ struct ChangeLog {
   bool complete = true;
 };
 
+// The nodes of one cluster and shape that are obtained alike: nodes that exist, or slots of an
+// autoscaled group that take `lead_time` to obtain (core::Node::provisioning_lead_time).
 struct Pool {
   core::PoolId id;
   core::ClusterId cluster;
   core::ShapeId shape;
   int gpus_per_node = 0;
   std::vector<core::NodeId> nodes;  // in insertion order
+  core::Duration lead_time{0};
 };
 
 class Inventory {
@@ -128,13 +131,15 @@ class Inventory {
   // FreeGpusAt, IsAvailable, EarliestFit without ignore_request); the others abort.
   Inventory CopyForReading() const;
 
-  // Adds a node; creates the pool (node.cluster, node.shape) on first use. AlreadyExists for a
+  // Adds a node; creates the pool (node.cluster, node.shape, node.provisioning_lead_time) on
+  // first use. AlreadyExists for a
   // known node id; InvalidArgument if node.gpus.size() != shape.gpus_per_node or the shape id
   // differs from node.shape.
   common::Result<core::PoolId> AddNode(const core::Node& node, const core::GpuShape& shape);
 
   const std::vector<Pool>& pools() const;
   const Pool* FindPool(core::PoolId id) const;
+  // The pool of existing nodes (lead time 0) of `cluster` and `shape`.
   const Pool* FindPool(core::ClusterId cluster, core::ShapeId shape) const;
   const core::Node* FindNode(core::NodeId id) const;
   std::optional<core::PoolId> PoolOf(core::NodeId id) const;

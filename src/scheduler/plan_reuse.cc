@@ -110,16 +110,17 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
       internal::PreferenceOf(spec, policy, *own_pool);
   auto own_shape = shapes_.find(own_pool->shape);
   if (!own_preference || own_shape == shapes_.end()) return false;
-  if (start < internal::EarliestAllowed(spec, own_shape->second, now, walk_not_before).first) {
+  if (start <
+      internal::EarliestAllowed(spec, *own_pool, own_shape->second, now, walk_not_before).first) {
     return false;
   }
   // 3. No changed node may offer a start before it, or the same start and win the tie.
-  auto query_for = [&](const core::GpuShape& shape) {
+  auto query_for = [&](const inventory::Pool& pool, const core::GpuShape& shape) {
     inventory::FitQuery q;
     q.nodes = 1;
     q.gpus = core::GpusPerNode(spec, shape.gpus_per_node);
     q.length = spec.duration;
-    q.not_before = internal::EarliestAllowed(spec, shape, now, walk_not_before).first;
+    q.not_before = internal::EarliestAllowed(spec, pool, shape, now, walk_not_before).first;
     q.workspace = spec.workspace;
     q.exclusive = !policy.share_nodes;
     q.max_plan_rank = rank;  // plans behind it may still be booked
@@ -134,7 +135,7 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
                         std::uint64_t preference) {
     const std::vector<inventory::Change>& changes = reuse.changed[pool.id.value()];
     if (changes.size() > kMaxPoolChanges) return false;
-    const inventory::FitQuery q = query_for(shape);
+    const inventory::FitQuery q = query_for(pool, shape);
     const bool can_fit = q.gpus <= shape.gpus_per_node && q.not_before <= start;
     for (const inventory::Change& c : changes) {
       // A change from the end of the slot on moves no start up to it, nor any tie at it.
@@ -155,7 +156,8 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
       if (fit->start == start && preference > *own_preference) continue;
       if (fit->start < start || preference < *own_preference || spec.nodes > 1) return false;
       if (!own_fit) {
-        own_fit = inventory_.FitOnNode(previous.nodes.front(), query_for(own_shape->second));
+        own_fit =
+            inventory_.FitOnNode(previous.nodes.front(), query_for(*own_pool, own_shape->second));
         if (!own_fit || own_fit->start != start) return false;
       }
       if (inventory::PreferredAtSameStart(*fit, *own_fit)) return false;
@@ -176,7 +178,8 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
 WaitCause Scheduler::KeptCause(const RequestRecord& r, const Plan& plan, Time now) const {
   // The rule behind the earliest allowed start, capacity after it, nothing when it starts now.
   const auto [not_before, cause] =
-      internal::EarliestAllowed(r.spec, shapes_.at(plan.shape), now, backfill_->NotBefore({}, now));
+      internal::EarliestAllowed(r.spec, *inventory_.FindPool(plan.pool), shapes_.at(plan.shape),
+                                now, backfill_->NotBefore({}, now));
   if (plan.start == now) return WaitCause::kNone;
   return plan.start > not_before ? WaitCause::kCapacity : cause;
 }

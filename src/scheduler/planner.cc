@@ -51,7 +51,7 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
   WorkspaceLoad::Limits limits{ws.policy.max_active_requests,
                                spec.quota_exempt ? std::nullopt : ws.policy.gpu_quota};
   const int total_gpus = gpus * spec.nodes;
-  auto [not_before, cause] = internal::EarliestAllowed(spec, shape, now, not_before_in);
+  auto [not_before, cause] = internal::EarliestAllowed(spec, pool, shape, now, not_before_in);
   inventory::FitQuery q;
   q.nodes = spec.nodes;
   q.gpus = gpus;

@@ -58,14 +58,21 @@ inline std::optional<std::uint64_t> PreferenceOf(const core::RequestSpec& spec,
   return (static_cast<std::uint64_t>(it - spec.shapes.begin()) << 32) | pool.id.value();
 }
 
+// How long obtaining a node of `pool` takes: its shape's lead time (a cloud pool) or the pool's
+// own (an autoscaled group's slots), whichever is longer.
+inline core::Duration LeadTime(const inventory::Pool& pool, const core::GpuShape& shape) {
+  return std::max(shape.provisioning_lead_time, pool.lead_time);
+}
+
 // The earliest instant `spec` may start in a pool of `shape` when planned at `now` behind
 // `not_before` (the backfill policy's), and the rule that sets it.
 inline std::pair<core::Time, WaitCause> EarliestAllowed(const core::RequestSpec& spec,
+                                                        const inventory::Pool& pool,
                                                         const core::GpuShape& shape, core::Time now,
                                                         core::Time not_before) {
-  core::Time earliest = now + shape.provisioning_lead_time;
-  WaitCause cause =
-      shape.provisioning_lead_time > core::Duration(0) ? WaitCause::kLeadTime : WaitCause::kNone;
+  const core::Duration lead = LeadTime(pool, shape);
+  core::Time earliest = now + lead;
+  WaitCause cause = lead > core::Duration(0) ? WaitCause::kLeadTime : WaitCause::kNone;
   if (not_before > earliest) {
     earliest = not_before;
     cause = WaitCause::kCapacity;  // the backfill policy holds it behind the request ahead

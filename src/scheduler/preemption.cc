@@ -10,6 +10,7 @@
 #include <set>
 
 #include "scheduler/node_fit.h"
+#include "scheduler/pool_choice.h"
 #include "scheduler/scheduler.h"
 
 namespace egs::scheduler {
@@ -51,7 +52,7 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
       }
     }
   }
-  Time takeover = now + std::max(notice, shape.provisioning_lead_time);
+  Time takeover = now + std::max(notice, internal::LeadTime(pool, shape));
   if (q.spec.earliest_start) takeover = std::max(takeover, *q.spec.earliest_start);
   const core::Interval window{takeover, takeover + q.spec.duration};
   auto cost_of = [&](const RequestRecord& v) {
@@ -229,24 +230,16 @@ void Scheduler::Preempt(Time now, CycleStats& stats) {
 }
 
 bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
-  const core::WorkspacePolicy& qpolicy = workspaces_.at(q.spec.workspace).policy;
   std::optional<VictimChoice> best;
-  for (core::ShapeId shape_id : q.spec.shapes) {
-    auto shape_it = shapes_.find(shape_id);
-    if (shape_it == shapes_.end() || !qpolicy.AllowsShape(shape_id)) continue;
-    for (const inventory::Pool& pool : inventory_.pools()) {
-      if (pool.shape != shape_id || !qpolicy.AllowsCluster(pool.cluster)) continue;
-      if (!q.spec.clusters.empty() && std::find(q.spec.clusters.begin(), q.spec.clusters.end(),
-                                                pool.cluster) == q.spec.clusters.end()) {
-        continue;
-      }
-      auto choice = ChooseVictims(q, pool, shape_it->second, now);
-      if (choice && (!best || std::tie(choice->takeover, choice->lost_gpu_hours) <
-                                  std::tie(best->takeover, best->lost_gpu_hours))) {
-        best = std::move(choice);
-      }
-    }
-  }
+  internal::ForEachAcceptablePool(
+      q.spec, workspaces_.at(q.spec.workspace).policy, shapes_, inventory_,
+      [&](const inventory::Pool& pool, const core::GpuShape& shape, std::uint64_t) {
+        auto choice = ChooseVictims(q, pool, shape, now);
+        if (choice && (!best || std::tie(choice->takeover, choice->lost_gpu_hours) <
+                                    std::tie(best->takeover, best->lost_gpu_hours))) {
+          best = std::move(choice);
+        }
+      });
   if (!best) return false;
   const Time takeover = best->takeover;
   if (q.plan && q.plan->start - takeover < options_.preemption_min_gain) return false;

@@ -33,13 +33,16 @@ common::Status Scheduler::Restore(RequestRecord r) {
                     r.id.value(), core::PhaseName(r.phase)));
   }
   if (running || releasing) {
-    const inventory::Pool* pool = inventory_.FindPool(r.plan->cluster, r.plan->shape);
-    if (!pool) {
-      return common::NotFoundError(fmt::format("request {}: no pool of cluster {} and shape {}",
-                                               r.id.value(), r.plan->cluster.value(),
-                                               r.plan->shape.value()));
+    // Pool ids are not kept across restarts; its nodes say which pool it holds.
+    std::optional<core::PoolId> pool;
+    if (!r.plan->nodes.empty()) pool = inventory_.PoolOf(r.plan->nodes.front());
+    const inventory::Pool* p = pool ? inventory_.FindPool(*pool) : nullptr;
+    if (!p || p->cluster != r.plan->cluster || p->shape != r.plan->shape) {
+      return common::NotFoundError(
+          fmt::format("request {}: its nodes are not in a pool of cluster {} and shape {}",
+                      r.id.value(), r.plan->cluster.value(), r.plan->shape.value()));
     }
-    r.plan->pool = pool->id;
+    r.plan->pool = p->id;
   }
   if (running) {
     inventory::Booking b;

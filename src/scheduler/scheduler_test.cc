@@ -423,6 +423,47 @@ TEST(SchedulerTest, EarliestStartAndLeadTimeDelayThePlan) {
   EXPECT_EQ(h.Get(a).wait_cause, WaitCause::kEarliestStart);
 }
 
+// Slots of an autoscaled node group (nodes with a lead time) form a pool of their own beside the
+// cluster's existing nodes of the same shape: a request goes there when that starts it first,
+// after the group's lead time, and quotes show both options.
+TEST(SchedulerTest, AutoscaledSlotsArePlannedAfterTheirLeadTime) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  for (std::uint32_t id = 10; id <= 11; ++id) {
+    core::Node slot;
+    slot.id = core::NodeId(id);
+    slot.name = "slot-" + std::to_string(id);
+    slot.cluster = core::ClusterId(1);
+    slot.shape = core::ShapeId(1);
+    slot.gpus.resize(8);
+    slot.provisioning_lead_time = common::Minutes(20);
+    ASSERT_OK(h.sched->AddNode(slot));
+  }
+  ASSERT_EQ(h.sched->inventory().pools().size(), 2u);
+  EXPECT_EQ(h.sched->inventory().pools()[1].lead_time, common::Minutes(20));
+  auto busy = MustSubmit(h, RequestBuilder().Hours(4).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(busy).phase, RequestPhase::kActive);
+  auto q = h.sched->Quote(RequestBuilder().Nodes(2).Hours(1).Build());
+  ASSERT_OK(q);
+  ASSERT_EQ(q->options.size(), 2u);
+  EXPECT_EQ(q->options[0].start, std::nullopt);  // one existing node: never two
+  EXPECT_EQ(q->options[1].start, T(0) + common::Minutes(20));
+  EXPECT_EQ(q->options[1].cause, WaitCause::kLeadTime);
+  auto one = MustSubmit(h, RequestBuilder().Hours(1).Build());
+  EXPECT_EQ(h.Get(one).plan->start, T(0) + common::Minutes(20));
+  EXPECT_EQ(h.Get(one).plan->pool, h.sched->inventory().pools()[1].id);
+  EXPECT_EQ(h.Get(one).wait_cause, WaitCause::kLeadTime);
+  auto negative = core::Node{};
+  negative.id = core::NodeId(12);
+  negative.name = "bad";
+  negative.cluster = core::ClusterId(1);
+  negative.shape = core::ShapeId(1);
+  negative.gpus.resize(8);
+  negative.provisioning_lead_time = common::Minutes(-1);
+  EXPECT_THAT(h.sched->AddNode(negative), StatusIs(common::StatusCode::kInvalidArgument));
+}
+
 TEST(SchedulerTest, SnapshotIsPublishedForReaders) {
   SchedulerHarness h;
   h.SimpleFleet(2);
