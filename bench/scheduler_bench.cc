@@ -124,13 +124,18 @@ World& TheWorld() {
     for (int i = 0; i < kQueued; ++i) specs.push_back(RegularSpec(rng));
     std::stable_sort(specs.begin(), specs.end(),
                      [](const auto& a, const auto& b) { return a.priority > b.priority; });
-    // Events go to the store in egsd; they are not part of a queued request's footprint.
+    // Events and decisions go to the store in egsd, which takes them every cycle; they are not
+    // part of a queued request's footprint (the decisions ExplainOrder reads stay in memory).
     s.TakeEvents();
+    s.TakeDecisions();
     // The inventory's fit-bound cache grows with the fleet and the demand classes seen (at most
     // 32 per pool), not with the queue: it is reported apart.
     const std::size_t bounds_before = s.inventory().FitBoundsBytes();
     std::size_t before = mallinfo2().uordblks;
-    for (const auto& spec : specs) EGS_CHECK(s.Submit(spec).ok());
+    for (const auto& spec : specs) {
+      EGS_CHECK(s.Submit(spec).ok());
+      s.TakeDecisions();
+    }
     s.TakeEvents();
     std::size_t after = mallinfo2().uordblks;
     w->fit_bounds_growth = s.inventory().FitBoundsBytes() - bounds_before;
@@ -328,6 +333,7 @@ void BM_ReservationMemory(benchmark::State& state) {
     }
     s.RunCycle(clock.Now());
     s.TakeEvents();
+    s.TakeDecisions();  // as egsd does every cycle; the start decisions stay in memory
     EGS_CHECK(s.queue().empty());
     std::size_t after = mallinfo2().uordblks;
     fit_bounds = s.inventory().FitBoundsBytes() - bounds_before;  // per node, reported apart

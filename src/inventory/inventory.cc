@@ -31,46 +31,62 @@ using internal::NodeTimeline;
 
 namespace {
 
-// The nodes each owner books (sorted), one map per booking kind. Most owners book one node, so
-// that node is kept inline in a 24-byte map entry; the others keep their list in `lists`.
+// The nodes each owner books (sorted), per booking kind. Request ids are handed out densely, so
+// each kind is a flat array indexed by request id (8 bytes per id: most owners book one node,
+// which is kept inline); the nodes of owners of 2+ nodes are in `lists_`, and ids past
+// kDenseLimit in a map.
 class OwnerIndex {
  public:
-  bool Contains(const Owner& o) const { return map(o.kind).contains(o.request); }
+  bool Contains(const Owner& o) const { return Entry(o) != nullptr; }
   // Empty if `o` has no bookings. Valid until `o` is erased.
   std::span<const NodeId> Find(const Owner& o) const {
-    auto it = map(o.kind).find(o.request);
-    if (it == map(o.kind).end()) return {};
-    if (it->second.count == 1) return {&it->second.first, 1};
+    const Slot* e = Entry(o);
+    if (e == nullptr) return {};
+    if (e->count == 1) return {&e->first, 1};
     return lists_.at(Key(o));
   }
   void Insert(const Owner& o, std::vector<NodeId> sorted) {
-    map(o.kind).emplace(o.request,
-                        Entry{sorted.front(), static_cast<std::uint32_t>(sorted.size())});
-    if (sorted.size() > 1) lists_.emplace(Key(o), std::move(sorted));
+    Slot& e = MutableEntry(o);
+    e = {sorted.front(), static_cast<std::uint32_t>(sorted.size())};
+    if (sorted.size() > 1) lists_.insert_or_assign(Key(o), std::move(sorted));
   }
   void Erase(const Owner& o) {
-    auto it = map(o.kind).find(o.request);
-    if (it == map(o.kind).end()) return;
-    if (it->second.count > 1) lists_.erase(Key(o));
-    map(o.kind).erase(it);
+    const Slot* e = Entry(o);
+    if (e == nullptr) return;
+    if (e->count > 1) lists_.erase(Key(o));
+    const std::uint64_t v = o.request.value();
+    if (v < kDenseLimit) {
+      dense(o.kind)[v] = Slot{};
+    } else {
+      sparse_.erase(Key(o));
+    }
   }
   void ErasePlans() {
     std::erase_if(lists_, [](const auto& e) { return e.first.first == BookingKind::kPlan; });
-    map(BookingKind::kPlan).clear();
+    std::vector<Slot>().swap(dense(BookingKind::kPlan));
+    std::erase_if(sparse_, [](const auto& e) { return e.first.first == BookingKind::kPlan; });
   }
   // Calls fn(owner, nodes) for every owner.
   template <typename Fn>
   void ForEach(Fn fn) const {
     for (BookingKind kind : {BookingKind::kPlan, BookingKind::kReservation}) {
-      for (const auto& [request, entry] : map(kind))
-        fn(Owner{kind, request}, Find({kind, request}));
+      const std::vector<Slot>& slots = dense(kind);
+      for (std::size_t v = 0; v < slots.size(); ++v) {
+        if (slots[v].count == 0) continue;
+        const Owner o{kind, core::RequestId(v)};
+        fn(o, Find(o));
+      }
+    }
+    for (const auto& [key, slot] : sparse_) {
+      const Owner o{key.first, key.second};
+      fn(o, Find(o));
     }
   }
 
  private:
-  struct Entry {
+  struct Slot {
     NodeId first;
-    std::uint32_t count = 0;
+    std::uint32_t count = 0;  // 0: no bookings
   };
   using Key_ = std::pair<BookingKind, core::RequestId>;
   struct KeyHash {
@@ -78,16 +94,34 @@ class OwnerIndex {
       return std::hash<core::RequestId>()(k.second) ^ static_cast<std::size_t>(k.first);
     }
   };
+  static constexpr std::uint64_t kDenseLimit = 1u << 24;
   static Key_ Key(const Owner& o) { return {o.kind, o.request}; }
-  std::unordered_map<core::RequestId, Entry>& map(BookingKind k) {
+  std::vector<Slot>& dense(BookingKind k) {
     return k == BookingKind::kPlan ? plans_ : reservations_;
   }
-  const std::unordered_map<core::RequestId, Entry>& map(BookingKind k) const {
+  const std::vector<Slot>& dense(BookingKind k) const {
     return k == BookingKind::kPlan ? plans_ : reservations_;
+  }
+  const Slot* Entry(const Owner& o) const {
+    const std::uint64_t v = o.request.value();
+    if (v < kDenseLimit) {
+      const std::vector<Slot>& slots = dense(o.kind);
+      return v < slots.size() && slots[v].count != 0 ? &slots[v] : nullptr;
+    }
+    auto it = sparse_.find(Key(o));
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  Slot& MutableEntry(const Owner& o) {
+    const std::uint64_t v = o.request.value();
+    if (v >= kDenseLimit) return sparse_[Key(o)];
+    std::vector<Slot>& slots = dense(o.kind);
+    if (v >= slots.size()) slots.resize(std::max<std::size_t>(v + 1, slots.size() * 2));
+    return slots[v];
   }
 
-  std::unordered_map<core::RequestId, Entry> plans_;
-  std::unordered_map<core::RequestId, Entry> reservations_;
+  std::vector<Slot> plans_;
+  std::vector<Slot> reservations_;
+  std::unordered_map<Key_, Slot, KeyHash> sparse_;
   std::unordered_map<Key_, std::vector<NodeId>, KeyHash> lists_;  // owners of 2+ nodes
 };
 

@@ -355,26 +355,10 @@ void Scheduler::Publish(Time now) {
   snap->version = ++snapshot_version_;
   snap->taken_at = now;
   // The snapshot shares the live records (RecordTable copies one before it next changes), so
-  // publishing copies no record. Walking the previous snapshot keeps its id order; requests it
-  // lacks (usually new ones, with higher ids) are sorted and merged in.
-  const std::shared_ptr<const ClusterSnapshot> previous = snapshot_.load();
+  // publishing copies no record; they come in id order.
   auto& out = snap->requests;
   out.reserve(requests_.size());
-  for (const std::shared_ptr<const RequestRecord>& old : previous->requests) {
-    if (auto live = requests_.Share(old->id)) out.push_back(std::move(live));
-  }
-  if (out.size() < requests_.size()) {
-    const auto shared = static_cast<std::ptrdiff_t>(out.size());
-    const core::RequestId last =
-        previous->requests.empty() ? core::RequestId() : previous->requests.back()->id;
-    for (const auto& [id, r] : requests_) {
-      if (id <= last && previous->FindRequest(id) != nullptr) continue;  // taken above
-      out.push_back(requests_.Share(id));
-    }
-    auto by_id = [](const auto& a, const auto& b) { return a->id < b->id; };
-    std::sort(out.begin() + shared, out.end(), by_id);
-    std::inplace_merge(out.begin(), out.begin() + shared, out.end(), by_id);
-  }
+  requests_.ShareEach([&](std::shared_ptr<const RequestRecord> r) { out.push_back(std::move(r)); });
   snap->queue.reserve(queue_.size());
   queue_.ForEach([&](core::RequestId id) {
     snap->queue.push_back(id);

@@ -401,16 +401,23 @@ TEST(DecisionLogTest, ExplainsABackfilledStartAndAPriorityOrder) {
       [&](const Decision& d) { return d.request == *running && d.kind == DecisionKind::kStart; });
   ASSERT_NE(first, h.sched->decisions().end());
   EXPECT_EQ(DecisionBasis(*first), "first in the queue");
-  auto approve = std::find_if(
-      h.sched->decisions().begin(), h.sched->decisions().end(),
-      [&](const Decision& d) { return d.request == *big && d.kind == DecisionKind::kApprove; });
-  ASSERT_NE(approve, h.sched->decisions().end());
-  EXPECT_EQ(DecisionBasis(*approve), "within the workspace policy");
   EXPECT_EQ(h.sched->ExplainOrder(*running, core::RequestId(999)).error().code(),
             common::StatusCode::kNotFound);
-  // TakeDecisions hands each decision over once.
+  // TakeDecisions hands each decision over once, in order; automatic approvals are handed over
+  // but not kept for ExplainOrder.
+  EXPECT_TRUE(std::none_of(h.sched->decisions().begin(), h.sched->decisions().end(),
+                           [](const Decision& d) { return d.kind == DecisionKind::kApprove; }));
   const auto taken = h.sched->TakeDecisions();
-  EXPECT_FALSE(taken.empty());
+  EXPECT_TRUE(std::is_sorted(taken.begin(), taken.end(),
+                             [](const Decision& a, const Decision& b) { return a.seq < b.seq; }));
+  auto approve = std::find_if(taken.begin(), taken.end(), [&](const Decision& d) {
+    return d.request == *big && d.kind == DecisionKind::kApprove;
+  });
+  ASSERT_NE(approve, taken.end());
+  EXPECT_EQ(DecisionBasis(*approve), "within the workspace policy");
+  EXPECT_EQ(std::count_if(taken.begin(), taken.end(),
+                          [&](const Decision& d) { return d.request == *small; }),
+            2);  // approved, started
   EXPECT_TRUE(h.sched->TakeDecisions().empty());
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace egs::scheduler {
 
@@ -383,9 +384,12 @@ Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, std::stri
 }
 
 Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, DecisionRule rule) {
-  if (decisions_.size() >= options_.max_decisions) {
-    decisions_.erase(decisions_.begin(),
-                     decisions_.begin() + static_cast<std::ptrdiff_t>(decisions_.size() / 2));
+  // Automatic approvals say nothing ExplainOrder needs: they are only handed over.
+  std::deque<Decision>& log = kind == DecisionKind::kApprove && rule == DecisionRule::kWithinPolicy
+                                  ? handover_
+                                  : decisions_;
+  if (log.size() >= options_.max_decisions) {
+    log.erase(log.begin(), log.begin() + static_cast<std::ptrdiff_t>(log.size() / 2));
   }
   Decision d;
   d.rule = rule;
@@ -402,18 +406,26 @@ Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, DecisionR
     d.planned_start = r.plan->start;
     d.nodes = r.plan->nodes;
   }
-  decisions_.push_back(std::move(d));
-  return decisions_.back();
+  log.push_back(std::move(d));
+  return log.back();
 }
 
 std::vector<Decision> Scheduler::TakeDecisions() {
-  std::vector<Decision> out;
+  std::vector<Decision> kept;
   for (auto it = decisions_.rbegin(); it != decisions_.rend() && it->seq > taken_decision_seq_;
        ++it) {
-    out.push_back(*it);
+    kept.push_back(*it);
   }
-  std::reverse(out.begin(), out.end());
-  if (!decisions_.empty()) taken_decision_seq_ = decisions_.back().seq;
+  std::reverse(kept.begin(), kept.end());
+  // Both logs are in sequence order; merge them.
+  std::vector<Decision> out;
+  out.reserve(kept.size() + handover_.size());
+  std::merge(std::make_move_iterator(kept.begin()), std::make_move_iterator(kept.end()),
+             std::make_move_iterator(handover_.begin()), std::make_move_iterator(handover_.end()),
+             std::back_inserter(out),
+             [](const Decision& a, const Decision& b) { return a.seq < b.seq; });
+  std::deque<Decision>().swap(handover_);
+  if (!out.empty()) taken_decision_seq_ = std::max(taken_decision_seq_, out.back().seq);
   return out;
 }
 

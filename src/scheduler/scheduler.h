@@ -306,10 +306,12 @@ class Scheduler {
   const queue::RequestQueue& queue() const { return queue_; }
   const RecordTable& requests() const { return requests_; }
   std::vector<core::Event> TakeEvents();
-  // The decisions appended since the last call (egsd persists them to the "decisions" log).
+  // The decisions appended since the last call, in order (egsd persists them to the
+  // "decisions" log).
   std::vector<Decision> TakeDecisions();
   // The latest decisions (at most SchedulerOptions::max_decisions), oldest first; ExplainOrder
-  // reads them.
+  // reads them. Automatic approvals are not among them: TakeDecisions hands those over (at most
+  // max_decisions wait for it), and they are not kept.
   const std::deque<Decision>& decisions() const { return decisions_; }
   // Placement searches made, and re-plans that kept a previous plan instead (reuse_plans).
   std::size_t placement_count() const { return placements_; }
@@ -529,6 +531,7 @@ class Scheduler {
 
   std::vector<core::Event> events_;
   std::deque<Decision> decisions_;
+  std::deque<Decision> handover_;  // automatic approvals not yet taken
   std::uint64_t next_decision_seq_ = 1;
   std::uint64_t taken_decision_seq_ = 0;
   // Active requests by (priority, id): the possible preemption victims.

@@ -267,7 +267,8 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
     }
     // 4. Cycle; then learn which requests started, to release them when their job is done.
     sched->RunCycle(now);
-    sched->RunCycle(now);  // connector outcomes posted by the first cycle
+    sched->RunCycle(now);    // connector outcomes posted by the first cycle
+    sched->TakeDecisions();  // egsd persists them; the simulator has no use for them
     result.stats.cycles += 2;
     if (now == last_now && ++cycles_at_now > 1000) {
       return common::InternalError(fmt::format("simulation stuck at {}", common::FormatTime(now)));
