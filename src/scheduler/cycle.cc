@@ -115,7 +115,12 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   r.preempted_by = core::RequestId();  // an earlier preemption is over
   ledger_.AddHolding(r.spec.workspace, TotalGpus(r), now);
   if (r.promised_start && r.requeue_count == 0) {
-    estimator_.Record(plan.pool.value(), *r.promised_start - r.submit_time, now - r.submit_time);
+    std::optional<WaitRange> promised;
+    if (r.promised_p50 && r.promised_p90) {
+      promised = WaitRange{*r.promised_p50 - r.submit_time, *r.promised_p90 - r.submit_time};
+    }
+    estimator_.Record(plan.pool.value(), *r.promised_start - r.submit_time, now - r.submit_time,
+                      promised);
   }
   ends_.Push(r.window->end, r.id);
   ends_.Compact([&](const auto& e) { return IsLiveEnd(e); });

@@ -36,8 +36,18 @@ std::pair<double, double> WaitEstimator::Quantiles(const Window& w) {
   return {q50, std::max(q50, q90)};
 }
 
-void WaitEstimator::Record(std::uint64_t key, core::Duration planned, core::Duration actual) {
+void WaitEstimator::Record(std::uint64_t key, core::Duration planned, core::Duration actual,
+                           std::optional<WaitRange> promised) {
   int bucket = Bucket(planned);
+  if (promised && bucket != 0) {
+    // Adaptive conformal calibration: a miss moves the factor up by 0.9 steps, a hit down by
+    // 0.1, which balances at a miss rate of 10 %. Bounded, so that a bucket whose promises
+    // cannot come true (too few samples to estimate from, say) does not run away. Bucket 0
+    // (planned to start at once) promises absolute waits, mostly zero, which no factor moves.
+    double& factor = p90_factors_[bucket];
+    factor = std::clamp(factor + kStep * ((actual > promised->p90 ? 1.0 : 0.0) - 0.1), -kMaxFactor,
+                        kMaxFactor);
+  }
   double actual_s = std::max(0.0, common::ToSeconds(actual));
   double value = bucket == 0 ? actual_s : actual_s / common::ToSeconds(planned);
   by_key_[{key, bucket}].Add(value, window_);
@@ -61,6 +71,9 @@ WaitRange WaitEstimator::Estimate(std::uint64_t key, core::Duration planned) con
     return r;
   }
   auto [q50, q90] = Quantiles(*w);
+  if (auto it = p90_factors_.find(bucket); bucket != 0 && it != p90_factors_.end()) {
+    q90 = std::max(q50, q90 * std::exp(it->second));
+  }
   auto to_duration = [](double seconds) {
     return core::Duration(static_cast<std::int64_t>(std::llround(seconds * 1e6)));
   };
