@@ -50,8 +50,6 @@ namespace {
 constexpr int kBadFlagExit = 2;
 constexpr int kPhillyNodes = 420;
 
-enum class Format { kPhilly, kOpenb, kTiresias };
-
 struct Args {
   std::string trace;
   std::string traces_dir;
@@ -178,49 +176,33 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
 }
 
 // The trace's file and format.
-common::Result<std::pair<std::string, Format>> TraceFile(const Args& args) {
+common::Result<std::pair<std::string, sim::TraceFormat>> TraceFile(const Args& args) {
   if (args.trace == "philly") {
-    return std::pair{args.traces_dir + "/philly-pollux/philly.csv", Format::kPhilly};
+    return std::pair{args.traces_dir + "/philly-pollux/philly.csv", sim::TraceFormat::kPhilly};
   }
   if (args.trace == "openb") {
     return std::pair{args.traces_dir + "/alibaba-gpu-v2023/openb_pod_list_default.csv",
-                     Format::kOpenb};
+                     sim::TraceFormat::kOpenb};
   }
   if (args.trace == "tiresias") {
-    return std::pair{args.traces_dir + "/tiresias/60_job.csv", Format::kTiresias};
+    return std::pair{args.traces_dir + "/tiresias/60_job.csv", sim::TraceFormat::kTiresias};
   }
-  std::ifstream in(args.trace);
-  std::string header;
-  if (!in || !std::getline(in, header)) {
-    return common::InvalidArgumentError(fmt::format(
-        "--trace: '{}' is neither philly, openb, tiresias nor a readable CSV file", args.trace));
+  auto format = sim::DetectTraceFormat(args.trace);
+  if (!format.ok()) {
+    return common::InvalidArgumentError(
+        fmt::format("--trace: '{}' is neither philly, openb, tiresias nor a trace file ({})",
+                    args.trace, format.error().message()));
   }
-  auto has = [&](const char* column) { return header.find(column) != std::string::npos; };
-  if (has("timestamp") && has("num_gpus")) return std::pair{args.trace, Format::kPhilly};
-  if (has("creation_time")) return std::pair{args.trace, Format::kOpenb};
-  if (has("submit_time")) return std::pair{args.trace, Format::kTiresias};
-  return common::InvalidArgumentError(fmt::format(
-      "--trace: cannot tell the format of '{}' from its header (philly, openb or tiresias)",
-      args.trace));
+  return std::pair{args.trace, *format};
 }
 
-common::Result<sim::Trace> LoadTrace(const std::string& path, Format format) {
-  switch (format) {
-    case Format::kPhilly:
-      return sim::LoadPhilly(path);
-    case Format::kOpenb:
-      return sim::LoadOpenbPods(path);
-    case Format::kTiresias:
-      return sim::LoadTiresias(path);
-  }
-  return common::InternalError("unknown trace format");
-}
-
-common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, Format format,
+common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim::TraceFormat format,
                                                           std::string& description) {
   std::string name = args.fleet;
   if (name.empty()) {
-    name = format == Format::kPhilly ? "philly" : format == Format::kOpenb ? "openb" : "tiresias";
+    name = format == sim::TraceFormat::kPhilly  ? "philly"
+           : format == sim::TraceFormat::kOpenb ? "openb"
+                                                : "tiresias";
   }
   std::vector<sim::FleetNodeSpec> fleet;
   if (name == "philly") {
@@ -238,16 +220,13 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, Form
     if (nodes.ok()) description = fmt::format("{}: {} nodes", name, nodes->size());
     return nodes;
   }
-  const auto x = name.find('x');
-  auto nodes = ParseNumber<int>("--fleet", name.substr(0, x));
-  auto gpus = ParseNumber<int>("--fleet", x == std::string::npos ? "" : name.substr(x + 1));
-  if (!nodes.ok() || !gpus.ok() || *nodes < 1 || *gpus < 1) {
+  auto uniform = sim::UniformFleet(name);
+  if (!uniform.ok()) {
     return common::InvalidArgumentError(
         fmt::format("--fleet: '{}' is neither philly, openb, tiresias nor NxG (e.g. 32x8)", name));
   }
-  for (int i = 0; i < *nodes; ++i) fleet.push_back({fmt::format("n{}", i), "sim", "", *gpus});
-  description = fmt::format("{} nodes x {} GPUs", *nodes, *gpus);
-  return fleet;
+  description = fmt::format("{} nodes x {} GPUs", uniform->size(), uniform->front().gpus);
+  return uniform;
 }
 
 // Redraws "[####....] label: 12.3 s" on stderr twice a second while a run is in progress; only
@@ -305,18 +284,18 @@ struct Setup {
 common::Result<Setup> Prepare(const Args& args) {
   EGS_ASSIGN_OR_RETURN(auto file, TraceFile(args));
   Setup s;
-  EGS_ASSIGN_OR_RETURN(s.trace, LoadTrace(file.first, file.second));
+  EGS_ASSIGN_OR_RETURN(s.trace, sim::LoadTrace(file.first, file.second));
   fmt::print(stderr, "egs-sim: {}: {} jobs", file.first, s.trace.jobs.size());
   for (const sim::SkipCount& skip : s.trace.skipped) {
     fmt::print(stderr, ", skipped {} ({})", skip.count, skip.reason);
   }
   fmt::print(stderr, "\n");
   if (args.max_jobs > 0 && s.trace.jobs.size() > args.max_jobs) s.trace.jobs.resize(args.max_jobs);
-  if (file.second != Format::kOpenb) {  // no priorities recorded: draw the documented mix
+  if (file.second != sim::TraceFormat::kOpenb) {  // no priorities recorded: draw the documented mix
     EGS_ASSIGN_OR_RETURN(s.trace,
                          sim::AssignPriorityMix(s.trace, sim::DefaultPriorityMix(), args.seed));
   }
-  if (file.second == Format::kPhilly) {
+  if (file.second == sim::TraceFormat::kPhilly) {
     EGS_ASSIGN_OR_RETURN(s.quotas,
                          sim::LoadPhillyVcQuotas(args.traces_dir + "/helios/philly_vc.csv"));
   }

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -305,6 +307,58 @@ Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(const std::string& path,
   }
   if (!last_date) return InvalidArgumentError(fmt::format("{}: no data rows", path));
   return quotas;
+}
+
+common::Result<TraceFormat> DetectTraceFormat(const std::string& path) {
+  std::ifstream in(path);
+  std::string header;
+  if (!in || !std::getline(in, header)) {
+    return common::InvalidArgumentError(fmt::format("{}: cannot read the file", path));
+  }
+  auto has = [&](const char* column) { return header.find(column) != std::string::npos; };
+  if (has("timestamp") && has("num_gpus")) return TraceFormat::kPhilly;
+  if (has("creation_time")) return TraceFormat::kOpenb;
+  if (has("submit_time")) return TraceFormat::kTiresias;
+  return common::InvalidArgumentError(fmt::format(
+      "{}:1: cannot tell the format from the header (philly: timestamp,num_gpus; openb: "
+      "creation_time; tiresias: submit_time)",
+      path));
+}
+
+common::Result<Trace> LoadTrace(const std::string& path, TraceFormat format) {
+  switch (format) {
+    case TraceFormat::kPhilly:
+      return LoadPhilly(path);
+    case TraceFormat::kOpenb:
+      return LoadOpenbPods(path);
+    case TraceFormat::kTiresias:
+      return LoadTiresias(path);
+  }
+  return common::InternalError("unknown trace format");
+}
+
+common::Result<std::vector<FleetNodeSpec>> UniformFleet(std::string_view spec,
+                                                        std::string_view cluster) {
+  auto number = [](std::string_view text) -> std::optional<int> {
+    int value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value < 1) return std::nullopt;
+    return value;
+  };
+  const auto x = spec.find('x');
+  const std::optional<int> nodes = number(spec.substr(0, x));
+  const std::optional<int> gpus =
+      x == std::string_view::npos ? std::nullopt : number(spec.substr(x + 1));
+  if (!nodes || !gpus) {
+    return common::InvalidArgumentError(
+        fmt::format("fleet '{}': expected NxG, N nodes of G GPUs (e.g. 32x8)", spec));
+  }
+  std::vector<FleetNodeSpec> fleet;
+  fleet.reserve(static_cast<std::size_t>(*nodes));
+  for (int i = 0; i < *nodes; ++i) {
+    fleet.push_back({fmt::format("n{}", i), std::string(cluster), "", *gpus});
+  }
+  return fleet;
 }
 
 }  // namespace egs::sim

@@ -79,6 +79,15 @@ common::Result<Trace> LoadPhilly(const std::string& path);
 // (num_gpu 0), never scheduled (empty scheduled_time), deleted before scheduled, zero duration.
 common::Result<Trace> LoadOpenbPods(const std::string& path);
 
+// The trace formats above, told apart by a CSV file's header.
+enum class TraceFormat { kPhilly, kOpenb, kTiresias };
+// The format of the CSV file at `path` from its header: Philly (timestamp and num_gpus), openb
+// (creation_time) or Tiresias (submit_time). InvalidArgument naming the file when it cannot be
+// read or the header matches none.
+common::Result<TraceFormat> DetectTraceFormat(const std::string& path);
+// The loader of `format` on `path`.
+common::Result<Trace> LoadTrace(const std::string& path, TraceFormat format);
+
 // Priority for an openb QoS class: Guaranteed and HP 300, LS 200, Burstable 100, BE 0.
 // InvalidArgument for an unknown class.
 common::Result<int> OpenbQosPriority(std::string_view qos);
@@ -90,6 +99,11 @@ struct FleetNodeSpec {
   std::string gpu_model;  // empty = unknown
   int gpus = 0;           // >= 1
 };
+
+// "NxG": N nodes of G GPUs each (N, G >= 1), named n0, n1, ..., cluster `cluster`, model
+// unknown. InvalidArgument naming `spec` otherwise.
+common::Result<std::vector<FleetNodeSpec>> UniformFleet(std::string_view spec,
+                                                        std::string_view cluster = "sim");
 
 // openb node list (sn, gpu, model; other columns ignored), cluster "openb". CPU-only nodes
 // (gpu 0) are left out: EGS books GPUs only. A GPU node without a model is InvalidArgument.

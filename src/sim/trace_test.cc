@@ -123,6 +123,33 @@ TEST(LoadPhillyTest, MissingFileAndBadHeader) {
   ExpectInvalid(LoadPhilly(path), "missing column 'num_gpus'");
 }
 
+TEST(DetectTraceFormatTest, TellsTheFormatsApartByTheirHeader) {
+  TempDir dir;
+  auto philly = DetectTraceFormat(dir.Write("p.csv", std::string(kPhillyHeader)));
+  auto openb = DetectTraceFormat(dir.Write("o.csv", std::string(kOpenbHeader)));
+  auto tiresias = DetectTraceFormat(dir.Write("t.csv", std::string(kTiresiasHeader)));
+  ASSERT_OK(philly);
+  ASSERT_OK(openb);
+  ASSERT_OK(tiresias);
+  EXPECT_EQ(*philly, TraceFormat::kPhilly);
+  EXPECT_EQ(*openb, TraceFormat::kOpenb);
+  EXPECT_EQ(*tiresias, TraceFormat::kTiresias);
+  ExpectInvalid(DetectTraceFormat(dir.Write("x.csv", "a,b,c\n")), "x.csv:1: cannot tell");
+  ExpectInvalid(DetectTraceFormat(dir.File("absent.csv")), "cannot read");
+}
+
+TEST(UniformFleetTest, NodesTimesGpusOrANamedError) {
+  auto fleet = UniformFleet("3x4", "c");
+  ASSERT_OK(fleet);
+  ASSERT_EQ(fleet->size(), 3u);
+  EXPECT_EQ((*fleet)[2].name, "n2");
+  EXPECT_EQ((*fleet)[2].cluster, "c");
+  EXPECT_EQ((*fleet)[2].gpus, 4);
+  for (std::string_view bad : {"", "3", "3x", "x4", "0x8", "3x0", "3x8x1", "-1x8", "ax8"}) {
+    ExpectInvalid(UniformFleet(bad), "expected NxG");
+  }
+}
+
 TEST(LoadOpenbPodsTest, LoadsFractionsPriorityAndConstraints) {
   TempDir dir;
   std::string path =
