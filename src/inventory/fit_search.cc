@@ -154,20 +154,20 @@ class SingleNodeSearch : public PoolQuery {
   std::optional<Fit> Run() {
     if (bounds_ != nullptr) {
       const std::size_t first = MostPromising();
-      if (!Bounded(first)) Consider(first);
+      if (!Bounded(first)) Consider(first, LowerBound(first));
       for (std::size_t b = 0; b < bounds_->block_min.size(); ++b) {
         if (SkipsBlock(b)) continue;
         const std::size_t end = std::min(size(), (b + 1) * FitBounds::kBlock);
         for (std::size_t i = b * FitBounds::kBlock; i < end; ++i) {
           if (i == first) continue;
-          if (!Bounded(i)) Consider(i);
+          if (!Bounded(i)) Consider(i, LowerBound(i));
         }
         Summarize(b);
       }
     } else {
       for (std::size_t i = 0; i < size(); ++i) {
         Prefetch(pool_.timelines, i);
-        Consider(i);
+        Consider(i, q_.not_before);
       }
     }
     if (!best_) return std::nullopt;
@@ -181,6 +181,12 @@ class SingleNodeSearch : public PoolQuery {
   }
 
  private:
+  // Where reading a node may start: its bound when that holds from q.not_before.
+  Time LowerBound(std::size_t slot) const {
+    const Time t = q_.not_before;
+    return bounds_->since[slot] <= t ? std::max(t, bounds_->bound[slot]) : t;
+  }
+
   // Whether every node of block b would be skipped (see FitBounds): its bounds hold from
   // q.not_before and none is at or before the best start so far.
   bool SkipsBlock(std::size_t b) const {
@@ -274,16 +280,18 @@ class SingleNodeSearch : public PoolQuery {
     return bound > best_start_;
   }
 
-  void Consider(std::size_t slot) {
-    const Time t = q_.not_before;
-    // From the tail on the node is idle, so t is its earliest start whatever the filter; the
-    // view is chosen (maybe built) only if needed.
+  // Reads the node, starting at `from` (q.not_before, or a lower bound on the node's earliest
+  // start from there: the earliest start from q.not_before is the earliest from any instant up
+  // to it).
+  void Consider(std::size_t slot, Time from) {
+    // From the tail on the node is idle, so `from` is its earliest start whatever the filter;
+    // the view is chosen (maybe built) only if needed.
     NodeView view;
     std::int32_t where = kIdle;
-    Time start = t;
-    if (t < Node(slot).tail()) {
+    Time start = from;
+    if (from < Node(slot).tail()) {
       view = ViewOf(slot, buffer_);
-      start = Earliest(slot, view, t, best_start_, &where);
+      start = Earliest(slot, view, from, best_start_, &where);
       if (start >= kNever) return;  // never, or later than the best so far
     }
     Candidate c{FreeAt(slot, view, where), static_cast<std::uint32_t>(slot), where, std::nullopt};
