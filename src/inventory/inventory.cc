@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -351,29 +352,39 @@ class ChangeJournal {
   ChangeJournal(const ChangeJournal&) {}
   ChangeJournal& operator=(const ChangeJournal&) {
     on_ = false;
-    log_ = {};
+    changes_.clear();
+    first_seq_ = 0;
     return *this;
   }
 
   void set_on(bool on) { on_ = on; }
+  std::uint64_t next_seq() const { return first_seq_ + changes_.size(); }
+  std::uint64_t first_seq() const { return first_seq_; }
   void Add(NodeId node, std::uint32_t pool, Interval window, core::WorkspaceId workspace) {
-    if (!on_ || !log_.complete) return;
-    if (log_.changes.size() >= Inventory::kMaxLoggedChanges) {
-      MarkIncomplete();
-      return;
-    }
-    log_.changes.push_back({node, core::PoolId(pool), window, workspace});
-  }
-  void MarkIncomplete() {
     if (!on_) return;
-    log_.complete = false;
-    log_.changes = {};
+    if (changes_.size() >= Inventory::kMaxLoggedChanges) {
+      const std::size_t half = changes_.size() / 2;
+      changes_.erase(changes_.begin(), changes_.begin() + static_cast<std::ptrdiff_t>(half));
+      first_seq_ += half;
+    }
+    changes_.push_back({node, core::PoolId(pool), window, workspace, next_seq()});
   }
-  ChangeLog Take() { return std::exchange(log_, {}); }
+  // Forgets every change: whoever reads from before now must assume anything changed.
+  void Forget() {
+    first_seq_ = next_seq();
+    changes_.clear();
+  }
+  std::optional<std::vector<Change>> Since(std::uint64_t seq) const {
+    if (seq < first_seq_) return std::nullopt;
+    const std::size_t from = static_cast<std::size_t>(std::min(seq, next_seq()) - first_seq_);
+    return std::vector<Change>(changes_.begin() + static_cast<std::ptrdiff_t>(from),
+                               changes_.end());
+  }
 
  private:
   bool on_ = false;
-  ChangeLog log_;
+  std::deque<Change> changes_;  // numbered first_seq_, first_seq_ + 1, ...
+  std::uint64_t first_seq_ = 0;
 };
 
 const std::vector<Booking> kNoBookings;
@@ -589,7 +600,13 @@ std::optional<NodeFit> Inventory::FitOnNode(NodeId id, const FitQuery& q) const 
 
 void Inventory::LogChanges(bool on) { impl_->journal.set_on(on); }
 
-ChangeLog Inventory::TakeChanges() { return impl_->journal.Take(); }
+std::uint64_t Inventory::NextChangeSeq() const { return impl_->journal.next_seq(); }
+
+std::uint64_t Inventory::FirstChangeSeq() const { return impl_->journal.first_seq(); }
+
+std::optional<std::vector<Change>> Inventory::ChangesSince(std::uint64_t seq) const {
+  return impl_->journal.Since(seq);
+}
 
 common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& booking) {
   impl_->NeedOwners();
@@ -715,7 +732,16 @@ common::Status Inventory::Promote(core::RequestId request) {
         fmt::format("request {} already holds a reservation", request.value()));
   }
   std::vector<NodeId> nodes(planned.begin(), planned.end());
-  for (NodeId id : nodes) impl_->MutableTimeline(id)->Promote(request);
+  // A reservation counts for every query, a plan only for those ranked after it: to a query
+  // ranked before it, the node changed.
+  const Booking& booking = impl_->FirstBooking(plan, planned);
+  const Interval window = booking.window;
+  const core::WorkspaceId workspace = booking.workspace;
+  for (NodeId id : nodes) {
+    const NodeLocation* at = impl_->Locate(id);
+    impl_->journal.Add(id, at->pool, window, workspace);
+    impl_->MutableTimeline(id)->Promote(request);
+  }
   impl_->owners.Erase(plan);
   impl_->owners.Insert(reservation, std::move(nodes));
   return common::OkStatus();
@@ -724,7 +750,7 @@ common::Status Inventory::Promote(core::RequestId request) {
 void Inventory::ClearPlans() {
   impl_->NeedOwners();
   impl_->bounds.InvalidateAll();
-  impl_->journal.MarkIncomplete();
+  impl_->journal.Forget();
   for (PoolState& state : impl_->states) {
     for (NodeTimeline& node : state.MutableTimelines()) node.RemovePlans();
   }

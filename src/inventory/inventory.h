@@ -89,20 +89,14 @@ struct NodeFit {
 // node (best fit), then the one whose previous booking ended later, then the lower id.
 bool PreferredAtSameStart(const NodeFit& a, const NodeFit& b);
 
-// A change to what a node offers over a window: a booking added, removed, shortened or
-// lengthened, or availability changed (Inventory::TakeChanges).
+// A change to what a node offers over a window: a booking added, removed, shortened,
+// lengthened or promoted, or availability changed (Inventory::ChangesSince).
 struct Change {
   core::NodeId node;
   core::PoolId pool;
   core::Interval window;
   core::WorkspaceId workspace;  // the booking's; 0 for availability changes
-};
-
-struct ChangeLog {
-  std::vector<Change> changes;
-  // False when changes were left out (more than Inventory::kMaxLoggedChanges, or ClearPlans):
-  // a reader must then assume that anything may have changed.
-  bool complete = true;
+  std::uint64_t seq = 0;        // its place in the change log
 };
 
 // The nodes of one cluster and shape that are obtained alike: nodes that exist, or slots of an
@@ -191,11 +185,19 @@ class Inventory {
   std::optional<NodeFit> FitOnNode(core::NodeId node, const FitQuery& query) const;
 
   // The change log (off until LogChanges(true)): while on, every change to a node's bookings or
-  // availability is appended, and TakeChanges returns and clears what was logged. A promotion
-  // (Promote) is not a change: the node holds the same booking. Copies start with the log off.
+  // availability is appended with the next sequence number. A promotion (Promote) is one too:
+  // the same window, now counted by queries ranked before the plan. The log keeps the latest
+  // kMaxLoggedChanges entries (the oldest half goes when it is full; ClearPlans empties it).
+  // Copies start with the log off.
   static constexpr std::size_t kMaxLoggedChanges = 4096;
   void LogChanges(bool on);
-  ChangeLog TakeChanges();
+  // The sequence number the next change will get, and the oldest the log still holds (equal when
+  // it holds none).
+  std::uint64_t NextChangeSeq() const;
+  std::uint64_t FirstChangeSeq() const;
+  // The changes numbered `seq` and later, oldest first; nullopt when some of them are no longer
+  // kept (then anything may have changed since `seq`).
+  std::optional<std::vector<Change>> ChangesSince(std::uint64_t seq) const;
 
   // OK, or Internal describing the first violation of the class invariant.
   common::Status CheckInvariants() const;

@@ -203,6 +203,7 @@ void Scheduler::Requeue(RequestRecord& r, std::string reason) {
   inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
   loads_[r.spec.workspace].Remove(r.id);
   r.plan.reset();
+  r.lead_since.reset();
   r.reservation.reset();
   r.window.reset();
   r.actual_start.reset();

@@ -26,7 +26,9 @@ common::Result<std::vector<std::optional<Time>>> Scheduler::PlanOnCopy(
   starts.reserve(order.size());
   std::int32_t rank = 0;
   for (const auto& [id, spec] : order) {
-    Placement p = Place(view, spec, now, backfill_->NotBefore(walk, now), INT32_MAX, std::nullopt);
+    const RequestRecord* r = requests_.FindConst(id);
+    Placement p = Place(view, spec, now, backfill_->NotBefore(walk, now), INT32_MAX, std::nullopt,
+                        std::nullopt, r != nullptr ? LeadOf(*r) : std::nullopt);
     if (!p.plan || !backfill_->Keep(walk, p.plan->start, now)) {
       starts.push_back(std::nullopt);
       ++rank;

@@ -31,32 +31,28 @@ void Scheduler::ReuseState::Add(const inventory::Change& c) {
   const std::size_t pool = c.pool.value();
   if (changed.size() <= pool) changed.resize(pool + 1);
   changed[pool].push_back(c);
-  if (c.workspace.value() != 0 && std::find(dirty_workspaces.begin(), dirty_workspaces.end(),
-                                            c.workspace) == dirty_workspaces.end()) {
-    dirty_workspaces.push_back(c.workspace);
-  }
+  ++total;
 }
 
 Scheduler::ReuseState Scheduler::BeginReuse(std::span<const core::RequestId> tail,
-                                            std::int32_t rank_ahead,
-                                            inventory::ChangeLog log) const {
+                                            std::int32_t rank_ahead) const {
   ReuseState reuse;
   // The walk of EASY and of no backfill carries state from the requests ahead, which the change
-  // log does not show; an incomplete log may hide any change.
-  if (!options_.reuse_plans || reuse_blocked_ || backfill_->UsesWalk() || !log.complete) {
-    return reuse;
-  }
+  // log does not show.
+  if (!options_.reuse_plans || reuse_blocked_ || backfill_->UsesWalk()) return reuse;
   // Each previous plan counted the plans ranked before it. The ranks must still follow the
   // queue, so that the requests ahead of each are the ones that were (requests queued since
   // aside, whose slots enter `changed` when they are placed); those take ranks between their
   // neighbours'.
   reuse.ranks.resize(tail.size());
   std::int32_t last = rank_ahead;
+  std::uint64_t oldest = kThisReplan;  // the oldest confirmation of a plan in the tail
   for (std::size_t k = 0; k < tail.size();) {
-    const std::int32_t rank = requests_.Get(tail[k]).rank;
-    if (rank >= 0) {
-      if (rank <= last) return reuse;
-      reuse.ranks[k++] = last = rank;
+    const RequestRecord& r = requests_.Get(tail[k]);
+    if (r.rank >= 0) {
+      if (r.rank <= last) return reuse;
+      reuse.ranks[k++] = last = r.rank;
+      if (r.plan) oldest = std::min(oldest, ConfirmedSeq(r.id));
       continue;
     }
     std::size_t end = k;
@@ -73,8 +69,18 @@ Scheduler::ReuseState Scheduler::BeginReuse(std::span<const core::RequestId> tai
   }
   reuse.on = true;
   reuse.changed.resize(inventory_.pools().size());
-  for (const inventory::Change& c : log.changes) reuse.Add(c);
+  // The log from the oldest plan's confirmation, or as far back as it goes (plans confirmed
+  // before that are placed again).
+  reuse.first_seq =
+      std::max(std::min(oldest, inventory_.NextChangeSeq()), inventory_.FirstChangeSeq());
+  if (auto log = inventory_.ChangesSince(reuse.first_seq)) {
+    for (const inventory::Change& c : *log) reuse.Add(c);
+  }
   return reuse;
+}
+
+std::uint64_t Scheduler::ConfirmedSeq(core::RequestId id) const {
+  return id.value() < confirmed_seq_.size() ? confirmed_seq_[id.value()] : 0;
 }
 
 bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std::int32_t rank,
@@ -82,6 +88,17 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
   const core::RequestSpec& spec = r.spec;
   const Time start = previous.start;
   if (start < now) return false;
+  // The changes since its plan was confirmed: all of them must still be in the log.
+  const std::uint64_t since = ConfirmedSeq(r.id);
+  if (since < reuse.first_seq) return false;
+  // The part of a pool's changes this request has to look at (they are in sequence order).
+  auto relevant = [&](std::size_t pool) {
+    const std::vector<inventory::Change>& all = reuse.changed[pool];
+    auto first = std::partition_point(all.begin(), all.end(),
+                                      [&](const inventory::Change& c) { return c.seq < since; });
+    return std::span<const inventory::Change>(all.data() + (first - all.begin()),
+                                              static_cast<std::size_t>(all.end() - first));
+  };
   const core::WorkspacePolicy& policy = workspaces_.at(spec.workspace).policy;
   // 1. The workspace rules must not be able to move the start: no quota, and fewer requests
   //    than max_active allows, now and when the plan was made. (Where they can, the wait cause
@@ -92,10 +109,10 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
   const std::size_t entries = load_it == loads_.end() ? 0 : load_it->second.entries().size();
   const auto max_active = static_cast<std::size_t>(std::max(policy.max_active_requests, 0));
   if ((policy.gpu_quota && !spec.quota_exempt) || entries + 1 > max_active) return false;
-  if (std::find(reuse.dirty_workspaces.begin(), reuse.dirty_workspaces.end(), spec.workspace) !=
-      reuse.dirty_workspaces.end()) {
+  if (entries + 1 + reuse.total > max_active) {  // else no count of changes could matter
     std::size_t left = 0;
-    for (const auto& changes : reuse.changed) {
+    for (std::size_t pool = 0; pool < reuse.changed.size(); ++pool) {
+      const auto changes = relevant(pool);
       left += static_cast<std::size_t>(
           std::count_if(changes.begin(), changes.end(),
                         [&](const inventory::Change& c) { return c.workspace == spec.workspace; }));
@@ -111,7 +128,8 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
   auto own_shape = shapes_.find(own_pool->shape);
   if (!own_preference || own_shape == shapes_.end()) return false;
   if (start <
-      internal::EarliestAllowed(spec, *own_pool, own_shape->second, now, walk_not_before).first) {
+      internal::EarliestAllowed(spec, *own_pool, own_shape->second, now, walk_not_before, LeadOf(r))
+          .first) {
     return false;
   }
   // 3. No changed node may offer a start before it, or the same start and win the tie.
@@ -120,7 +138,8 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
     q.nodes = 1;
     q.gpus = core::GpusPerNode(spec, shape.gpus_per_node);
     q.length = spec.duration;
-    q.not_before = internal::EarliestAllowed(spec, pool, shape, now, walk_not_before).first;
+    q.not_before =
+        internal::EarliestAllowed(spec, pool, shape, now, walk_not_before, LeadOf(r)).first;
     q.workspace = spec.workspace;
     q.exclusive = !policy.share_nodes;
     q.max_plan_rank = rank;  // plans behind it may still be booked
@@ -133,7 +152,7 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
   // One pool's changes: false when one of them could move the plan.
   auto pool_holds = [&](const inventory::Pool& pool, const core::GpuShape& shape,
                         std::uint64_t preference) {
-    const std::vector<inventory::Change>& changes = reuse.changed[pool.id.value()];
+    const std::span<const inventory::Change> changes = relevant(pool.id.value());
     if (changes.size() > kMaxPoolChanges) return false;
     const inventory::FitQuery q = query_for(pool, shape);
     const bool can_fit = q.gpus <= shape.gpus_per_node && q.not_before <= start;
@@ -179,7 +198,7 @@ WaitCause Scheduler::KeptCause(const RequestRecord& r, const Plan& plan, Time no
   // The rule behind the earliest allowed start, capacity after it, nothing when it starts now.
   const auto [not_before, cause] =
       internal::EarliestAllowed(r.spec, *inventory_.FindPool(plan.pool), shapes_.at(plan.shape),
-                                now, backfill_->NotBefore({}, now));
+                                now, backfill_->NotBefore({}, now), LeadOf(r));
   if (plan.start == now) return WaitCause::kNone;
   return plan.start > not_before ? WaitCause::kCapacity : cause;
 }
@@ -201,7 +220,9 @@ void Scheduler::NoteReplaced(const RequestRecord& r, const std::optional<Plan>& 
   if (previous == r.plan) return;
   auto note = [&](const Plan& plan) {
     const core::Interval window{plan.start, plan.start + r.spec.duration};
-    for (core::NodeId node : plan.nodes) reuse.Add({node, plan.pool, window, r.spec.workspace});
+    for (core::NodeId node : plan.nodes) {
+      reuse.Add({node, plan.pool, window, r.spec.workspace, kThisReplan});
+    }
   };
   if (previous) note(*previous);
   if (r.plan) note(*r.plan);
@@ -247,6 +268,7 @@ void Scheduler::ReplanKeeping(std::span<const core::RequestId> tail, ReuseState&
       r.rank = rank;
       r.wait_cause = WaitCause::kCapacity;
       r.reason = std::string(kBeyondDepth);
+      r.lead_since.reset();
       NoteReplaced(r, old, reuse);
       continue;
     }

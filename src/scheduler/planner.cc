@@ -26,6 +26,7 @@ struct PoolInputs {
   const std::map<core::WorkspaceId, WorkspaceLoad>& loads;
   const std::map<core::WorkspaceId, core::Workspace>& workspaces;
   const std::map<core::ShapeId, core::GpuShape>& shapes;
+  std::optional<internal::LeadStart> lead = {};  // of the request placed, if it has one
 };
 
 // One pool for one request: Scheduler::EvaluatePool, plus `latest_start`: when the request cannot
@@ -51,7 +52,8 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
   WorkspaceLoad::Limits limits{ws.policy.max_active_requests,
                                spec.quota_exempt ? std::nullopt : ws.policy.gpu_quota};
   const int total_gpus = gpus * spec.nodes;
-  auto [not_before, cause] = internal::EarliestAllowed(spec, pool, shape, now, not_before_in);
+  auto [not_before, cause] =
+      internal::EarliestAllowed(spec, pool, shape, now, not_before_in, in.lead);
   inventory::FitQuery q;
   q.nodes = spec.nodes;
   q.gpus = gpus;
@@ -150,13 +152,14 @@ std::vector<QuoteOption> Scheduler::EvaluateOptions(const PlanView& view,
 Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestSpec& spec, Time now,
                                       Time not_before, std::int32_t max_rank,
                                       std::optional<core::RequestId> ignore,
-                                      std::optional<std::int32_t> load_rank) const {
+                                      std::optional<std::int32_t> load_rank,
+                                      std::optional<internal::LeadStart> lead) const {
   Placement result;
   // Only the earliest option is used (the first of equal ones), so each pool after the first
   // needs to be searched only for starts strictly before the best so far.
-  std::vector<QuoteOption> options =
-      EvaluateAllPools({view.inventory, view.loads, workspaces_, shapes_}, spec, now, not_before,
-                       max_rank, ignore, /*bounded=*/true, load_rank.value_or(max_rank));
+  std::vector<QuoteOption> options = EvaluateAllPools(
+      {view.inventory, view.loads, workspaces_, shapes_, lead}, spec, now, not_before, max_rank,
+      ignore, /*bounded=*/true, load_rank.value_or(max_rank));
   const QuoteOption* best = nullptr;
   for (const QuoteOption& o : options) {
     if (o.start && (!best || *o.start < *best->start)) best = &o;
@@ -179,6 +182,35 @@ Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestS
   return result;
 }
 
+std::optional<internal::LeadStart> Scheduler::LeadOf(const RequestRecord& r) {
+  if (!r.lead_since) return std::nullopt;
+  return internal::LeadStart{r.lead_pool, *r.lead_since};
+}
+
+void Scheduler::NoteLeadStart(RequestRecord& r, std::optional<core::PoolId> pool) {
+  if (r.lead_since && (!pool || r.lead_pool != *pool)) r.lead_since.reset();
+}
+
+void Scheduler::CatchUpLeads(std::span<const core::RequestId> tail, Time now) {
+  const auto& pools = inventory_.pools();
+  if (std::none_of(pools.begin(), pools.end(), [&](const inventory::Pool& p) {
+        return internal::LeadTime(p, shapes_.at(p.shape)) > core::Duration(0);
+      })) {
+    return;
+  }
+  for (core::RequestId id : tail) {
+    const RequestRecord& r = requests_.Get(id);
+    if (!r.plan || (r.lead_since && r.lead_pool == r.plan->pool)) continue;
+    const inventory::Pool& pool = pools[r.plan->pool.value()];
+    const core::Duration lead = internal::LeadTime(pool, shapes_.at(pool.shape));
+    // The connector asks for a plan's nodes once its start is within the lead time.
+    if (lead <= core::Duration(0) || now < r.plan->start - lead) continue;
+    RequestRecord& w = requests_.at(id);
+    w.lead_since = w.plan->start - lead;
+    w.lead_pool = w.plan->pool;
+  }
+}
+
 BackfillPolicy::Walk Scheduler::WalkBefore(std::size_t position, Time now) const {
   BackfillPolicy::Walk walk;
   if (!backfill_->UsesWalk()) return walk;
@@ -199,15 +231,17 @@ void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now, Backfill
                          std::int32_t load_rank) {
   r.rank = rank;
   Placement p = Place(live(), r.spec, now, backfill_->NotBefore(walk, now), INT32_MAX, std::nullopt,
-                      load_rank);
+                      load_rank, LeadOf(r));
   ++placements_;
   r.wait_cause = p.cause;
   if (!p.plan) {
+    NoteLeadStart(r, std::nullopt);
     r.plan.reset();
     r.reason = p.reason;
     return;
   }
   if (!backfill_->Keep(walk, p.plan->start, now)) {
+    NoteLeadStart(r, std::nullopt);
     r.plan.reset();
     r.wait_cause = WaitCause::kCapacity;
     r.reason =
@@ -222,6 +256,7 @@ void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now, Backfill
   EGS_CHECK(inventory_.Book(p.plan->nodes, b).ok());
   loads_[r.spec.workspace].Add({r.id, b.window, p.plan->gpus_per_node * r.spec.nodes, rank});
   PushPlanStart(p.plan->start, r.id);
+  NoteLeadStart(r, p.plan->pool);
   r.reason.clear();  // the wait cause says why; reason is kept for exceptions
   r.plan = std::move(p.plan);
 }
@@ -273,9 +308,11 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
     }
   }
   std::vector<core::RequestId> tail = QueueFrom(queue_, from);
-  // 1. Whether previous plans may be kept, from what changed since the last re-plan (this
-  //    re-plan accounts for its own bookings).
-  ReuseState reuse = BeginReuse(tail, from == 0 ? -1 : RankAt(from - 1), inventory_.TakeChanges());
+  CatchUpLeads(tail, now);
+  // 1. Whether previous plans may be kept, from what changed since each was made (this re-plan
+  //    accounts for its own bookings, which are not logged).
+  const std::uint64_t seq = inventory_.NextChangeSeq();
+  ReuseState reuse = BeginReuse(tail, from == 0 ? -1 : RankAt(from - 1));
   inventory_.LogChanges(false);
   // 2. Place the tail again in queue order; each request sees only the plans ahead of it.
   if (reuse.on) {
@@ -284,6 +321,15 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
     ReplanAll(tail, from, base, now);
   }
   inventory_.LogChanges(true);
+  // Every plan of the tail was made or confirmed against the changes up to `seq`.
+  for (core::RequestId id : tail) {
+    const std::uint64_t v = id.value();
+    if (v >= kMaxConfirmedId) continue;  // such a request is placed again every time
+    if (v >= confirmed_seq_.size()) {
+      confirmed_seq_.resize(std::max<std::size_t>(v + 1, confirmed_seq_.size() * 2));
+    }
+    confirmed_seq_[v] = seq;
+  }
   // 3. Compact the start heap when stale entries dominate it. A request re-planned to the same
   // start has two live entries, so duplicates go too (or they would keep the heap above the
   // threshold and make every re-plan compact it); sorted ascending, it is a min-heap.
@@ -317,6 +363,7 @@ void Scheduler::ReplanAll(std::span<const core::RequestId> tail, std::size_t fro
       rank += kRankStep;
       r.wait_cause = WaitCause::kCapacity;
       r.reason = std::string(kBeyondDepth);
+      r.lead_since.reset();
       continue;
     }
     BookPlan(r, rank, now, walk, rank);

@@ -64,14 +64,23 @@ inline core::Duration LeadTime(const inventory::Pool& pool, const core::GpuShape
   return std::max(shape.provisioning_lead_time, pool.lead_time);
 }
 
+// A queued request's lead time on the pool it is planned on: it has run since `since`.
+struct LeadStart {
+  core::PoolId pool;
+  core::Time since;
+};
+
 // The earliest instant `spec` may start in a pool of `shape` when planned at `now` behind
-// `not_before` (the backfill policy's), and the rule that sets it.
+// `not_before` (the backfill policy's), and the rule that sets it. The lead time counts from
+// now, or from `lead.since` when the request has been planned on this pool since then.
 inline std::pair<core::Time, WaitCause> EarliestAllowed(const core::RequestSpec& spec,
                                                         const inventory::Pool& pool,
                                                         const core::GpuShape& shape, core::Time now,
-                                                        core::Time not_before) {
+                                                        core::Time not_before,
+                                                        std::optional<LeadStart> started = {}) {
   const core::Duration lead = LeadTime(pool, shape);
-  core::Time earliest = now + lead;
+  const core::Time lead_from = started && started->pool == pool.id ? started->since : now;
+  core::Time earliest = std::max(now, lead_from + lead);
   WaitCause cause = lead > core::Duration(0) ? WaitCause::kLeadTime : WaitCause::kNone;
   if (not_before > earliest) {
     earliest = not_before;

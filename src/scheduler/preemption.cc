@@ -251,7 +251,7 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
     old_ends.emplace_back(&victim, victim.window->end);
     SetRunningEnd(victim, takeover);
   }
-  Placement p = Place(live(), q.spec, now, now, q.rank, q.id);
+  Placement p = Place(live(), q.spec, now, now, q.rank, q.id, std::nullopt, LeadOf(q));
   const bool worth =
       p.plan && (!q.plan || p.plan->start + options_.preemption_min_gain <= q.plan->start);
   if (!worth) {

@@ -56,6 +56,12 @@ struct RequestRecord {
   common::OptionalTime promised_start;  // planned start at submit
   common::OptionalTime promised_p50;    // calibrated estimate at submit
   common::OptionalTime promised_p90;
+  // Queued on a pool with a lead time (an autoscaled group's slots): since when its nodes have
+  // been asked for (the connector asks once the planned start is within the lead time), so
+  // that the lead time runs from then and does not start again at every re-plan. Unset
+  // otherwise.
+  common::OptionalTime lead_since;
+  core::PoolId lead_pool;
   // Once started: its reservation and when it runs.
   std::optional<core::ReservationId> reservation;
   std::optional<core::Interval> window;

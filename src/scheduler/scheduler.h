@@ -42,6 +42,7 @@
 #include "scheduler/backfill_policy.h"
 #include "scheduler/decision.h"
 #include "scheduler/ledger_fair_share.h"
+#include "scheduler/pool_choice.h"
 #include "scheduler/record_table.h"
 #include "scheduler/request_record.h"
 #include "scheduler/snapshot.h"
@@ -393,22 +394,25 @@ class Scheduler {
 
   // Plan reuse (plan_reuse.cc, docs/design/0011-plan-reuse.md). A re-plan walks the queue from
   // the first changed position; a request whose previous plan no change since could alter keeps
-  // it instead of being placed again. `changed` holds, per pool, what the re-plan has to assume
-  // changed for the request at hand: the inventory's change log since the last re-plan, then
-  // the old and new slots of every request placed differently so far in this one.
+  // it instead of being placed again. `changed` holds, per pool and in order, what a request
+  // may have to assume changed: the inventory's change log (a request reads the part since its
+  // plan was made or last confirmed, `confirmed_seq_`), then the old and new slots of every
+  // request placed differently so far in this re-plan (numbered kThisReplan: for everyone).
+  static constexpr std::uint64_t kThisReplan = UINT64_MAX;
   struct ReuseState {
     bool on = false;
-    std::vector<std::vector<inventory::Change>> changed;  // by pool id
-    std::vector<core::WorkspaceId> dirty_workspaces;      // whose load changed
+    std::uint64_t first_seq = 0;                          // changes from here on are in `changed`
+    std::size_t total = 0;                                // entries in `changed`
+    std::vector<std::vector<inventory::Change>> changed;  // by pool id, by seq
     std::vector<std::int32_t> ranks;                      // of the tail, in order
     void Add(const inventory::Change& c);
   };
   // Whether this re-plan of `tail` (in queue order, plans still booked; the request ahead of it
-  // has rank `rank_ahead`, -1 for none) may keep plans, given the inventory's changes since the
-  // last one; and then the tail's ranks: their own, and for requests queued since, ranks
-  // between their neighbours'.
-  ReuseState BeginReuse(std::span<const core::RequestId> tail, std::int32_t rank_ahead,
-                        inventory::ChangeLog log) const;
+  // has rank `rank_ahead`, -1 for none) may keep plans; and then the tail's ranks (their own,
+  // and for requests queued since, ranks between their neighbours') and the changes its
+  // requests have to look at.
+  ReuseState BeginReuse(std::span<const core::RequestId> tail, std::int32_t rank_ahead) const;
+  std::uint64_t ConfirmedSeq(core::RequestId id) const;
   // Whether placing `r` as the request of rank `rank` now would give `previous` again. The
   // inventory may still hold plans ranked at or after `rank`; they are not counted.
   bool PlanStillHolds(const RequestRecord& r, const Plan& previous, std::int32_t rank,
@@ -449,7 +453,17 @@ class Scheduler {
   Placement Place(const PlanView& view, const core::RequestSpec& spec, core::Time now,
                   core::Time not_before, std::int32_t max_rank,
                   std::optional<core::RequestId> ignore,
-                  std::optional<std::int32_t> load_rank = std::nullopt) const;
+                  std::optional<std::int32_t> load_rank = std::nullopt,
+                  std::optional<internal::LeadStart> lead = std::nullopt) const;
+  // The lead time `r` has already waited on the pool it is planned on (RequestRecord::
+  // lead_since); it is kept when `r` is planned again on that pool and dropped otherwise
+  // (NoteLeadStart, `pool` nullopt: no plan).
+  static std::optional<internal::LeadStart> LeadOf(const RequestRecord& r);
+  static void NoteLeadStart(RequestRecord& r, std::optional<core::PoolId> pool);
+  // Before a re-plan of `tail`: a request planned on a pool with a lead time whose start is
+  // within that lead time has had its nodes asked for since (start - lead time) (the connector
+  // asks then), so its lead runs from there.
+  void CatchUpLeads(std::span<const core::RequestId> tail, core::Time now);
   // Places `r` as the request of rank `rank` and books its plan. The inventory must hold no
   // plan behind it in the pools it may use; its workspace load counts plans below `load_rank`.
   void BookPlan(RequestRecord& r, std::int32_t rank, core::Time now, BackfillPolicy::Walk& walk,
@@ -525,6 +539,12 @@ class Scheduler {
   std::map<std::pair<core::RequestId, core::NodeId>, bool> node_idle_;
   std::size_t placements_ = 0;
   std::size_t kept_plans_ = 0;
+  // Per request id: the change-log sequence number at the re-plan that last made or kept its
+  // plan (plan reuse); beside the records, so that keeping a plan writes no record.
+  // Ids are handed out densely; past this (only a restore of odd records brings such ids) a
+  // request's plan is never kept.
+  static constexpr std::uint64_t kMaxConfirmedId = 1u << 24;
+  std::vector<std::uint64_t> confirmed_seq_;
   // Set by changes the inventory's change log does not show (a workspace's policy); the next
   // re-plan then places every request again.
   bool reuse_blocked_ = false;

@@ -4,6 +4,7 @@
 // and that when everything has ended every healthy node is free again.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 
 #include "common/rng.h"
@@ -27,6 +28,18 @@ class PropertyRun {
     h_.AddNodes(1, 1, 4, 8);
     h_.AddNodes(2, 1, 3, 8);
     h_.AddNodes(2, 2, 4, 4);
+    // Two slots of an autoscaled group beside cluster 1's nodes of shape 1: a pool with a lead
+    // time (ids 12 and 13).
+    for (std::uint32_t id = 12; id <= 13; ++id) {
+      core::Node slot;
+      slot.id = core::NodeId(id);
+      slot.name = "slot-" + std::to_string(id);
+      slot.cluster = core::ClusterId(1);
+      slot.shape = core::ShapeId(1);
+      slot.gpus.resize(8);
+      slot.provisioning_lead_time = common::Minutes(30);
+      EXPECT_TRUE(h_.sched->AddNode(slot).ok());
+    }
     for (std::uint32_t w = 1; w <= 3; ++w) {
       core::WorkspacePolicy p;
       p.max_active_requests = static_cast<int>(w);
@@ -269,6 +282,34 @@ TEST(SchedulerPropertyTest, KeptPlansAreThePlansOfPlacingEveryRequestAgain) {
         const RequestRecord* other = b.FindRequest(id);
         ASSERT_NE(other, nullptr);
         ASSERT_EQ(r.phase, other->phase) << "request " << id.value() << " step " << i;
+        if (r.plan != other->plan) {
+          auto show = [](const RequestRecord& x) {
+            std::string s = "phase " + std::string(core::PhaseName(x.phase)) + " rank " +
+                            std::to_string(x.rank);
+            if (x.plan) {
+              s += " start " + common::FormatTime(x.plan->start) + " pool " +
+                   std::to_string(x.plan->pool.value()) + " nodes";
+              for (auto n : x.plan->nodes) s += " " + std::to_string(n.value());
+            }
+            if (x.lead_since)
+              s += " lead_since " + common::FormatTime(*x.lead_since) + " lead_pool " +
+                   std::to_string(x.lead_pool.value());
+            s += " nodes " + std::to_string(x.spec.nodes) + " gpus " +
+                 std::to_string(x.spec.gpus_per_node) + " ws " +
+                 std::to_string(x.spec.workspace.value()) + " shapes";
+            for (auto sh : x.spec.shapes) s += " " + std::to_string(sh.value());
+            return s;
+          };
+          ADD_FAILURE() << "reuse: " << show(r) << "\nplace: " << show(*other) << "\nnow "
+                        << common::FormatTime(reusing.harness().clock.Now());
+          a.queue().ForEach([&](core::RequestId q) {
+            const RequestRecord& x = a.requests().Get(q);
+            const RequestRecord& y = b.requests().Get(q);
+            std::printf("%s %lu | %s\n    %s\n", x.plan == y.plan ? "  " : "XX",
+                        static_cast<unsigned long>(q.value()), show(x).c_str(), show(y).c_str());
+            return true;
+          });
+        }
         ASSERT_EQ(r.plan, other->plan) << "request " << id.value() << " step " << i;
         ASSERT_EQ(r.promised_start, other->promised_start) << "request " << id.value();
         ASSERT_EQ(r.wait_cause, other->wait_cause) << "request " << id.value() << " step " << i;

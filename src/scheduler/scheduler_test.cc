@@ -464,6 +464,44 @@ TEST(SchedulerTest, AutoscaledSlotsArePlannedAfterTheirLeadTime) {
   EXPECT_THAT(h.sched->AddNode(negative), StatusIs(common::StatusCode::kInvalidArgument));
 }
 
+// The lead time of slots runs from when the nodes were asked for (the connector asks once a
+// planned start is within the lead time), not again at every re-plan: otherwise every capacity
+// change anywhere would push the request back by the whole lead time, and in a busy fleet it
+// would never start.
+TEST(SchedulerTest, ALeadTimeRunsFromWhenTheNodesWereAskedForNotFromEachReplan) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  for (std::uint32_t id = 10; id <= 11; ++id) {
+    core::Node slot;
+    slot.id = core::NodeId(id);
+    slot.name = "slot-" + std::to_string(id);
+    slot.cluster = core::ClusterId(1);
+    slot.shape = core::ShapeId(1);
+    slot.gpus.resize(8);
+    slot.provisioning_lead_time = common::Minutes(20);
+    ASSERT_OK(h.sched->AddNode(slot));
+  }
+  auto busy = MustSubmit(h, RequestBuilder().Hours(4).Build());
+  h.Cycle();
+  auto waiting = MustSubmit(h, RequestBuilder().Hours(1).Build());
+  EXPECT_EQ(h.Get(waiting).plan->start, T(0) + common::Minutes(20));
+  // Full re-plans at 0:05 and 0:19 (a node's health changes) leave the start where it was.
+  for (int minute : {5, 19}) {
+    h.clock.AdvanceTo(T(0) + common::Minutes(minute));
+    ASSERT_OK(h.sched->SetNodeHealth(core::NodeId(1), core::NodeHealth::kCordoned));
+    ASSERT_OK(h.sched->SetNodeHealth(core::NodeId(1), core::NodeHealth::kHealthy));
+    h.Cycle();
+    EXPECT_EQ(h.Get(waiting).plan->start, T(0) + common::Minutes(20)) << "at minute " << minute;
+  }
+  // A quote (for the other slot) still counts the whole lead time from now.
+  auto q = h.sched->Quote(RequestBuilder().Hours(1).Build());
+  ASSERT_OK(q);
+  EXPECT_EQ(q->options[1].start, T(0) + common::Minutes(39));
+  h.AdvanceTo(T(0) + common::Minutes(20));
+  EXPECT_EQ(h.Get(waiting).actual_start, T(0) + common::Minutes(20));
+  (void)busy;
+}
+
 TEST(SchedulerTest, SnapshotIsPublishedForReaders) {
   SchedulerHarness h;
   h.SimpleFleet(2);
