@@ -60,6 +60,11 @@ bool KubernetesConnector::IsSynced() const {
 }
 
 void KubernetesConnector::Provision(const core::ProvisionOrder& order) {
+  {
+    // The order supersedes an early ask of the request (egsd's next set will not have it).
+    std::lock_guard lock(mu_);
+    std::erase_if(asks_, [&](const CapacityAsk& a) { return a.request == order.request; });
+  }
   Task task;
   task.order = order;
   Enqueue(std::move(task));

@@ -220,7 +220,9 @@ KubernetesConnector::Attempt KubernetesConnector::FailCapacity(std::size_t p,
   if (!s.ok() && IsRetryable(s)) return Attempt::Retry(s);
   RecordCapacityEvent(order.workspace, "CapacityFailed",
                       "request " + std::to_string(order.request.value()) + ": " + why, true);
-  // 2. egsd keeps plans off the pool for a while, then the order fails.
+  // 2. egsd keeps plans off the pool for a while, then the order fails. An ask egsd made
+  //    before the order is not made again for these slots meanwhile.
+  if (report) failed_asks_[order.request] = {order.nodes, clock_.Now() + pool.failure_backoff};
   if (callbacks_.on_capacity_failed) callbacks_.on_capacity_failed(pool.name, order.request, why);
   if (report && callbacks_.on_provisioned) {
     callbacks_.on_provisioned({order.request, false, {}, why});
