@@ -159,7 +159,20 @@ common::Status KubeClusters::RegisterSlots(const std::string& field,
   return common::OkStatus();
 }
 
-void KubeClusters::CordonRetiredSlots(Member& m) {
+void KubeClusters::SettleSlots(Member& m) {
+  for (const Member::SlotPool& p : m.pools) {
+    for (const auto& [id, name] : p.slots) {
+      auto node = StoredNode(store_, name);
+      if (!node.ok() || !node->is_object() ||
+          node->value("/status/health"_json_pointer, "") != "Unhealthy") {
+        continue;
+      }
+      ControlPlaneImpl* cp = &cp_;
+      post_([cp, slot = id](scheduler::Scheduler&) {
+        cp->OnFleetNodeHealth(slot, core::NodeHealth::kHealthy);
+      });
+    }
+  }
   for (const std::string& name : m.retired_slots) {
     auto cordoned = cp_.Action(System(), "Node", "", name, "cordon", json::object());
     if (cordoned.ok()) {

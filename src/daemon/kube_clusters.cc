@@ -240,7 +240,7 @@ core::ClusterConnector& KubeClusters::Router(core::ClusterConnector* fallback) {
 common::Status KubeClusters::Start() {
   started_at_ = clock_.Now();
   for (auto& [id, m] : members_) {
-    CordonRetiredSlots(*m);
+    SettleSlots(*m);
     m->connector->Start();
     m->mirror->Start();
   }

@@ -138,8 +138,10 @@ class KubeClusters {
   static common::Status RegisterSlots(const std::string& field, ControlPlaneImpl& control_plane,
                                       store::Store& store, Member& m,
                                       k8s::KubernetesConnectorOptions& options);
-  // At Start: retired slots are cordoned.
-  void CordonRetiredSlots(Member& m);
+  // At Start: retired slots are cordoned; a configured slot left Unhealthy (its bound node
+  // failed before a restart) is healthy again (the connector reports a bound node that is still
+  // not Ready at its first list).
+  void SettleSlots(Member& m);
   // Status-sync thread: the early asks of every member with pools.
   void SyncCapacityAsks();
   // Connector worker thread: `pool` of `m` failed to obtain nodes for `request`.

@@ -263,6 +263,25 @@ TEST_F(AutoscaledPoolTest, RestartRebuildsBindingsFromLabelsAndActsOnce) {
   EXPECT_EQ(rec.health[0], std::make_pair(slot, core::NodeHealth::kUnhealthy));
 }
 
+TEST_F(AutoscaledPoolTest, OutageWhileWaitingDegradesThenFinishesWithoutDoingTwice) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  connector->Provision(Order(47, {kSlot0}));
+  ASSERT_TRUE(rec.WaitFor([&] { return !Pr("egs-47").is_null(); }));
+  server_.SetReachable(false);
+  ASSERT_TRUE(rec.WaitFor([&] {
+    return !rec.cluster.empty() && rec.cluster.back() == core::ClusterHealth::kDegraded;
+  }));
+  const std::vector<std::string> added = server_.ProvisionAsAutoscaler(kNs, "egs-47");
+  server_.SetReachable(true);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  std::lock_guard lock(rec.mu);
+  EXPECT_TRUE(rec.provisioned[0].ok) << rec.provisioned[0].message;
+  EXPECT_EQ(rec.cluster.back(), core::ClusterHealth::kHealthy);
+  EXPECT_EQ(server_.RequestCount("POST", "/apis/autoscaling.x-k8s.io/"), 1);
+  EXPECT_EQ(server_.RequestCount("PATCH", "/api/v1/nodes/" + added[0]), 2);  // bound, labelled
+}
+
 TEST_F(AutoscaledPoolTest, EarlyAsksComeBeforeTheOrderAndGoWhenNoLongerWanted) {
   Recorder rec;
   auto connector = MakeConnector(rec);
