@@ -10,7 +10,7 @@
 namespace egs::k8s {
 
 using nlohmann::json;
-using namespace internal;  // NOLINT(google-build-using-namespace): the connector's own helpers
+using namespace internal;  // the connector's own helpers
 
 KubernetesConnector::KubernetesConnector(common::Clock& clock, std::unique_ptr<KubeClient> client,
                                          KubernetesConnectorOptions options,

@@ -263,6 +263,35 @@ TEST_F(AutoscaledPoolTest, RestartRebuildsBindingsFromLabelsAndActsOnce) {
   EXPECT_EQ(rec.health[0], std::make_pair(slot, core::NodeHealth::kUnhealthy));
 }
 
+// A bound node fails: its slot is reported unhealthy; the scheduler's replacement order moves
+// the request to another slot, which gets a ProvisioningRequest of its own; the failed slot is
+// unbound and healthy again.
+TEST_F(AutoscaledPoolTest, ReplacementSlotGetsItsOwnProvisioningRequest) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  const core::ProvisionOrder order = Order(48, {kSlot0, kSlot1});
+  const std::vector<std::string> added = ProvisionThroughTheAutoscaler(*connector, rec, order);
+  const std::string failed = connector->SlotBindings().at(kSlot0);
+  server_.SetNodeReady(failed, false);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.health.empty(); }));
+  core::NodeReplacementOrder replace{
+      order.request, order.reservation, kWs, order.cluster, kSlot0, kSlot2, 8, order.window};
+  connector->ReplaceNode(replace);
+  ASSERT_TRUE(rec.WaitFor([&] { return !Pr("egs-48-n103").is_null(); }));
+  EXPECT_EQ(Pr("egs-48-n103")["spec"]["podSets"][0]["count"], 1);
+  const std::vector<std::string> more = server_.ProvisionAsAutoscaler(kNs, "egs-48-n103");
+  ASSERT_EQ(more.size(), 1u);
+  ASSERT_TRUE(rec.WaitFor([&] { return Labels(more[0]).value("egs.dev/request", "") == "48"; }));
+  EXPECT_EQ(Labels(more[0])["egs.dev/slot"], "east-burst-slot-2");
+  EXPECT_FALSE(Labels(failed).contains("egs.dev/slot"));
+  EXPECT_FALSE(Labels(failed).contains("egs.dev/request"));
+  std::lock_guard lock(rec.mu);
+  EXPECT_THAT(rec.health,
+              ::testing::ElementsAre(std::make_pair(kSlot0, core::NodeHealth::kUnhealthy),
+                                     std::make_pair(kSlot0, core::NodeHealth::kHealthy)));
+  (void)added;
+}
+
 TEST_F(AutoscaledPoolTest, OutageWhileWaitingDegradesThenFinishesWithoutDoingTwice) {
   Recorder rec;
   auto connector = MakeConnector(rec);
