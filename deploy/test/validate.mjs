@@ -268,6 +268,9 @@ function compareWithKustomize(chartObjects, baseObjects) {
     }
   }
   if (chart.has("ClusterRole/egs-connector")) same("ClusterRole rules", chart.get("ClusterRole/egs-connector").rules, base.get("ClusterRole/egs-connector")?.rules);
+  for (const k of base.keys()) {
+    if (k.startsWith("Role/") && chart.has(k)) same(`${k} rules`, chart.get(k).rules, base.get(k).rules);
+  }
   if (chart.has("MutatingWebhookConfiguration/egs-pod-steering")) {
     same("webhooks", chart.get("MutatingWebhookConfiguration/egs-pod-steering").webhooks, base.get("MutatingWebhookConfiguration/egs-pod-steering")?.webhooks);
   }
@@ -357,7 +360,19 @@ for (const [dir, objects] of Object.entries(rendered)) {
   if (dep && sa && (sa.name !== dep.spec.template.spec.serviceAccountName || sa.namespace !== dep.metadata.namespace)) {
     errors.push("the ClusterRoleBinding does not bind egsd's service account");
   }
-  check("example overlay: images, storage, webhook, namespaces, bindings", errors);
+  // egsd's config: the base's plus an autoscaled pool, whose namespace the Role covers.
+  const config = YAML.parse(objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === "egsd-config")?.data["egsd.yaml"] ?? "{}");
+  const pools = config?.kubernetes?.clusters?.[0]?.autoscaledPools ?? [];
+  if (pools.length === 0) errors.push("no autoscaledPools in the overlay's egsd config");
+  const baseConfig = YAML.parse(rendered["kustomize/base"].find((o) => o.kind === "ConfigMap" && o.metadata.name === "egsd-config")?.data["egsd.yaml"] ?? "{}");
+  const withoutPools = structuredClone(config);
+  if (withoutPools?.kubernetes?.clusters?.[0]) delete withoutPools.kubernetes.clusters[0].autoscaledPools;
+  if (JSON.stringify(withoutPools) !== JSON.stringify(baseConfig)) errors.push("the overlay's egsd config differs from the base's beyond autoscaledPools");
+  const autoscaleRole = objects.find((o) => o.kind === "Role" && o.metadata.name === "egs-autoscale");
+  for (const p of pools) {
+    if (autoscaleRole?.metadata.namespace !== (p.namespace ?? "egs-system")) errors.push(`no Role egs-autoscale in the namespace of pool ${p.name}`);
+  }
+  check("example overlay: images, storage, webhook, namespaces, bindings, autoscaled pool", errors);
 }
 
 // CRDs.
@@ -421,7 +436,15 @@ for (const [what, extra] of [["default values", []], ["values-example.yaml", ["-
     if (wh?.metadata.annotations?.["cert-manager.io/inject-ca-from"] !== "egs-system/egsd-tls") errors.push("cert-manager annotation not set from values");
     const pvc = objects.find((o) => o.kind === "PersistentVolumeClaim");
     if (pvc?.spec.storageClassName !== "fast-ssd") errors.push("storage class not set from values");
-    check("helm values-example.yaml takes effect", errors);
+    // The autoscaled pool: the same egsd config as the example overlay's.
+    const egsdConfig = (list) => YAML.parse(list.find((o) => o.kind === "ConfigMap" && o.metadata.name === "egsd-config")?.data["egsd.yaml"] ?? "{}");
+    const chartConfig = egsdConfig(objects);
+    const overlayConfig = egsdConfig(rendered["kustomize/overlays/example"]);
+    const sorted = (v) => JSON.stringify(v, (_, x) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([p], [q]) => (p < q ? -1 : p > q ? 1 : 0))) : x));
+    if (sorted(chartConfig) !== sorted(overlayConfig)) {
+      errors.push(`egsd config differs from the example overlay's:\n    chart:   ${JSON.stringify(chartConfig)}\n    overlay: ${JSON.stringify(overlayConfig)}`);
+    }
+    check("helm values-example.yaml takes effect (and its egsd config is the example overlay's)", errors);
   }
 }
 {

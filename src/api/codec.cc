@@ -989,6 +989,7 @@ Result<NodeDoc> ParseNode(const json& j) {
         r.String("cluster", &d.cluster, /*required=*/true);
         r.String("shape", &d.shape, /*required=*/true);
         ReadGpus(r, d);
+        r.Dur("provisioningLeadTime", &d.provisioning_lead_time, /*positive=*/false);
       },
       [](ObjectReader& r, NodeDoc& d) {
         r.String("health", &d.health);
@@ -1008,6 +1009,9 @@ json ToJson(const NodeDoc& d) {
     gpus.push_back(std::move(gj));
   }
   j["spec"] = {{"cluster", d.cluster}, {"shape", d.shape}, {"gpus", std::move(gpus)}};
+  if (d.provisioning_lead_time.count() != 0) {
+    j["spec"]["provisioningLeadTime"] = FormatDuration(d.provisioning_lead_time);
+  }
   json status = json::object();
   PutIf(status, "health", d.health);
   json sched = json::array();

@@ -151,6 +151,8 @@ struct NodeDoc {
   std::string cluster;
   std::string shape;
   std::vector<GpuDoc> gpus;
+  // A slot of an autoscaled node group: obtaining the node takes this long (0: the node exists).
+  common::Duration provisioning_lead_time{0};
   // status
   std::string health;  // "Healthy", "Unhealthy", "Cordoned"; "" = not reported
   std::vector<NodeBookingDoc> schedule;

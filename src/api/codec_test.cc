@@ -193,6 +193,12 @@ TEST(CodecRoundTripTest, EveryKind) {
   node.schedule = {{"train", "team-a", *ParseTime("2026-11-22T10:00:00Z"),
                     *ParseTime("2026-11-22T14:00:00Z"), 8}};
   ExpectRoundTrip(node, ParseNode);
+  // A node that exists keeps the JSON shape it always had; a slot of an autoscaled group has
+  // its lead time.
+  EXPECT_FALSE(ToJson(node)["spec"].contains("provisioningLeadTime"));
+  node.provisioning_lead_time = std::chrono::milliseconds(1500);
+  EXPECT_EQ(ToJson(node)["spec"]["provisioningLeadTime"], "1.5s");
+  ExpectRoundTrip(node, ParseNode);
 
   WorkspaceDoc ws;
   ws.meta = Meta("team-a");
@@ -438,6 +444,10 @@ TEST(CodecErrorsTest, OtherKinds) {
       {"spec",
        {{"cluster", "east"}, {"shape", "h100x8"}, {"gpus", {{{"index", 0}}, {{"index", 0}}}}}}};
   EXPECT_EQ(ErrorOf(ParseNode(node)), "spec.gpus[1].index: duplicate index 0");
+  node["spec"]["gpus"] = json::array();
+  node["spec"]["provisioningLeadTime"] = "-5m";
+  EXPECT_THAT(ErrorOf(ParseNode(node)), ::testing::StartsWith("spec.provisioningLeadTime: "));
+  node["spec"].erase("provisioningLeadTime");
   node["spec"]["gpus"] = {{{"migMode", "Sometimes"}}};
   EXPECT_THAT(ErrorOf(ParseNode(node)),
               ::testing::StartsWith("spec.gpus[0].migMode: must be one of"));

@@ -284,9 +284,17 @@ std::map<std::string, std::pair<json, json>> KindSchemas() {
                       {"end", TimeS()},
                       {"gpus", Int()}});
   m["Node"] = {
-      Obj({{"cluster", Str()}, {"shape", Str()}, {"gpus", Arr(gpu)}}, {"cluster", "shape"}),
+      Obj({{"cluster", Str()},
+           {"shape", Str()},
+           {"gpus", Arr(gpu)},
+           {"provisioningLeadTime",
+            Dur("Set on the slots of an autoscaled node group (label egs.dev/autoscaled-pool): "
+                "obtaining the node takes this long. Absent: the node exists.")}},
+          {"cluster", "shape"}),
       Obj({{"health", Enum({"Healthy", "Unhealthy", "Cordoned"})},
-           {"schedule", Arr(booking, "Bookings of this node, by start.")}})};
+           {"schedule", Arr(booking, "Bookings of this node, by start.")},
+           {"boundNode", Str("A slot of an autoscaled node group: the Kubernetes node bound to "
+                             "it (label egs.dev/slot on that node); absent while unbound.")}})};
   json policy =
       Obj({{"gpuQuota", Int("GPUs the workspace may hold at any instant; unset = "
                             "unlimited.")},
@@ -805,6 +813,10 @@ std::vector<Column> BuildColumns(std::string_view kind) {
                const json* g = At(obj, {"spec", "gpus"});
                return g && g->is_array() ? json(g->size()) : json(nullptr);
              }},
+            {"Lead Time", "string", "Autoscaled slots: time to obtain the node.", 1,
+             Field({"spec", "provisioningLeadTime"})},
+            {"Bound Node", "string", "Autoscaled slots: the Kubernetes node bound to it.", 1,
+             Field({"status", "boundNode"})},
             AgeColumn()};
   }
   if (kind == "Workspace") {

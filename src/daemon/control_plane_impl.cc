@@ -870,6 +870,7 @@ common::Result<json> ControlPlaneImpl::CreateFleetObject(std::string_view kind, 
                                      shape_of.memory_per_gpu_mib, core::MigMode::kDisabled});
         }
       }
+      n.provisioning_lead_time = node.provisioning_lead_time;
       if (node.health == "Unhealthy") n.health = core::NodeHealth::kUnhealthy;
       if (node.health == "Cordoned") n.health = core::NodeHealth::kCordoned;
       if (dry_run) return common::OkStatus();

@@ -95,6 +95,7 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
       new KubeClusters(settings, clock, control_plane, scheduler, store));
   k->post_ = std::move(post);
   KubeClusters* self = k.get();
+  EGS_RETURN_IF_ERROR(ValidateAutoscaledPools(settings, control_plane, store));
   for (std::size_t i = 0; i < settings.clusters.size(); ++i) {
     const KubeClusterSettings& c = settings.clusters[i];
     const std::string field = fmt::format("kubernetes.clusters[{}]", i);
@@ -186,7 +187,12 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
     options.precheck_job.ns = c.precheck_job.ns;
     options.precheck_job.timeout = c.precheck_job.timeout;
     options.precheck_job.poll = c.precheck_job.poll_interval;
+    EGS_RETURN_IF_ERROR(RegisterSlots(field, control_plane, store, *member, options));
     k8s::KubernetesCallbacks cb;
+    cb.on_capacity_failed = [self, m](const std::string& pool, core::RequestId request,
+                                      const std::string& message) {
+      self->BackOffPool(*m, pool, request, message);
+    };
     cb.on_provisioned = [self](const core::ProvisionOutcome& o) {
       self->post_([o](scheduler::Scheduler& s) { s.OnProvisioned(o); });
     };
@@ -232,7 +238,9 @@ core::ClusterConnector& KubeClusters::Router(core::ClusterConnector* fallback) {
 }
 
 common::Status KubeClusters::Start() {
+  started_at_ = clock_.Now();
   for (auto& [id, m] : members_) {
+    SettleSlots(*m);
     m->connector->Start();
     m->mirror->Start();
   }
@@ -390,6 +398,7 @@ void KubeClusters::RunStatusSync() {
         if (it != mirrored_.end()) it->second.written = dumped;
       }
     }
+    SyncCapacityAsks();
     lock.lock();
     clock_.WaitUntil(cv_, lock, clock_.Now() + std::chrono::milliseconds(500),
                      [&] { return stop_; });
@@ -441,6 +450,23 @@ std::vector<std::string> KubeClusters::NamespacesOf(core::WorkspaceId workspace)
 }
 
 void KubeClusters::Decorate(std::string_view kind, json& object) const {
+  if (kind == "Node" && object.is_object()) {
+    // A slot of an autoscaled pool: the Kubernetes node bound to it.
+    const std::string name = object.value("/metadata/name"_json_pointer, std::string());
+    for (const auto& [id, m] : members_) {
+      for (const Member::SlotPool& p : m->pools) {
+        for (const auto& [slot, slot_name] : p.slots) {
+          if (slot_name != name) continue;
+          const auto bindings = m->connector->SlotBindings();
+          if (auto it = bindings.find(slot); it != bindings.end()) {
+            object["status"]["boundNode"] = it->second;
+          }
+          return;
+        }
+      }
+    }
+    return;
+  }
   if (kind != "Cluster" || !object.is_object()) return;
   auto id = cp_.FindClusterId(object.value("/metadata/name"_json_pointer, std::string()));
   if (!id) return;

@@ -23,7 +23,13 @@
 //     no request of the workspace is on the cluster and no GPUProvisionRequest resource is in it;
 //   - serves the pod admission webhook (AdmissionReview v1, its own TLS listener) and, in the
 //     REST API, GET /apis/egs.dev/v1alpha1/workspaces/{ws}/kubeconfig?cluster=C[&member=U] (a
-//     member kubeconfig: service account + TokenRequest).
+//     member kubeconfig: service account + TokenRequest);
+//   - autoscaled pools (kube_autoscale.cc): registers maxNodes slot Nodes per pool (label
+//     egs.dev/autoscaled-pool, spec.provisioningLeadTime; found again by name after a restart)
+//     and cordons slots no longer configured; hands the connector the requests planned on slots
+//     within their lead time (early asks, every 500 ms); after a failure to obtain nodes, puts
+//     the pool's free slots in maintenance for its failureBackoff; adds status.boundNode to slot
+//     Nodes (Decorate).
 //
 // Thread-safety: Create before the loop starts; Start/Stop from the thread that owns the daemon;
 // OnEvent on the loop thread; the rest from any thread.
@@ -55,6 +61,7 @@ namespace egs::k8s {
 class KubernetesConnector;
 class KubeClient;
 struct KubeConfig;
+struct KubernetesConnectorOptions;
 }  // namespace egs::k8s
 
 namespace egs::daemon {
@@ -84,7 +91,7 @@ class KubeClusters {
   void Stop();
   int webhook_port() const;
 
-  // Adds status.health to Cluster objects of Kubernetes clusters.
+  // Adds status.health to Cluster objects of Kubernetes clusters, status.boundNode to bound slots.
   void Decorate(std::string_view kind, nlohmann::json& object) const;
   std::uint64_t version() const { return version_.load(); }
   // Loop thread: a scheduler event; request milestones go to the request's cluster.
@@ -120,6 +127,26 @@ class KubeClusters {
   void OnCustomResourceSpecChange(Member& m, const nlohmann::json& object,
                                   const std::string& workspace);
   void RunHousekeeping();
+  // kube_autoscale.cc.
+  // Before anything is created: every cluster's pools name known shapes, and nodes already
+  // registered under their slot names are those slots (same cluster, shape and lead time).
+  static common::Status ValidateAutoscaledPools(const KubernetesSettings& settings,
+                                                ControlPlaneImpl& control_plane,
+                                                store::Store& store);
+  // Creates the missing slots of the member's pools, fills `options.autoscaled_pools` and the
+  // member's pools, and lists its retired slots. `field` names the cluster's settings.
+  static common::Status RegisterSlots(const std::string& field, ControlPlaneImpl& control_plane,
+                                      store::Store& store, Member& m,
+                                      k8s::KubernetesConnectorOptions& options);
+  // At Start: retired slots are cordoned; a configured slot left Unhealthy (its bound node
+  // failed before a restart) is healthy again (the connector reports a bound node that is still
+  // not Ready at its first list).
+  void SettleSlots(Member& m);
+  // Status-sync thread: the early asks of every member with pools.
+  void SyncCapacityAsks();
+  // Connector worker thread: `pool` of `m` failed to obtain nodes for `request`.
+  void BackOffPool(Member& m, const std::string& pool, core::RequestId request,
+                   const std::string& message);
   // One pass over one cluster: member RBAC, burst namespaces.
   void Housekeep(Member& m);
 
@@ -137,7 +164,8 @@ class KubeClusters {
   std::atomic<std::uint64_t> version_{0};
   std::map<std::string, Mirrored> mirrored_;  // GUARDED_BY(mu_); "<cluster>/<ns>/<name>"
   std::condition_variable cv_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
+  bool stop_ = false;        // GUARDED_BY(mu_)
+  common::Time started_at_;  // set by Start; earlier snapshots predate the restore's first cycle
   std::thread status_sync_;
   std::thread housekeeping_;
 };

@@ -8,12 +8,14 @@
 #include <httplib.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -278,6 +280,184 @@ json Review(const std::string& ns) {
               {"kind", "Pod"},
               {"metadata", {{"name", "p"}}},
               {"spec", {{"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}}}}}};
+}
+
+// An autoscaled GPU node group of the cluster: egsd plans on its slots after the lead time, asks
+// the cluster autoscaler ahead of the planned start (ProvisioningRequest), binds the nodes that
+// join and runs the request on them; a restart rebuilds the bindings; release gives all back.
+class KubeAutoscaleTest : public KubeDaemonTest {
+ protected:
+  void AddPool(common::Duration lead_time) {
+    kube_.Put({{"kind", "Namespace"}, {"metadata", {{"name", "egs-system"}}}});
+    AutoscaledPoolSettings pool;
+    pool.name = "burst";
+    pool.shape = "h100x8";
+    pool.max_nodes = 2;
+    pool.lead_time = lead_time;
+    pool.timeout = 20 * lead_time;
+    pool.failure_backoff = std::chrono::hours(1);
+    pool.poll_interval = 20ms;
+    pool.node_selector = {{"example.com/node-group", "h100-burst"}};
+    config_.kubernetes.clusters[0].autoscaled_pools = {pool};
+  }
+  json Nodes() { return Get("/apis/egs.dev/v1alpha1/nodes")["items"]; }
+  std::string RequestId(const std::string& gpr) {
+    return std::to_string(
+        Get(kGprs + "/" + gpr).value("/status/requestId"_json_pointer, std::int64_t{0}));
+  }
+  // Occupies both existing nodes for an hour.
+  void FillTheExistingNodes() {
+    Submit("busy", 2, "1h");
+    ASSERT_TRUE(WaitFor([&] { return Phase("busy") == "Active"; })) << Phase("busy");
+  }
+  std::vector<std::string> PlannedNodes(const std::string& gpr) {
+    return Get(kGprs + "/" + gpr)
+        .value("/status/plannedNodes"_json_pointer, std::vector<std::string>());
+  }
+
+  const std::vector<std::string> kSlots = {"gpu-east-burst-slot-0", "gpu-east-burst-slot-1"};
+};
+
+TEST_F(KubeAutoscaleTest, PlansOnSlotsAsksTheAutoscalerAndRunsOnTheNodesThatJoin) {
+  AddPool(1500ms);
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  // 1. Slots: Nodes with the pool's label and lead time, beside the two that exist.
+  ASSERT_TRUE(WaitFor([&] { return Nodes().size() == 4; }));
+  const json slot = Get("/apis/egs.dev/v1alpha1/nodes/gpu-east-burst-slot-0");
+  EXPECT_EQ(slot.value("/metadata/labels/egs.dev~1autoscaled-pool"_json_pointer, ""), "burst");
+  EXPECT_EQ(slot.value("/spec/provisioningLeadTime"_json_pointer, ""), "1.5s");
+  EXPECT_EQ(slot.value("/spec/gpus"_json_pointer, json::array()).size(), 8u);
+  ASSERT_NO_FATAL_FAILURE(FillTheExistingNodes());
+  // 2. A quote shows the autoscaled option, its start one lead time away.
+  auto quote =
+      Client().Post("/apis/egs.dev/v1alpha1/namespaces/team-a/quotes",
+                    json{{"spec", {{"shape", "h100x8"}, {"nodes", 2}, {"duration", "10s"}}}}.dump(),
+                    "application/json");
+  ASSERT_TRUE(quote && quote->status == 200) << (quote ? quote->body : "no answer");
+  json lead;
+  const json quoted = json::parse(quote->body);
+  for (const json& o : quoted["options"]) {
+    if (o.value("cause", "") == "WaitingForLeadTime") lead = o;
+  }
+  ASSERT_TRUE(lead.is_object()) << quote->body;
+  EXPECT_NEAR(lead.value("waitSeconds", 0.0), 1.5, 0.4);
+  EXPECT_EQ(lead.value("nodes", std::vector<std::string>()), kSlots);
+  // 3. Submitted, it is planned on the slots; the autoscaler is asked before the start.
+  Submit("burst", 2, "1h");
+  EXPECT_EQ(PlannedNodes("burst"), kSlots);
+  const std::string pr = "egs-" + RequestId("burst");
+  ASSERT_TRUE(
+      WaitFor([&] { return !kube_.Get("ProvisioningRequest", "egs-system", pr).is_null(); }));
+  EXPECT_EQ(Phase("burst"), "Queued");  // asked ahead: the lead time runs while it waits
+  EXPECT_EQ(kube_.Get("ProvisioningRequest", "egs-system", pr)["spec"]["podSets"][0]["count"], 2);
+  const std::vector<std::string> joined = kube_.ProvisionAsAutoscaler("egs-system", pr);
+  ASSERT_EQ(joined.size(), 2u);
+  // 4. Active on the nodes that joined, bound to the slots; they are no Nodes of egsd.
+  ASSERT_TRUE(WaitFor([&] { return Phase("burst") == "Active"; })) << Phase("burst");
+  std::vector<std::string> held = HeldBy("burst");
+  std::sort(held.begin(), held.end());
+  EXPECT_EQ(held, joined);
+  std::set<std::string> bound;
+  for (const std::string& s : kSlots) {
+    bound.insert(
+        Get("/apis/egs.dev/v1alpha1/nodes/" + s).value("/status/boundNode"_json_pointer, ""));
+  }
+  EXPECT_EQ(bound, std::set<std::string>(joined.begin(), joined.end()));
+  EXPECT_EQ(Nodes().size(), 4u);
+  // 5. A restart finds the same slots and bindings and does nothing again.
+  const int posts = kube_.RequestCount("POST", "/apis/autoscaling.x-k8s.io/");
+  const int patches = kube_.RequestCount("PATCH", "/api/v1/nodes/" + joined[0]) +
+                      kube_.RequestCount("PATCH", "/api/v1/nodes/" + joined[1]);
+  ASSERT_TRUE(egsd_.Restart().ok());
+  ASSERT_TRUE(WaitFor([&] {
+    return Get("/apis/egs.dev/v1alpha1/nodes/" + kSlots[0]).contains("status") &&
+           Get("/apis/egs.dev/v1alpha1/nodes/" + kSlots[0])
+                   .value("/status/boundNode"_json_pointer, "") != "";
+  }));
+  EXPECT_EQ(Nodes().size(), 4u);
+  EXPECT_EQ(Phase("burst"), "Active");
+  // 6. Early release: the nodes leave the workspace and their slots; the objects go.
+  auto r = Client().Post(kGprs + "/burst/release", "{}", "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  ASSERT_TRUE(WaitFor([&] { return Phase("burst") == "Released"; })) << Phase("burst");
+  for (const std::string& n : joined) {
+    const json node = kube_.Get("Node", "", n);
+    EXPECT_EQ(Label(node, "egs.dev/slot"), "");
+    EXPECT_EQ(Label(node, "egs.dev/request"), "");
+    EXPECT_TRUE(node["spec"].value("taints", json::array()).empty());
+  }
+  EXPECT_TRUE(kube_.Get("ProvisioningRequest", "egs-system", pr).is_null());
+  EXPECT_TRUE(kube_.Get("PodTemplate", "egs-system", pr).is_null());
+  EXPECT_EQ(kube_.RequestCount("POST", "/apis/autoscaling.x-k8s.io/"), posts);
+  // Released, then the release's patches: none between the restart and the release.
+  EXPECT_EQ(kube_.RequestCount("PATCH", "/api/v1/nodes/" + joined[0]) +
+                kube_.RequestCount("PATCH", "/api/v1/nodes/" + joined[1]),
+            patches + 4);  // per node: "releasing", then labels and taint removed
+}
+
+// Bad pool settings stop egsd before anything is created; slots are found again by name after
+// a restart, a lead time cannot change under them, and slots no longer configured are cordoned.
+TEST_F(KubeAutoscaleTest, SlotSettingsAreCheckedAgainstTheSlotsRegisteredBefore) {
+  AddPool(1s);
+  config_.kubernetes.clusters[0].autoscaled_pools[0].shape = "a100x8";
+  common::Status started = egsd_.Start();
+  EXPECT_NE(started.message().find(
+                "kubernetes.clusters[0].autoscaledPools[0].shape: unknown GPUShape \"a100x8\""),
+            std::string::npos)
+      << started.ToString();
+  config_.kubernetes.clusters[0].autoscaled_pools[0].shape = "h100x8";
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Nodes().size() == 4; }));  // no Cluster or slot left over
+  egsd_.Stop();
+  config_.kubernetes.clusters[0].autoscaled_pools[0].lead_time = 3s;
+  started = egsd_.Start();
+  EXPECT_NE(started.message().find("kubernetes.clusters[0].autoscaledPools[0].leadTime: 3s "
+                                   "differs from the 1s of its slot gpu-east-burst-slot-0"),
+            std::string::npos)
+      << started.ToString();
+  // A pool of another name takes the new lead time; the old pool's slots are cordoned.
+  config_.kubernetes.clusters[0].autoscaled_pools[0].name = "burst3";
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Nodes().size() == 6; }));
+  for (const std::string& s : kSlots) {
+    EXPECT_EQ(Get("/apis/egs.dev/v1alpha1/nodes/" + s).value("/status/health"_json_pointer, ""),
+              "Cordoned");
+  }
+  EXPECT_EQ(Get("/apis/egs.dev/v1alpha1/nodes/gpu-east-burst3-slot-1")
+                .value("/spec/provisioningLeadTime"_json_pointer, ""),
+            "3s");
+}
+
+TEST_F(KubeAutoscaleTest, FailedProvisioningRequeuesTheRequestAndBacksOffTheSlots) {
+  AddPool(1s);
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(WaitFor([&] { return Nodes().size() == 4; }));
+  ASSERT_NO_FATAL_FAILURE(FillTheExistingNodes());
+  Submit("burst", 2, "1h");
+  const std::string pr = "egs-" + RequestId("burst");
+  // Its order is under way (planned start reached) when the autoscaler gives up.
+  ASSERT_TRUE(WaitFor([&] { return Phase("burst") == "Provisioning"; })) << Phase("burst");
+  kube_.SetProvisioningRequestCondition("egs-system", pr, "Failed", "OutOfResources",
+                                        "no H100 capacity in the zone");
+  ASSERT_TRUE(WaitFor([&] { return Phase("burst") == "Queued"; })) << Phase("burst");
+  EXPECT_EQ(Get(kGprs + "/burst").value("/status/requeues"_json_pointer, 0), 1);
+  // The free slots take no plans for the back-off: the request waits for the existing nodes.
+  ASSERT_TRUE(WaitFor([&] {
+    const std::vector<std::string> planned = PlannedNodes("burst");
+    return !planned.empty() && planned[0].starts_with("gpu-");
+  }));
+  for (const std::string& s : kSlots) {
+    EXPECT_EQ(Get("/apis/egs.dev/v1alpha1/nodes/" + s)
+                  .value("/status/maintenance"_json_pointer, json::array())
+                  .size(),
+              1u)
+        << s;
+  }
+  EXPECT_TRUE(kube_.Get("ProvisioningRequest", "egs-system", pr).is_null())
+      << kube_.Get("ProvisioningRequest", "egs-system", pr).dump() << " posts "
+      << kube_.RequestCount("POST", "/apis/autoscaling.x-k8s.io/") << " deletes "
+      << kube_.RequestCount("DELETE", "/apis/autoscaling.x-k8s.io/");
+  EXPECT_TRUE(Has(EventReasons("team-a"), "CapacityFailed"));
 }
 
 TEST_F(KubeDaemonTest, WebhookOverTlsSteersPodsOnlyWithAnActiveReservation) {

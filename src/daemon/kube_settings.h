@@ -27,6 +27,24 @@
 //           namespace: egs-system        # where the Jobs run (egsd's namespace)
 //           timeout: 10m
 //           pollInterval: 2s             # how often a running Job is looked at
+//         autoscaledPools:               # optional: autoscaled GPU node groups, obtained through
+//                                        # the cluster-autoscaler ProvisioningRequest API
+//           - name: h100-burst           # DNS-1123 label; its slots are Node objects named
+//                                        # <cluster>-<name>-slot-<i>, i < maxNodes
+//             shape: h100x8              # the GPUShape of the group's nodes
+//             maxNodes: 4                # slots egsd plans on (the group's maximum size)
+//             leadTime: 15m              # how long obtaining a node takes (planned starts wait)
+//             nodeSelector: {cloud.google.com/gke-nodepool: h100-burst}  # labels on exactly
+//                                        # the group's nodes (required)
+//             provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+//             timeout: 30m               # default 2 x leadTime: nodes bound within this after
+//                                        # the ProvisioningRequest is created, or it failed
+//             failureBackoff: 10m        # after a failure, free slots take no plans this long
+//             namespace: egs-system      # where the PodTemplates and ProvisioningRequests go
+//             pollInterval: 2s           # how often a pending ProvisioningRequest is read
+//             podTemplate:               # optional: what else the placeholder pod asks for
+//               resources: {cpu: "90", memory: 900Gi}    # (the GPUs are set by egsd)
+//               tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
 //     housekeepingInterval: 30s          # member RBAC sync and burst namespace removal
 //     webhook:                           # mutating admission webhook for pods (off when absent)
 //       listen: 0.0.0.0:8443
@@ -37,6 +55,7 @@
 // Thread-safety: values.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,6 +83,29 @@ struct PreCheckJobSettings {
   common::Duration poll_interval = std::chrono::seconds(2);
 };
 
+struct TolerationSettings {
+  std::string key;
+  std::string op = "Equal";  // "Equal" or "Exists"
+  std::string value;
+  std::string effect;  // "", "NoSchedule", "PreferNoSchedule" or "NoExecute"
+};
+
+// An autoscaled GPU node group of a cluster (docs/design/0005, "Autoscaled pools").
+struct AutoscaledPoolSettings {
+  std::string name;
+  std::string shape;  // GPUShape name
+  int max_nodes = 0;
+  common::Duration lead_time{0};
+  std::map<std::string, std::string> node_selector;
+  std::string provisioning_class = "best-effort-atomic-scale-up.autoscaling.x-k8s.io";
+  common::Duration timeout{0};  // after parsing: the configured value, or 2 x lead_time
+  common::Duration failure_backoff = std::chrono::minutes(10);
+  std::string ns = "egs-system";
+  common::Duration poll_interval = std::chrono::seconds(2);
+  std::map<std::string, std::string> pod_resources;  // besides the GPUs
+  std::vector<TolerationSettings> pod_tolerations;
+};
+
 struct KubeClusterSettings {
   std::string name;
   std::string project;
@@ -83,6 +125,7 @@ struct KubeClusterSettings {
   int burst = 100;
   std::optional<std::vector<std::string>> home_workspaces;  // workspace names
   PreCheckJobSettings precheck_job;
+  std::vector<AutoscaledPoolSettings> autoscaled_pools;
 };
 
 struct WebhookSettings {
@@ -101,9 +144,14 @@ struct KubernetesSettings {
   common::Duration housekeeping_interval = std::chrono::seconds(30);
 };
 
+// The name of slot `index` of autoscaled pool `pool` in cluster `cluster`.
+std::string AutoscaledSlotName(const std::string& cluster, const std::string& pool, int index);
+
 // Applies the `kubernetes:` mapping. InvalidArgument naming "<field>.<key>[i]...: reason" for
 // unknown keys, bad values, a cluster without name or without kubeconfig/inCluster, duplicate
-// names, a webhook without TLS files.
+// names, a webhook without TLS files, an autoscaled pool without name, shape, maxNodes, leadTime
+// or nodeSelector, a timeout shorter than the lead time, two pools with the same selector or
+// slot names that clash or are not DNS-1123 labels.
 common::Status ApplyKubernetesYaml(const YAML::Node& node, const std::string& field,
                                    KubernetesSettings& out);
 

@@ -62,6 +62,137 @@ kubernetes:
   EXPECT_TRUE(k.clusters[1].precheck_job.image.empty());
 }
 
+TEST(KubeSettingsTest, ParsesAutoscaledPools) {
+  DaemonConfig config;
+  const auto s = ApplyConfigYaml(R"(
+kubernetes:
+  clusters:
+    - name: gpu-east
+      kubeconfig: /etc/egs/east.yaml
+      shapes: [{shape: h100x8}]
+      autoscaledPools:
+        - name: burst
+          shape: h100x8
+          maxNodes: 4
+          leadTime: 15m
+          nodeSelector: {cloud.google.com/gke-nodepool: h100-burst}
+        - name: spot
+          shape: h100x8
+          maxNodes: 2
+          leadTime: 500ms
+          timeout: 1m
+          failureBackoff: 30s
+          provisioningClassName: check-capacity.autoscaling.x-k8s.io
+          namespace: egs-capacity
+          pollInterval: 100ms
+          nodeSelector: {pool: spot, tier: gpu}
+          podTemplate:
+            resources: {cpu: "90", memory: 900Gi}
+            tolerations:
+              - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+              - {key: spot, value: "true"}
+)",
+                                 "egsd.yaml", config);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const auto& pools = config.kubernetes.clusters[0].autoscaled_pools;
+  ASSERT_EQ(pools.size(), 2u);
+  EXPECT_EQ(pools[0].name, "burst");
+  EXPECT_EQ(pools[0].shape, "h100x8");
+  EXPECT_EQ(pools[0].max_nodes, 4);
+  EXPECT_EQ(pools[0].lead_time, std::chrono::minutes(15));
+  EXPECT_EQ(pools[0].timeout, std::chrono::minutes(30));  // default: 2 x leadTime
+  EXPECT_EQ(pools[0].failure_backoff, std::chrono::minutes(10));
+  EXPECT_EQ(pools[0].provisioning_class, "best-effort-atomic-scale-up.autoscaling.x-k8s.io");
+  EXPECT_EQ(pools[0].ns, "egs-system");
+  EXPECT_EQ(pools[0].node_selector.at("cloud.google.com/gke-nodepool"), "h100-burst");
+  EXPECT_EQ(pools[1].lead_time, std::chrono::milliseconds(500));
+  EXPECT_EQ(pools[1].timeout, std::chrono::minutes(1));
+  EXPECT_EQ(pools[1].failure_backoff, std::chrono::seconds(30));
+  EXPECT_EQ(pools[1].provisioning_class, "check-capacity.autoscaling.x-k8s.io");
+  EXPECT_EQ(pools[1].ns, "egs-capacity");
+  EXPECT_EQ(pools[1].poll_interval, std::chrono::milliseconds(100));
+  EXPECT_EQ(pools[1].pod_resources.at("memory"), "900Gi");
+  ASSERT_EQ(pools[1].pod_tolerations.size(), 2u);
+  EXPECT_EQ(pools[1].pod_tolerations[0].op, "Exists");
+  EXPECT_EQ(pools[1].pod_tolerations[1].op, "Equal");
+  EXPECT_EQ(pools[1].pod_tolerations[1].value, "true");
+  EXPECT_EQ(AutoscaledSlotName("gpu-east", "burst", 3), "gpu-east-burst-slot-3");
+}
+
+TEST(KubeSettingsTest, BadAutoscaledPoolsNameTheField) {
+  const std::string head =
+      "kubernetes: {clusters: [{name: east, kubeconfig: k, shapes: [{shape: s}], "
+      "autoscaledPools: [";
+  const std::string ok = "{name: a, shape: s, maxNodes: 2, leadTime: 1m, nodeSelector: {g: a}}";
+  struct Case {
+    std::string pools;
+    const char* field;
+  };
+  const Case cases[] = {
+      {ok + ", {name: b, shape: s, maxNodes: 0, leadTime: 1m, nodeSelector: {g: b}}",
+       "kubernetes.clusters[0].autoscaledPools[1].maxNodes: must be an integer in [1, 1000]"},
+      {"{shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}}",
+       "kubernetes.clusters[0].autoscaledPools[0].name: required"},
+      {"{name: A_1, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}}",
+       "kubernetes.clusters[0].autoscaledPools[0].name: must be a DNS-1123 label"},
+      {"{name: a, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}}",
+       "kubernetes.clusters[0].autoscaledPools[0].shape: required"},
+      {"{name: a, shape: s, leadTime: 1m, nodeSelector: {g: a}}",
+       "kubernetes.clusters[0].autoscaledPools[0].maxNodes: required"},
+      {"{name: a, shape: s, maxNodes: 1, nodeSelector: {g: a}}",
+       "kubernetes.clusters[0].autoscaledPools[0].leadTime: required"},
+      {"{name: a, shape: s, maxNodes: 1, leadTime: 0s, nodeSelector: {g: a}}",
+       "kubernetes.clusters[0].autoscaledPools[0].leadTime: must be a duration > 0"},
+      {"{name: a, shape: s, maxNodes: 1, leadTime: 1m}",
+       "kubernetes.clusters[0].autoscaledPools[0].nodeSelector: required"},
+      {"{name: a, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: \"a b\"}}",
+       "kubernetes.clusters[0].autoscaledPools[0].nodeSelector.g: not a label value"},
+      {"{name: a, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}, timeout: 30s}",
+       "kubernetes.clusters[0].autoscaledPools[0].timeout: must be at least leadTime"},
+      {ok + ", {name: a, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: b}}",
+       "kubernetes.clusters[0].autoscaledPools[1].name: duplicate pool"},
+      {ok + ", {name: b, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}}",
+       "kubernetes.clusters[0].autoscaledPools[1].nodeSelector: the same as pool"},
+      {"{name: a, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}, size: 3}",
+       "kubernetes.clusters[0].autoscaledPools[0].size: unknown key"},
+      {"{name: a, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}, podTemplate: "
+       "{resources: {nvidia.com/gpu: \"8\"}}}",
+       "kubernetes.clusters[0].autoscaledPools[0].podTemplate.resources.nvidia.com/gpu: set by "
+       "egsd"},
+      {"{name: a, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}, podTemplate: "
+       "{tolerations: [{key: k, operator: In}]}}",
+       "kubernetes.clusters[0].autoscaledPools[0].podTemplate.tolerations[0].operator: must be "
+       "Equal or Exists"},
+      {"{name: a-very-long-pool-name-for-the-slots-of-this-node-group, shape: s, maxNodes: 10, "
+       "leadTime: 1m, nodeSelector: {g: a}}",
+       "kubernetes.clusters[0].autoscaledPools[0].name: slot names such as"},
+      {"{name: a, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}, namespace: Bad}",
+       "kubernetes.clusters[0].autoscaledPools[0].namespace: must be a namespace name"},
+      {"x", "kubernetes.clusters[0].autoscaledPools[0]: must be a mapping"},
+  };
+  for (const Case& c : cases) {
+    DaemonConfig config;
+    const std::string yaml = head + c.pools + "]}]}";
+    const auto s = ApplyConfigYaml(yaml, "egsd.yaml", config);
+    ASSERT_FALSE(s.ok()) << yaml;
+    EXPECT_EQ(s.code(), common::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(c.field), std::string::npos) << s.message();
+    EXPECT_TRUE(config.kubernetes.clusters.empty()) << yaml;
+  }
+  // Slot names are Node names of one fleet: "a-b" + "c" and "a" + "b-c" would clash.
+  DaemonConfig config;
+  const auto s = ApplyConfigYaml(
+      "kubernetes: {clusters: [{name: a-b, kubeconfig: k, shapes: [{shape: s}], autoscaledPools: "
+      "[{name: c, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}}]}, {name: a, "
+      "kubeconfig: k, shapes: [{shape: s}], autoscaledPools: [{name: b-c, shape: s, maxNodes: 1, "
+      "leadTime: 1m, nodeSelector: {g: a}}]}]}",
+      "egsd.yaml", config);
+  EXPECT_NE(s.message().find("kubernetes.clusters[1].autoscaledPools[0].name: slot name "
+                             "\"a-b-c-slot-0\" clashes"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(KubeSettingsTest, BadInputNamesTheFieldAndChangesNothing) {
   struct Case {
     const char* yaml;

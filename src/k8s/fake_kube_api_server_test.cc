@@ -138,5 +138,40 @@ TEST_F(KubectlTest, RolesRoleBindingsJobsAndNamespaceDeletion) {
   EXPECT_EQ(out, "");
 }
 
+// The cluster autoscaler's ProvisioningRequest (its own API group, found through discovery) and
+// the PodTemplate it refers to; the test hook plays the autoscaler.
+TEST_F(KubectlTest, ProvisioningRequestsAndPodTemplates) {
+  auto [rc, out] = Kubectl("create --validate=false -f " +
+                           WriteManifest(R"({"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"egs-system"}},
+      {"apiVersion":"v1","kind":"PodTemplate","metadata":{"name":"egs-1","namespace":"egs-system"},
+       "template":{"spec":{"nodeSelector":{"pool":"burst"},
+                           "containers":[{"name":"c","image":"pause"}]}}},
+      {"apiVersion":"autoscaling.x-k8s.io/v1","kind":"ProvisioningRequest",
+       "metadata":{"name":"egs-1","namespace":"egs-system"},
+       "spec":{"provisioningClassName":"best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+               "podSets":[{"podTemplateRef":{"name":"egs-1"},"count":2}]},
+       "status":{"conditions":[{"type":"Provisioned","status":"True"}]}}]})"));
+  ASSERT_EQ(rc, 0) << out;
+  // A create drops the status (status subresource).
+  EXPECT_FALSE(server_.Get("ProvisioningRequest", "egs-system", "egs-1").contains("status"));
+  std::tie(rc, out) = Kubectl("get provreq,podtemplates -n egs-system -o name");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out,
+            "provisioningrequest.autoscaling.x-k8s.io/egs-1\n"
+            "podtemplate/egs-1\n");
+  const std::vector<std::string> added = server_.ProvisionAsAutoscaler("egs-system", "egs-1");
+  ASSERT_EQ(added.size(), 2u);
+  EXPECT_EQ(server_.Get("Node", "", added[1])["metadata"]["labels"]["pool"], "burst");
+  std::tie(rc, out) = Kubectl(
+      "get provisioningrequests -n egs-system egs-1 "
+      "-o 'jsonpath={.status.conditions[?(@.type==\"Provisioned\")].status}'");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "True");
+  std::tie(rc, out) = Kubectl("delete provreq -n egs-system egs-1 --wait=false");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(server_.Get("ProvisioningRequest", "egs-system", "egs-1").is_null());
+}
+
 }  // namespace
 }  // namespace egs::k8s::testing

@@ -4,94 +4,13 @@
 #include <set>
 
 #include "common/time.h"
+#include "k8s/connector_internal.h"
 #include "k8s/workspace_rbac.h"
 
 namespace egs::k8s {
-namespace {
 
 using nlohmann::json;
-
-// The label and taint scheme (docs/design/0005-kubernetes-connector.md).
-constexpr const char* kLabelWorkspace = "egs.dev/workspace";
-constexpr const char* kLabelRequest = "egs.dev/request";
-constexpr const char* kLabelReservation = "egs.dev/reservation";
-constexpr const char* kLabelState = "egs.dev/state";  // "provisioned" | "releasing"
-constexpr const char* kAnnotationWindowEnd = "egs.dev/window-end";
-constexpr const char* kTaintKey = "egs.dev/workspace";  // value: workspace id, NoSchedule
-constexpr const char* kAnnotationNodeSelector = "scheduler.alpha.kubernetes.io/node-selector";
-constexpr const char* kAnnotationDefaultTolerations =
-    "scheduler.alpha.kubernetes.io/defaultTolerations";
-constexpr int kConflictRetries = 5;
-
-std::string Str(const json& object, const char* pointer) {
-  json::json_pointer ptr(pointer);
-  if (!object.contains(ptr) || !object.at(ptr).is_string()) return "";
-  return object.at(ptr).get<std::string>();
-}
-
-json Labels(const json& object) {
-  return object.value("/metadata/labels"_json_pointer, json::object());
-}
-
-std::string Label(const json& object, const std::string& key) {
-  json labels = Labels(object);
-  return labels.contains(key) && labels[key].is_string() ? labels[key].get<std::string>() : "";
-}
-
-int ToInt(const std::string& s) {
-  try {
-    return s.empty() ? 0 : std::stoi(s);
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
-bool IsReady(const json& node) {
-  for (const auto& c : node.value("/status/conditions"_json_pointer, json::array())) {
-    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
-  }
-  return false;
-}
-
-bool IsTerminated(const json& pod) {
-  const std::string phase = Str(pod, "/status/phase");
-  return phase == "Succeeded" || phase == "Failed";
-}
-
-int PodGpus(const json& pod, const std::string& resource) {
-  int total = 0;
-  for (const auto& c : pod.value("/spec/containers"_json_pointer, json::array())) {
-    for (const char* section : {"limits", "requests"}) {
-      json r = c.value("resources", json::object()).value(section, json::object());
-      if (r.contains(resource)) {
-        total += r[resource].is_string() ? ToInt(r[resource].get<std::string>())
-                                         : r[resource].get<int>();
-        break;
-      }
-    }
-  }
-  return total;
-}
-
-bool IsRetryable(const common::Status& s) {
-  switch (s.code()) {
-    case common::StatusCode::kUnavailable:
-    case common::StatusCode::kAborted:
-    case common::StatusCode::kResourceExhausted:
-    case common::StatusCode::kDeadlineExceeded:
-      return true;
-    default:
-      return false;
-  }
-}
-
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-}  // namespace
+using namespace internal;  // the connector's own helpers
 
 KubernetesConnector::KubernetesConnector(common::Clock& clock, std::unique_ptr<KubeClient> client,
                                          KubernetesConnectorOptions options,
@@ -102,6 +21,12 @@ KubernetesConnector::KubernetesConnector(common::Clock& clock, std::unique_ptr<K
       callbacks_(std::move(callbacks)) {
   // The daemon must say how node names map to its inventory's ids.
   EGS_CHECK(options_.node_id != nullptr || options_.register_node != nullptr);
+  for (std::size_t p = 0; p < options_.autoscaled_pools.size(); ++p) {
+    for (const auto& [id, name] : options_.autoscaled_pools[p].slots) {
+      slots_[id] = {p, name};
+      slot_ids_[name] = id;
+    }
+  }
 }
 
 KubernetesConnector::~KubernetesConnector() { Stop(); }
@@ -135,6 +60,11 @@ bool KubernetesConnector::IsSynced() const {
 }
 
 void KubernetesConnector::Provision(const core::ProvisionOrder& order) {
+  {
+    // The order supersedes an early ask of the request (egsd's next set will not have it).
+    std::lock_guard lock(mu_);
+    std::erase_if(asks_, [&](const CapacityAsk& a) { return a.request == order.request; });
+  }
   Task task;
   task.order = order;
   Enqueue(std::move(task));
@@ -208,6 +138,7 @@ void KubernetesConnector::RunWorker() {
 
 KubernetesConnector::Attempt KubernetesConnector::Try(Task& task) {
   if (auto* m = std::get_if<Milestone>(&task.order)) return TryMilestone(*m);
+  if (std::holds_alternative<CapacityReconcile>(task.order)) return TryReconcile();
   if (auto* p = std::get_if<core::ProvisionOrder>(&task.order)) {
     return TryProvision(*p, true, task);
   }
@@ -240,6 +171,13 @@ KubernetesConnector::Attempt KubernetesConnector::Try(Task& task) {
 KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::ProvisionOrder& order,
                                                                bool report, Task& task) {
   const std::string request = std::to_string(order.request.value());
+  // 0. Slots of an autoscaled pool: real nodes bound to every one of them first.
+  const std::optional<std::size_t> slot_pool = SlotPoolOf(order);
+  if (slot_pool) {
+    if (std::optional<Attempt> pending = ObtainSlots(*slot_pool, order, report, task)) {
+      return *pending;
+    }
+  }
   std::vector<std::pair<std::string, bool>> nodes;      // name, already labelled for the request
   std::vector<std::pair<core::NodeId, json>> to_check;  // passed the built-in pre-checks
   std::vector<core::NodeId> failed;
@@ -301,6 +239,7 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
       common::Status s = PatchNode(name, std::nullopt, false);
       if (!s.ok()) return Attempt::Retry(s);
     }
+    if (slot_pool) return AbandonSlots(*slot_pool, order, report, failed, JoinNames(reasons));
     if (report && callbacks_.on_provisioned) {
       callbacks_.on_provisioned({order.request, false, failed, JoinNames(reasons)});
     }
@@ -318,6 +257,7 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
   }
   if (!s.ok()) {
     if (IsRetryable(s)) return Attempt::Retry(s);
+    if (slot_pool) return AbandonSlots(*slot_pool, order, report, {}, s.ToString());
     if (report && callbacks_.on_provisioned) {
       callbacks_.on_provisioned({order.request, false, {}, s.ToString()});
     }
@@ -447,6 +387,17 @@ common::Status KubernetesConnector::PatchNode(const std::string& name,
                                        {kLabelReservation, nullptr},
                                        {kLabelState, nullptr}};
         patch["metadata"]["annotations"] = {{kAnnotationWindowEnd, nullptr}};
+        bool group_node;
+        {
+          std::lock_guard lock(mu_);
+          group_node = group_nodes_.count(name) > 0;
+        }
+        if (group_node) {
+          // A node of an autoscaled group leaves its slot with the request: the autoscaler may
+          // scale it down once unneeded.
+          patch["metadata"]["labels"][kLabelSlot] = nullptr;
+          patch["metadata"]["annotations"][kAnnotationScaleDownDisabled] = nullptr;
+        }
       }
       patch["spec"] = {{"taints", taints}};
     }
@@ -533,12 +484,16 @@ KubernetesConnector::Attempt KubernetesConnector::TryRelease(
     if (!s.ok()) return Attempt::Retry(s);
     if (std::holds_alternative<core::ReleaseOrder>(task.order)) {
       const std::vector<std::string> failures = PostCheck(name, workspace);
+      bool group_node = false;
       if (!failures.empty()) {
         std::lock_guard lock(mu_);
         if (auto it = nodes_.find(name); it != nodes_.end()) {
           task.post_check_failed.push_back(it->second.id);
         }
+        group_node = group_nodes_.count(name) > 0;
       }
+      // A node of an autoscaled group is no slot's any more: it is kept from slots instead.
+      if (group_node) MarkUnusable(name, "post-check failed: " + JoinNames(failures));
       if (!failures.empty()) {
         for (const auto& ns : NamespacesOf(workspace)) {
           WriteEvent(ns, "GpuPostCheckFailed",
@@ -553,6 +508,12 @@ KubernetesConnector::Attempt KubernetesConnector::TryRelease(
   if (blocked) {
     return Attempt::Retry(common::ResourceExhaustedError(
         "request " + req + ": eviction refused by a PodDisruptionBudget; retrying"));
+  }
+  if (std::holds_alternative<core::ReleaseOrder>(task.order)) {
+    // The request's PodTemplates and ProvisioningRequests go last: after a restart the re-issued
+    // release finds the nodes done and deletes what is left.
+    common::Status s = DeleteCapacityOf(request);
+    if (!s.ok()) return Attempt::Retry(s);
   }
   return Attempt::Done();
 }
@@ -669,6 +630,13 @@ std::vector<std::string> KubernetesConnector::NamespacesOf(core::WorkspaceId wor
 
 std::optional<std::string> KubernetesConnector::NodeName(core::NodeId id) const {
   std::lock_guard lock(mu_);
+  if (slots_.count(id) > 0) {
+    // A slot: the node bound to it, if any.
+    for (const auto& [name, group] : group_nodes_) {
+      if (BoundSlotLocked(name) == id) return name;
+    }
+    return std::nullopt;
+  }
   for (const auto& [name, info] : nodes_) {
     if (info.id == id && info.gpu) return name;
   }
@@ -687,6 +655,10 @@ void KubernetesConnector::ObserveNode(const json& node, bool deleted) {
     health = core::NodeHealth::kUnhealthy;
   } else if (node.value("/spec/unschedulable"_json_pointer, false)) {
     health = core::NodeHealth::kCordoned;
+  }
+  if (std::optional<std::size_t> pool = GroupPoolOf(labels)) {
+    ObserveGroupNode(name, labels, health, deleted, *pool);
+    return;
   }
   bool known;
   {
@@ -777,10 +749,14 @@ void KubernetesConnector::RunWatch() {
       ObserveNode(item, false);
     }
     std::vector<std::string> vanished;
+    std::vector<std::pair<std::string, std::size_t>> vanished_group;
     {
       std::lock_guard lock(mu_);
       for (const auto& [name, info] : nodes_) {
         if (listed.count(name) == 0) vanished.push_back(name);
+      }
+      for (const auto& [name, group] : group_nodes_) {
+        if (listed.count(name) == 0) vanished_group.emplace_back(name, group.pool);
       }
       synced_ = true;
     }
@@ -788,6 +764,9 @@ void KubernetesConnector::RunWatch() {
     for (const auto& name : vanished) {
       ObserveNode({{"metadata", {{"name", name}, {"labels", {{options_.count_label, "1"}}}}}},
                   true);
+    }
+    for (const auto& [name, pool] : vanished_group) {
+      ObserveGroupNode(name, json::object(), core::NodeHealth::kUnhealthy, true, pool);
     }
   };
   handlers.on_event = [this](const std::string& type, const json& object) {
@@ -815,7 +794,11 @@ std::map<core::RequestId, Claim> KubernetesConnector::Claims() const {
     Claim& claim = out[core::RequestId(static_cast<std::uint64_t>(std::stoull(request)))];
     claim.workspace = core::WorkspaceId(static_cast<std::uint32_t>(get(kLabelWorkspace)));
     claim.reservation = core::ReservationId(static_cast<std::uint64_t>(get(kLabelReservation)));
-    if (auto it = nodes_.find(name); it != nodes_.end()) claim.nodes.push_back(it->second.id);
+    if (auto it = nodes_.find(name); it != nodes_.end()) {
+      claim.nodes.push_back(it->second.id);
+    } else if (std::optional<core::NodeId> slot = BoundSlotLocked(name)) {
+      claim.nodes.push_back(*slot);
+    }
     if (labels.value(kLabelState, "") == "releasing") claim.releasing = true;
   }
   return out;

@@ -25,6 +25,17 @@
 // - ReplaceNode(order): the failed node is released as above and the replacement provisioned;
 //   nothing is reported back except a replacement that fails its pre-checks, through
 //   on_node_health (kUnhealthy).
+// - Autoscaled pools (autoscaled_pool.h, kubernetes_connector_autoscale.cc): an order on slots
+//   of an autoscaled GPU node group first obtains real nodes: a PodTemplate and a
+//   ProvisioningRequest (cluster-autoscaler API) named after the request; once Provisioned, the
+//   group's nodes that join (node watch, the pool's node selector, Ready, passing the
+//   pre-checks) are bound to the slots (label egs.dev/slot, annotation
+//   cluster-autoscaler.kubernetes.io/scale-down-disabled) and then provisioned as above. Failed,
+//   BookingExpired or the deadline -> on_capacity_failed, then on_provisioned(ok = false, no
+//   failed nodes), with the request's objects deleted and its slots unbound. Release unbinds and
+//   deletes them. SetCapacityAsks lets egsd ask before the order (the lead time then runs while
+//   the request waits). The group's real nodes are never reported through on_node; a bound
+//   node's health is reported as its slot's.
 //
 // Idempotence. Every step reads the cluster first and does only what is missing, so an order
 // that is repeated (after an egsd restart the scheduler re-issues what is in flight) never acts
@@ -60,6 +71,7 @@
 #include "common/status.h"
 #include "core/cluster_connector.h"
 #include "core/fleet.h"
+#include "k8s/autoscaled_pool.h"
 #include "k8s/kube_client.h"
 #include "k8s/list_watch.h"
 #include "k8s/node_checks.h"
@@ -98,6 +110,9 @@ struct KubernetesConnectorOptions {
   bool steer_by_namespace_annotations = true;
   // The optional pre-check Job run on each node before it is provisioned (image empty: none).
   PreCheckJobOptions precheck_job;
+  // Autoscaled GPU node groups. A slot id must be given by node_id/register_node to no real
+  // node; a real node matching a pool's selector is a node of that group, not of the inventory.
+  std::vector<AutoscaledPool> autoscaled_pools;
   common::Duration retry_initial = std::chrono::seconds(1);
   common::Duration retry_max = std::chrono::seconds(30);
   common::Duration eviction_deadline = std::chrono::minutes(5);
@@ -110,6 +125,21 @@ struct KubernetesCallbacks {
   std::function<void(const core::Node&)> on_node;
   std::function<void(core::NodeId, core::NodeHealth)> on_node_health;
   std::function<void(core::ClusterId, core::ClusterHealth)> on_cluster_health;
+  // Autoscaled pool `pool` could not obtain nodes for `request` (its ProvisioningRequest Failed
+  // or was not provisioned and joined by its deadline, or could not be created). Called on the
+  // worker thread before the order's on_provisioned (egsd keeps plans off the pool's free slots
+  // for a while).
+  std::function<void(const std::string& pool, core::RequestId request, const std::string& message)>
+      on_capacity_failed;
+};
+
+// A request egsd plans on slots of an autoscaled pool soon enough that their nodes must be asked
+// for now (its planned start is within the pool's lead time).
+struct CapacityAsk {
+  core::RequestId request;
+  core::WorkspaceId workspace;
+  std::vector<core::NodeId> slots;  // its planned nodes
+  bool operator==(const CapacityAsk&) const = default;
 };
 
 // What the labels on the cluster say a request holds.
@@ -138,6 +168,12 @@ class KubernetesConnector final : public core::ClusterConnector {
   // like an order and retried while the cluster is unreachable; other failures drop it.
   void RecordMilestone(core::WorkspaceId workspace, std::string reason, std::string message,
                        bool warning = false);
+  // What egsd wants asked for ahead of its orders; replaces the previous set. The worker keeps a
+  // ProvisioningRequest for each ask (created if missing; after a failure not again for the same
+  // slots within the pool's failure_backoff), reports failed ones through on_capacity_failed,
+  // and deletes ours that no ask, order or node claim needs. Nothing is deleted before the first
+  // call. Equal sets are ignored, so it may be called often.
+  void SetCapacityAsks(std::vector<CapacityAsk> asks);
 
   // Starts the worker and watch threads (no-op when running). Stop() ends them promptly; queued
   // orders stay queued and are lost with the connector (the scheduler re-issues them).
@@ -146,8 +182,11 @@ class KubernetesConnector final : public core::ClusterConnector {
 
   // True once the first node list succeeded (orders wait for it).
   bool IsSynced() const;
-  // Which request holds which nodes, by the egs.dev labels of the last node list or watch event.
+  // Which request holds which nodes, by the egs.dev labels of the last node list or watch event
+  // (a slot's id for a node bound to it).
   std::map<core::RequestId, Claim> Claims() const;
+  // The node bound to each bound slot, by the egs.dev/slot labels.
+  std::map<core::NodeId, std::string> SlotBindings() const;
 
  private:
   struct NodeInfo {
@@ -163,14 +202,21 @@ class KubernetesConnector final : public core::ClusterConnector {
     bool warning = false;
     std::size_t written = 0;  // namespaces done (in NamespacesOf order)
   };
+  struct CapacityReconcile {};  // the early asks' pass (one queued at most)
+  struct GroupNode {            // a real node of an autoscaled group
+    std::size_t pool = 0;
+    core::NodeHealth health = core::NodeHealth::kHealthy;
+  };
   struct Task {
-    std::variant<core::ProvisionOrder, core::ReleaseOrder, core::NodeReplacementOrder, Milestone>
+    std::variant<core::ProvisionOrder, core::ReleaseOrder, core::NodeReplacementOrder, Milestone,
+                 CapacityReconcile>
         order;
     std::optional<common::Time> eviction_deadline;  // set at the first release attempt
     common::Duration backoff{0};
     bool replacement_released = false;             // ReplaceNode: the failed node is out
     std::optional<common::Time> precheck_started;  // the first attempt that waited for a Job
     std::vector<core::NodeId> post_check_failed;   // Release: reported after on_released
+    std::optional<std::string> capacity_failure;   // slots: failing, cleanup not done yet
   };
   // Result of one attempt: done, or retry after a delay.
   struct Attempt {
@@ -219,6 +265,49 @@ class KubernetesConnector final : public core::ClusterConnector {
   void ObserveNode(const nlohmann::json& node, bool deleted);
   void NoteResult(const common::Status& status);
 
+  // kubernetes_connector_autoscale.cc.
+  // The autoscaled pool whose slot `id` is; nullopt for other nodes.
+  std::optional<std::size_t> PoolOfSlot(core::NodeId id) const;
+  // The pool of an order on slots (all its nodes slots of one pool).
+  std::optional<std::size_t> SlotPoolOf(const core::ProvisionOrder& order) const;
+  // The pool whose node selector `labels` match (a real node of that group).
+  std::optional<std::size_t> GroupPoolOf(const nlohmann::json& labels) const;
+  // The slot a group node is bound to, by its labels in node_labels_.
+  std::optional<core::NodeId> BoundSlotLocked(const std::string& node) const;
+  void ObserveGroupNode(const std::string& name, const nlohmann::json& labels,
+                        core::NodeHealth health, bool deleted, std::size_t pool);
+  void ReportSlotHealth(core::NodeId slot, core::NodeHealth health);
+  // Binds real nodes to the order's unbound slots: nullopt once all are bound, else the attempt
+  // (wait for the ProvisioningRequest or nodes, retry, or done after a reported failure).
+  std::optional<Attempt> ObtainSlots(std::size_t pool, const core::ProvisionOrder& order,
+                                     bool report, Task& task);
+  // Cleans up after task.capacity_failure and reports it.
+  Attempt FailCapacity(std::size_t pool, const core::ProvisionOrder& order, bool report,
+                       const std::string& name, Task& task);
+  // After a failed pre-check of an order on slots: the failed nodes are marked unusable, the
+  // order's slots unbound and its objects deleted; then the failure is reported (no failed
+  // nodes: the slots are not at fault).
+  Attempt AbandonSlots(std::size_t pool, const core::ProvisionOrder& order, bool report,
+                       const std::vector<core::NodeId>& failed, const std::string& message);
+  // Unbinds the order's bound slots and deletes its PodTemplate and ProvisioningRequest.
+  common::Status UnbindAndDelete(std::size_t pool, const core::ProvisionOrder& order,
+                                 const std::string& name);
+  // The ProvisioningRequest `name` (created with its PodTemplate if missing; *created says so).
+  common::Result<nlohmann::json> EnsureCapacity(std::size_t pool, const std::string& name,
+                                                const core::ProvisionOrder& order, int count,
+                                                bool* created);
+  common::Status DeleteCapacity(const std::string& ns, const std::string& name);
+  // Deletes every PodTemplate and ProvisioningRequest of `request` in the pools' namespaces.
+  common::Status DeleteCapacityOf(core::RequestId request);
+  // Group nodes of `pool` that may be bound for `order`, by name.
+  common::Result<std::vector<nlohmann::json>> BindCandidates(std::size_t pool,
+                                                             const core::ProvisionOrder& order);
+  common::Status BindSlot(const std::string& slot, const nlohmann::json& node);
+  void MarkUnusable(const std::string& node, const std::string& reason);
+  void RecordCapacityEvent(core::WorkspaceId workspace, const std::string& reason,
+                           const std::string& message, bool warning);
+  Attempt TryReconcile();
+
   common::Clock& clock_;
   std::unique_ptr<KubeClient> client_;
   const KubernetesConnectorOptions options_;
@@ -233,6 +322,16 @@ class KubernetesConnector final : public core::ClusterConnector {
   bool synced_ = false;                                           // GUARDED_BY(mu_)
   bool stop_ = false;                                             // GUARDED_BY(mu_)
   core::ClusterHealth health_ = core::ClusterHealth::kHealthy;    // GUARDED_BY(mu_)
+  std::map<std::string, GroupNode> group_nodes_;                  // GUARDED_BY(mu_); by name
+  std::map<core::NodeId, core::NodeHealth> slot_health_;          // GUARDED_BY(mu_); last reported
+  std::vector<CapacityAsk> asks_;                                 // GUARDED_BY(mu_)
+  bool asks_known_ = false;                                       // GUARDED_BY(mu_)
+  bool reconcile_queued_ = false;                                 // GUARDED_BY(mu_)
+  // Worker thread only: early asks that failed, not asked again for the same slots until then.
+  std::map<core::RequestId, std::pair<std::vector<core::NodeId>, common::Time>> failed_asks_;
+  // Constant after construction: slot id -> (pool index, slot name), and slot name -> id.
+  std::map<core::NodeId, std::pair<std::size_t, std::string>> slots_;
+  std::map<std::string, core::NodeId> slot_ids_;
   std::mutex start_stop_mu_;
   std::unique_ptr<ListWatch> node_watch_;  // set by Start (start_stop_mu_), before the threads
   std::thread worker_;

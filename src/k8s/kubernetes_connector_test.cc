@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "k8s/testing/connector_recorder.h"
 #include "k8s/testing/fake_kube_api_server.h"
 #include "k8s/workspace_rbac.h"
 
@@ -14,6 +15,7 @@ namespace {
 using nlohmann::json;
 using testing::FakeKubeApiServer;
 using testing::GpuNode;
+using testing::Recorder;
 using namespace std::chrono_literals;
 
 constexpr core::ShapeId kH100{1};
@@ -30,53 +32,6 @@ json Pod(const std::string& ns, const std::string& name, const std::string& node
             {"containers", {{{"name", "main"}, {"resources", {{"limits", limits}}}}}}}},
           {"status", {{"phase", "Running"}}}};
 }
-
-// Records every callback; WaitFor blocks (bounded) until a predicate over the record holds.
-class Recorder {
- public:
-  KubernetesCallbacks Callbacks() {
-    KubernetesCallbacks cb;
-    cb.on_provisioned = [this](const core::ProvisionOutcome& o) {
-      Add([&] { provisioned.push_back(o); });
-    };
-    cb.on_released = [this](core::RequestId r) { Add([&] { released.push_back(r); }); };
-    cb.on_node = [this](const core::Node& n) { Add([&] { nodes.push_back(n); }); };
-    cb.on_node_health = [this](core::NodeId id, core::NodeHealth h) {
-      Add([&] { health.emplace_back(id, h); });
-    };
-    cb.on_cluster_health = [this](core::ClusterId, core::ClusterHealth h) {
-      Add([&] { cluster.push_back(h); });
-    };
-    return cb;
-  }
-  // Some predicates read the fake server or the connector rather than the record: re-check
-  // every 10 ms as well as on each callback.
-  bool WaitFor(const std::function<bool()>& pred, common::Duration timeout = 5s) {
-    const common::Time deadline = clock.Now() + timeout;
-    std::unique_lock lock(mu);
-    while (!clock.WaitUntil(cv, lock, std::min(deadline, clock.Now() + 10ms), pred)) {
-      if (clock.Now() >= deadline) return false;
-    }
-    return true;
-  }
-  template <typename F>
-  void Add(F f) {
-    {
-      std::lock_guard lock(mu);
-      f();
-    }
-    cv.notify_all();
-  }
-
-  common::RealClock clock;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<core::ProvisionOutcome> provisioned;
-  std::vector<core::RequestId> released;
-  std::vector<core::Node> nodes;
-  std::vector<std::pair<core::NodeId, core::NodeHealth>> health;
-  std::vector<core::ClusterHealth> cluster;
-};
 
 class KubernetesConnectorTest : public ::testing::Test {
  protected:

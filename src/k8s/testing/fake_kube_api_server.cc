@@ -45,13 +45,18 @@ constexpr ResourceInfo kResources[] = {
     {"roles", "Role", "rbac.authorization.k8s.io/v1", true},
     {"rolebindings", "RoleBinding", "rbac.authorization.k8s.io/v1", true},
     {"jobs", "Job", "batch/v1", true},
+    {"podtemplates", "PodTemplate", "v1", true},
+    // The cluster autoscaler's CRD (with a status subresource).
+    {"provisioningrequests", "ProvisioningRequest", "autoscaling.x-k8s.io/v1", true},
     // The EGS custom resource (CRD with a status subresource).
     {"gpuprovisionrequests", "GPUProvisionRequest", "egs.dev/v1alpha1", true},
 };
 
 // Kinds served with a status subresource: the main resource ignores status changes, /status
 // changes nothing else (as for a CRD with `subresources: {status: {}}`).
-bool HasStatusSubresource(const std::string& kind) { return kind == "GPUProvisionRequest"; }
+bool HasStatusSubresource(const std::string& kind) {
+  return kind == "GPUProvisionRequest" || kind == "ProvisioningRequest";
+}
 
 const ResourceInfo* FindResource(const std::string& resource) {
   for (const auto& r : kResources) {
@@ -373,7 +378,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
   }
   // Groups served with discovery (kubectl needs it); egs.dev is served without (no CRD object).
   static const std::vector<std::string> kGroups = {"policy/v1", "rbac.authorization.k8s.io/v1",
-                                                   "batch/v1"};
+                                                   "batch/v1", "autoscaling.x-k8s.io/v1"};
   if (method == "GET" && path == "/apis") {
     json groups = json::array();
     for (const auto& g : kGroups) {
@@ -399,9 +404,13 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
                     {"namespaced", r.namespaced},
                     {"kind", r.kind},
                     {"verbs", verbs}};
-      const std::map<std::string, std::string> short_names = {
-          {"nodes", "no"},  {"namespaces", "ns"},      {"pods", "po"},
-          {"events", "ev"}, {"serviceaccounts", "sa"}, {"poddisruptionbudgets", "pdb"}};
+      const std::map<std::string, std::string> short_names = {{"nodes", "no"},
+                                                              {"namespaces", "ns"},
+                                                              {"pods", "po"},
+                                                              {"events", "ev"},
+                                                              {"serviceaccounts", "sa"},
+                                                              {"poddisruptionbudgets", "pdb"},
+                                                              {"provisioningrequests", "provreq"}};
       if (auto it = short_names.find(r.resource); it != short_names.end()) {
         entry["shortNames"] = {it->second};
       }
@@ -437,6 +446,7 @@ FakeKubeApiServer::Reply FakeKubeApiServer::Handle(const std::string& method,
              ((segs[1] == "policy" && segs[2] == "v1") ||
               (segs[1] == "rbac.authorization.k8s.io" && segs[2] == "v1") ||
               (segs[1] == "batch" && segs[2] == "v1") ||
+              (segs[1] == "autoscaling.x-k8s.io" && segs[2] == "v1") ||
               (segs[1] == "egs.dev" && segs[2] == "v1alpha1"))) {
     base = 3;
   } else {
@@ -894,6 +904,71 @@ void FakeKubeApiServer::SetNodeReady(const std::string& name, bool ready) {
                         {"reason", ready ? "KubeletReady" : "KubeletNotReady"}});
   node["status"]["conditions"] = conditions;
   CommitLocked("Node", std::move(node), "MODIFIED");
+}
+
+std::vector<std::string> FakeKubeApiServer::ProvisionAsAutoscaler(const std::string& ns,
+                                                                  const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto& requests = objects_["ProvisioningRequest"];
+  auto it = requests.find(ns + "/" + name);
+  if (it == requests.end()) return {};
+  // 1. What the pods need: count and node selector of each pod set's template.
+  std::vector<std::pair<int, json>> sets;
+  for (const auto& set : it->second.value("/spec/podSets"_json_pointer, json::array())) {
+    const std::string ref = set.value("/podTemplateRef/name"_json_pointer, std::string());
+    auto t = objects_["PodTemplate"].find(ns + "/" + ref);
+    if (t == objects_["PodTemplate"].end()) return {};
+    sets.emplace_back(set.value("count", 0),
+                      t->second.value("/template/spec/nodeSelector"_json_pointer, json::object()));
+  }
+  // 2. Scale up: one node per pod, carrying the group's labels.
+  std::vector<std::string> added;
+  for (const auto& [count, selector] : sets) {
+    for (int i = 0; i < count; ++i) {
+      const std::string node_name = "autoscaled-" + std::to_string(next_uid_++);
+      json node = GpuNode(node_name);
+      for (const auto& [k, v] : selector.items()) node["metadata"]["labels"][k] = v;
+      CommitLocked("Node", std::move(node), "ADDED");
+      added.push_back(node_name);
+    }
+  }
+  // 3. The request's conditions, as the autoscaler writes them.
+  json request = requests.at(ns + "/" + name);
+  SetConditionLocked(request, "Accepted", "Accepted", "Provisioning Request was accepted");
+  SetConditionLocked(request, "Provisioned", "Provisioned",
+                     "Provisioning Request was successfully provisioned.");
+  CommitLocked("ProvisioningRequest", std::move(request), "MODIFIED");
+  return added;
+}
+
+void FakeKubeApiServer::SetProvisioningRequestCondition(const std::string& ns,
+                                                        const std::string& name,
+                                                        const std::string& type,
+                                                        const std::string& reason,
+                                                        const std::string& message) {
+  std::lock_guard lock(mu_);
+  auto& requests = objects_["ProvisioningRequest"];
+  auto it = requests.find(ns + "/" + name);
+  if (it == requests.end()) return;
+  json request = it->second;
+  SetConditionLocked(request, type, reason, message);
+  CommitLocked("ProvisioningRequest", std::move(request), "MODIFIED");
+}
+
+void FakeKubeApiServer::SetConditionLocked(json& object, const std::string& type,
+                                           const std::string& reason, const std::string& message) {
+  json conditions = json::array();
+  for (const auto& c : object.value("/status/conditions"_json_pointer, json::array())) {
+    if (c.value("type", "") != type) conditions.push_back(c);
+  }
+  conditions.push_back(
+      {{"type", type},
+       {"status", "True"},
+       {"reason", reason},
+       {"message", message},
+       {"lastTransitionTime",
+        common::FormatTime(std::chrono::floor<std::chrono::seconds>(clock_.Now()))}});
+  object["status"]["conditions"] = std::move(conditions);
 }
 
 void FakeKubeApiServer::CompactHistory() {

@@ -1,7 +1,7 @@
 // FakeKubeApiServer: an in-process Kubernetes API server on loopback for tests of the Kubernetes
 // client and connector. It implements, with Kubernetes semantics, the subset EGS uses:
 //
-// - Discovery: /version, /api, /apis, /api/v1, /apis/policy/v1 (enough for kubectl).
+// - Discovery: /version, /api, /apis, /api/v1 and the groups below (enough for kubectl).
 // - Core v1 nodes, namespaces (cluster-scoped), pods, events, serviceaccounts (namespaced),
 //   policy/v1 poddisruptionbudgets, rbac.authorization.k8s.io/v1 roles and rolebindings and
 //   batch/v1 jobs (stored only: no job controller runs them; tests set their status): get, list
@@ -21,6 +21,11 @@
 // - The EGS custom resource gpuprovisionrequests.egs.dev/v1alpha1 (namespaced) with a status
 //   subresource: writes to the resource keep the status, writes to /status change only the
 //   status, a create drops it. (No CRD discovery document is served.)
+// - The cluster autoscaler's provisioningrequests.autoscaling.x-k8s.io/v1 (namespaced, status
+//   subresource as above, discovery served so that kubectl lists them) and core v1
+//   podtemplates. No autoscaler runs: tests play it with ProvisionAsAutoscaler (conditions
+//   Accepted and Provisioned, and the GPU nodes of the group) or
+//   SetProvisioningRequestCondition (Failed, BookingExpired, ...).
 // - serviceaccounts/token (TokenRequest): issues a token that the server then accepts.
 // - Deleting a namespace deletes the objects in it at once (a real server shows the namespace
 //   Terminating while its namespace controller does that).
@@ -43,6 +48,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -75,8 +81,8 @@ class FakeKubeApiServer {
 
   // --- Test hooks (act as a controller or kubelet would; they bump resourceVersion). ---
   // Creates or replaces an object; `kind` is "Node", "Namespace", "Pod", "Event",
-  // "ServiceAccount", "PodDisruptionBudget", "Role", "RoleBinding", "Job" or
-  // "GPUProvisionRequest".
+  // "ServiceAccount", "PodDisruptionBudget", "Role", "RoleBinding", "Job", "PodTemplate",
+  // "ProvisioningRequest" or "GPUProvisionRequest".
   void Put(nlohmann::json object);
   void Remove(const std::string& kind, const std::string& ns, const std::string& name);
   // A copy of the object, or null.
@@ -85,6 +91,17 @@ class FakeKubeApiServer {
   std::vector<nlohmann::json> ListAll(const std::string& kind, const std::string& ns = "") const;
   // Sets the node's Ready condition.
   void SetNodeReady(const std::string& name, bool ready);
+  // Plays the cluster autoscaler for ProvisioningRequest `ns`/`name`: adds one Ready GPU node
+  // (GpuNode) per pod of its podSets, named "autoscaled-<n>" and labelled with the nodeSelector
+  // of the PodTemplate the pod set refers to, then sets the request's conditions Accepted and
+  // Provisioned to True. Returns the names of the nodes added; empty (and nothing changed)
+  // when the request or one of its PodTemplates does not exist.
+  std::vector<std::string> ProvisionAsAutoscaler(const std::string& ns, const std::string& name);
+  // Sets condition `type` ("Failed", "BookingExpired", ...) of ProvisioningRequest `ns`/`name`
+  // to True with `reason` and `message`, as the autoscaler does. No-op when it does not exist.
+  void SetProvisioningRequestCondition(const std::string& ns, const std::string& name,
+                                       const std::string& type, const std::string& reason,
+                                       const std::string& message);
   // Forgets the watch history and ends open watches: a watch from any resourceVersion handed
   // out so far gets 410 Gone (the client must relist).
   void CompactHistory();
@@ -132,6 +149,9 @@ class FakeKubeApiServer {
   nlohmann::json CommitLocked(const std::string& kind, nlohmann::json object,
                               const std::string& type);
   void RemoveLocked(const std::string& kind, const std::string& ns, const std::string& name);
+  // Replaces condition `type` of object's status.conditions with one True.
+  void SetConditionLocked(nlohmann::json& object, const std::string& type,
+                          const std::string& reason, const std::string& message);
   bool AuthorizedLocked(const std::string& header) const;
   // The watch stream body for the given request; runs on a server thread.
   void StreamWatch(const std::string& kind, const std::string& ns, std::string label_selector,

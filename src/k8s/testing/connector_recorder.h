@@ -1,0 +1,77 @@
+// Recorder: the KubernetesConnector's callbacks for its tests, recorded under a mutex, with a
+// bounded wait for a predicate (re-checked on each callback and every 10 ms). Test-only.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "k8s/kubernetes_connector.h"
+
+namespace egs::k8s::testing {
+
+// Records every callback; WaitFor blocks (bounded) until a predicate over the record holds.
+class Recorder {
+ public:
+  KubernetesCallbacks Callbacks() {
+    KubernetesCallbacks cb;
+    cb.on_provisioned = [this](const core::ProvisionOutcome& o) {
+      Add([&] { provisioned.push_back(o); });
+    };
+    cb.on_released = [this](core::RequestId r) { Add([&] { released.push_back(r); }); };
+    cb.on_node = [this](const core::Node& n) { Add([&] { nodes.push_back(n); }); };
+    cb.on_node_health = [this](core::NodeId id, core::NodeHealth h) {
+      Add([&] { health.emplace_back(id, h); });
+    };
+    cb.on_cluster_health = [this](core::ClusterId, core::ClusterHealth h) {
+      Add([&] { cluster.push_back(h); });
+    };
+    cb.on_capacity_failed = [this](const std::string& pool, core::RequestId r,
+                                   const std::string& message) {
+      Add([&] { capacity_failed.push_back({pool, r, message}); });
+    };
+    return cb;
+  }
+  // Some predicates read the fake server or the connector rather than the record: re-check
+  // every 10 ms as well as on each callback.
+  bool WaitFor(const std::function<bool()>& pred,
+               common::Duration timeout = std::chrono::seconds(5)) {
+    const common::Time deadline = clock.Now() + timeout;
+    std::unique_lock lock(mu);
+    while (!clock.WaitUntil(
+        cv, lock, std::min(deadline, clock.Now() + std::chrono::milliseconds(10)), pred)) {
+      if (clock.Now() >= deadline) return false;
+    }
+    return true;
+  }
+  template <typename F>
+  void Add(F f) {
+    {
+      std::lock_guard lock(mu);
+      f();
+    }
+    cv.notify_all();
+  }
+
+  common::RealClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<core::ProvisionOutcome> provisioned;
+  std::vector<core::RequestId> released;
+  std::vector<core::Node> nodes;
+  std::vector<std::pair<core::NodeId, core::NodeHealth>> health;
+  std::vector<core::ClusterHealth> cluster;
+  struct CapacityFailure {
+    std::string pool;
+    core::RequestId request;
+    std::string message;
+  };
+  std::vector<CapacityFailure> capacity_failed;
+};
+
+}  // namespace egs::k8s::testing
