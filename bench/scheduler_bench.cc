@@ -223,20 +223,28 @@ BENCHMARK(BM_NaiveQuote)->Iterations(5)->Unit(benchmark::kMillisecond);
 // One create as egsd applies it: a request of the regular mix at the lowest priority (so at the
 // queue's tail, behind all 60,000) is submitted, then a cycle runs and publishes the snapshot;
 // the request is cancelled again (another cycle, untimed) so that the world stays the same.
+// One timed create cycle of `spec` in the world, and its untimed cancel; how many requests are
+// queued behind it.
+std::size_t CreateCycle(World& w, benchmark::State& state, const core::RequestSpec& spec) {
+  auto id = w.sched->Submit(spec);
+  EGS_CHECK(id.ok());
+  const std::size_t behind = w.sched->queue().size() - *w.sched->queue().Position(*id);
+  w.sched->RunCycle(w.clock.Now());
+  state.PauseTiming();
+  EGS_CHECK(w.sched->Cancel(*id).ok());
+  w.sched->RunCycle(w.clock.Now());
+  w.sched->TakeEvents();
+  state.ResumeTiming();
+  return behind;
+}
+
 void BM_CreateCycle(benchmark::State& state) {
   World& w = TheWorld();
   common::Rng rng(7);
   for (auto _ : state) {
     core::RequestSpec spec = RegularSpec(rng);
     spec.priority = 0;
-    auto id = w.sched->Submit(spec);
-    EGS_CHECK(id.ok());
-    w.sched->RunCycle(w.clock.Now());
-    state.PauseTiming();
-    EGS_CHECK(w.sched->Cancel(*id).ok());
-    w.sched->RunCycle(w.clock.Now());
-    w.sched->TakeEvents();
-    state.ResumeTiming();
+    CreateCycle(w, state, spec);
   }
 }
 BENCHMARK(BM_CreateCycle)->Iterations(50)->Unit(benchmark::kMicrosecond);
@@ -250,18 +258,7 @@ void BM_CreateCycleRandomPriority(benchmark::State& state) {
   common::Rng rng(11);
   const std::size_t kept_before = w.sched->kept_plan_count();
   std::size_t replanned = 0;
-  for (auto _ : state) {
-    core::RequestSpec spec = RegularSpec(rng);
-    auto id = w.sched->Submit(spec);
-    EGS_CHECK(id.ok());
-    replanned += w.sched->queue().size() - *w.sched->queue().Position(*id);
-    w.sched->RunCycle(w.clock.Now());
-    state.PauseTiming();
-    EGS_CHECK(w.sched->Cancel(*id).ok());
-    w.sched->RunCycle(w.clock.Now());
-    w.sched->TakeEvents();
-    state.ResumeTiming();
-  }
+  for (auto _ : state) replanned += CreateCycle(w, state, RegularSpec(rng));
   w.sched->SetReusePlansForTest(true);
   state.counters["requests_behind"] =
       static_cast<double>(replanned) / static_cast<double>(state.iterations());

@@ -73,15 +73,7 @@ class AutoscaledPoolTest : public ::testing::Test {
   }
 
   static core::ProvisionOrder Order(std::uint64_t request, std::vector<core::NodeId> nodes) {
-    core::ProvisionOrder order;
-    order.request = core::RequestId(request);
-    order.reservation = core::ReservationId(request * 10);
-    order.workspace = kWs;
-    order.cluster = core::ClusterId(1);
-    order.nodes = std::move(nodes);
-    order.gpus_per_node = 8;
-    order.window = {common::FromUnixMicros(0), common::FromUnixMicros(3'600'000'000)};
-    return order;
+    return testing::TestOrder(request, kWs, std::move(nodes));
   }
   json Pr(const std::string& name) { return server_.Get("ProvisioningRequest", kNs, name); }
   json Labels(const std::string& node) {

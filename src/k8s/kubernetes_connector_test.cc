@@ -72,14 +72,9 @@ class KubernetesConnectorTest : public ::testing::Test {
   }
 
   static core::ProvisionOrder Order(std::uint64_t request, std::vector<std::uint32_t> nodes) {
-    core::ProvisionOrder order;
-    order.request = core::RequestId(request);
-    order.reservation = core::ReservationId(request * 10);
-    order.workspace = kWs;
-    order.cluster = core::ClusterId(1);
-    for (auto n : nodes) order.nodes.push_back(core::NodeId(n));
-    order.window = {common::FromUnixMicros(0), common::FromUnixMicros(3'600'000'000)};
-    return order;
+    std::vector<core::NodeId> ids;
+    for (auto n : nodes) ids.push_back(core::NodeId(n));
+    return testing::TestOrder(request, kWs, std::move(ids));
   }
   static core::ReleaseOrder ReleaseOf(const core::ProvisionOrder& p) {
     return {p.request, p.reservation, p.workspace, p.cluster, p.nodes};

@@ -30,16 +30,7 @@ class PropertyRun {
     h_.AddNodes(2, 2, 4, 4);
     // Two slots of an autoscaled group beside cluster 1's nodes of shape 1: a pool with a lead
     // time (ids 12 and 13).
-    for (std::uint32_t id = 12; id <= 13; ++id) {
-      core::Node slot;
-      slot.id = core::NodeId(id);
-      slot.name = "slot-" + std::to_string(id);
-      slot.cluster = core::ClusterId(1);
-      slot.shape = core::ShapeId(1);
-      slot.gpus.resize(8);
-      slot.provisioning_lead_time = common::Minutes(30);
-      EXPECT_TRUE(h_.sched->AddNode(slot).ok());
-    }
+    h_.AddSlots(1, 1, 12, 2, 8, common::Minutes(30));
     for (std::uint32_t w = 1; w <= 3; ++w) {
       core::WorkspacePolicy p;
       p.max_active_requests = static_cast<int>(w);

@@ -429,16 +429,7 @@ TEST(SchedulerTest, EarliestStartAndLeadTimeDelayThePlan) {
 TEST(SchedulerTest, AutoscaledSlotsArePlannedAfterTheirLeadTime) {
   SchedulerHarness h;
   h.SimpleFleet(1);
-  for (std::uint32_t id = 10; id <= 11; ++id) {
-    core::Node slot;
-    slot.id = core::NodeId(id);
-    slot.name = "slot-" + std::to_string(id);
-    slot.cluster = core::ClusterId(1);
-    slot.shape = core::ShapeId(1);
-    slot.gpus.resize(8);
-    slot.provisioning_lead_time = common::Minutes(20);
-    ASSERT_OK(h.sched->AddNode(slot));
-  }
+  h.AddSlots(1, 1, 10, 2, 8, common::Minutes(20));
   ASSERT_EQ(h.sched->inventory().pools().size(), 2u);
   EXPECT_EQ(h.sched->inventory().pools()[1].lead_time, common::Minutes(20));
   auto busy = MustSubmit(h, RequestBuilder().Hours(4).Build());
@@ -471,16 +462,7 @@ TEST(SchedulerTest, AutoscaledSlotsArePlannedAfterTheirLeadTime) {
 TEST(SchedulerTest, ALeadTimeRunsFromWhenTheNodesWereAskedForNotFromEachReplan) {
   SchedulerHarness h;
   h.SimpleFleet(1);
-  for (std::uint32_t id = 10; id <= 11; ++id) {
-    core::Node slot;
-    slot.id = core::NodeId(id);
-    slot.name = "slot-" + std::to_string(id);
-    slot.cluster = core::ClusterId(1);
-    slot.shape = core::ShapeId(1);
-    slot.gpus.resize(8);
-    slot.provisioning_lead_time = common::Minutes(20);
-    ASSERT_OK(h.sched->AddNode(slot));
-  }
+  h.AddSlots(1, 1, 10, 2, 8, common::Minutes(20));
   auto busy = MustSubmit(h, RequestBuilder().Hours(4).Build());
   h.Cycle();
   auto waiting = MustSubmit(h, RequestBuilder().Hours(1).Build());

@@ -105,6 +105,21 @@ class SchedulerHarness {
     }
     return ids;
   }
+  // Adds `count` slots of an autoscaled group (nodes that take `lead` to obtain) with ids from
+  // `first_id`: a pool of their own beside the cluster's nodes of the shape.
+  void AddSlots(std::uint32_t cluster, std::uint32_t shape, std::uint32_t first_id, int count,
+                int gpus, core::Duration lead) {
+    for (std::uint32_t id = first_id; id < first_id + static_cast<std::uint32_t>(count); ++id) {
+      core::Node slot;
+      slot.id = core::NodeId(id);
+      slot.name = "slot-" + std::to_string(id);
+      slot.cluster = core::ClusterId(cluster);
+      slot.shape = core::ShapeId(shape);
+      slot.gpus.resize(static_cast<std::size_t>(gpus));
+      slot.provisioning_lead_time = lead;
+      EGS_CHECK(sched->AddNode(slot).ok());
+    }
+  }
   void AddWorkspace(std::uint32_t id, core::WorkspacePolicy policy = {}) {
     core::Workspace w;
     w.id = core::WorkspaceId(id);

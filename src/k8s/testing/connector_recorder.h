@@ -15,6 +15,21 @@
 
 namespace egs::k8s::testing {
 
+// A ProvisionOrder for the connector tests: request `request` (reservation request x 10) of
+// workspace `workspace` in cluster 1 on `nodes`, 8 GPUs per node, for the first hour of 1970.
+inline core::ProvisionOrder TestOrder(std::uint64_t request, core::WorkspaceId workspace,
+                                      std::vector<core::NodeId> nodes) {
+  core::ProvisionOrder order;
+  order.request = core::RequestId(request);
+  order.reservation = core::ReservationId(request * 10);
+  order.workspace = workspace;
+  order.cluster = core::ClusterId(1);
+  order.nodes = std::move(nodes);
+  order.gpus_per_node = 8;
+  order.window = {common::FromUnixMicros(0), common::FromUnixMicros(3'600'000'000)};
+  return order;
+}
+
 // Records every callback; WaitFor blocks (bounded) until a predicate over the record holds.
 class Recorder {
  public:
