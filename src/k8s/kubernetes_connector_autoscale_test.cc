@@ -39,18 +39,7 @@ class AutoscaledPoolTest : public ::testing::Test {
     config.token = "secret";
     auto client = KubeClient::Create(clock_, config);
     EGS_CHECK(client.ok());
-    KubernetesConnectorOptions options;
-    options.cluster = core::ClusterId(1);
-    options.shapes = {{"NVIDIA-H100-80GB-HBM3", 8, core::ShapeId(1)}};
-    options.node_id = [](const std::string& name) {
-      return core::NodeId(static_cast<std::uint32_t>(std::stoi(name.substr(name.rfind('-') + 1))));
-    };
-    options.namespaces = [](core::WorkspaceId ws) {
-      return std::vector<std::string>{"team-" + std::to_string(ws.value())};
-    };
-    options.retry_initial = 20ms;
-    options.retry_max = 100ms;
-    options.watch_timeout = 2s;
+    KubernetesConnectorOptions options = testing::TestConnectorOptions(core::ShapeId(1));
     AutoscaledPool pool;
     pool.name = "burst";
     pool.node_selector = {{"example.com/node-group", "h100-burst"}};

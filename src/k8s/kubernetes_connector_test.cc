@@ -50,19 +50,8 @@ class KubernetesConnectorTest : public ::testing::Test {
     config.token = "secret";
     auto client = KubeClient::Create(clock_, config);
     EGS_CHECK(client.ok());
-    KubernetesConnectorOptions options;
-    options.cluster = core::ClusterId(1);
-    options.shapes = {{"NVIDIA-H100-80GB-HBM3", 8, kH100}};
-    options.node_id = [](const std::string& name) {
-      return core::NodeId(static_cast<std::uint32_t>(std::stoi(name.substr(name.rfind('-') + 1))));
-    };
-    options.namespaces = [](core::WorkspaceId ws) {
-      return std::vector<std::string>{"team-" + std::to_string(ws.value())};
-    };
-    options.retry_initial = 20ms;
-    options.retry_max = 100ms;
+    KubernetesConnectorOptions options = testing::TestConnectorOptions(kH100);
     options.eviction_deadline = eviction_deadline;
-    options.watch_timeout = 2s;
     if (tweak) tweak(options);
     auto connector = std::make_unique<KubernetesConnector>(clock_, std::move(client).value(),
                                                            options, rec.Callbacks());

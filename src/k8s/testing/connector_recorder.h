@@ -15,6 +15,26 @@
 
 namespace egs::k8s::testing {
 
+// Connector options for the tests against the fake API server: cluster 1, H100 nodes of 8 GPUs
+// as shape `shape`, node ids from the number at the end of a node's name ("gpu-2" is node 2),
+// workspace w in namespace "team-<w>", short retries and watches.
+inline KubernetesConnectorOptions TestConnectorOptions(core::ShapeId shape) {
+  using namespace std::chrono_literals;
+  KubernetesConnectorOptions options;
+  options.cluster = core::ClusterId(1);
+  options.shapes = {{"NVIDIA-H100-80GB-HBM3", 8, shape}};
+  options.node_id = [](const std::string& name) {
+    return core::NodeId(static_cast<std::uint32_t>(std::stoi(name.substr(name.rfind('-') + 1))));
+  };
+  options.namespaces = [](core::WorkspaceId ws) {
+    return std::vector<std::string>{"team-" + std::to_string(ws.value())};
+  };
+  options.retry_initial = 20ms;
+  options.retry_max = 100ms;
+  options.watch_timeout = 2s;
+  return options;
+}
+
 // A ProvisionOrder for the connector tests: request `request` (reservation request x 10) of
 // workspace `workspace` in cluster 1 on `nodes`, 8 GPUs per node, for the first hour of 1970.
 inline core::ProvisionOrder TestOrder(std::uint64_t request, core::WorkspaceId workspace,
