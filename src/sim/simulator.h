@@ -32,7 +32,7 @@ std::string_view PolicyName(Policy policy);
 struct SimConfig {
   Policy policy = Policy::kEgs;
   core::Duration max_booking = common::Hours(72);
-    // Team quotas (GPUs), used only with hard_quota: they become the workspaces' GPU quotas, which
+  // Team quotas (GPUs), used only with hard_quota: they become the workspaces' GPU quotas, which
   // cap the plan and normalize fair share (decayed GPU-hours per quota GPU). Without them every
   // team's fair share is normalized by the fleet's GPUs, i.e. teams have equal shares.
   std::vector<TeamQuota> quotas;
