@@ -284,6 +284,7 @@ class SingleNodeSearch : public PoolQuery {
   // start from there: the earliest start from q.not_before is the earliest from any instant up
   // to it).
   void Consider(std::size_t slot, Time from) {
+    if (from >= kNever || from > best_start_) return;  // a bound of "never", or past the best
     // From the tail on the node is idle, so `from` is its earliest start whatever the filter;
     // the view is chosen (maybe built) only if needed.
     NodeView view;

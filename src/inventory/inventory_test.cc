@@ -500,6 +500,20 @@ TEST_F(FitBoundsTest, BestFitAmongNodesFreeAtTheSameInstant) {
   EXPECT_EQ(FitOf(Q(1, 2, 4))->nodes, Ids({1}));  // at 0 only nodes 1 and 2 fit
 }
 
+TEST_F(FitBoundsTest, NodesThatNeverComeBackAreNeverChosen) {
+  // Bounds of "never" (no free run of the length ever) must not make a node a fit at kNever.
+  ASSERT_OK(inv_.MarkUnavailable(NodeId(1), {T(0), common::kInfiniteFuture}));
+  ASSERT_OK(inv_.MarkUnavailable(NodeId(2), {T(0), common::kInfiniteFuture}));
+  ASSERT_OK(inv_.Book(Ids({3}), B(1, 0, 10)));
+  ASSERT_OK(inv_.MarkUnavailable(NodeId(3), {T(10), common::kInfiniteFuture}));
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_FALSE(FitOf(Q(1, 8, 4)).has_value()) << "round " << round;
+    EXPECT_FALSE(FitOf(Q(1, 2, 4)).has_value()) << "round " << round;
+  }
+  ASSERT_OK(inv_.MarkAvailable(NodeId(2), {T(0), common::kInfiniteFuture}));
+  EXPECT_EQ(FitOf(Q(1, 8, 4))->nodes, Ids({2}));
+}
+
 TEST_F(FitBoundsTest, CopiesAnswerTheSameWithoutSharingBounds) {
   ASSERT_OK(inv_.Book(Ids({1, 2, 3}), B(1, 0, 10)));
   EXPECT_EQ(StartOf(Q(1, 8, 4)), T(10));
