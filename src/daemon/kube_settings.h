@@ -42,7 +42,7 @@
 //             failureBackoff: 10m        # after a failure, free slots take no plans this long
 //             namespace: egs-system      # where the PodTemplates and ProvisioningRequests go
 //             pollInterval: 2s           # how often a pending ProvisioningRequest is read
-//             podTemplate:               # optional: what else the placeholder pod asks for
+//             podTemplate:               # optional: what else each pod of the PodTemplate asks for
 //               resources: {cpu: "90", memory: 900Gi}    # (the GPUs are set by egsd)
 //               tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
 //     housekeepingInterval: 30s          # member RBAC sync and burst namespace removal

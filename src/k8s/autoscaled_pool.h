@@ -39,7 +39,7 @@ struct AutoscaledPool {
   common::Duration timeout = std::chrono::minutes(30);  // bound within this after the creation
   common::Duration failure_backoff = std::chrono::minutes(10);  // no early ask again meanwhile
   common::Duration poll = std::chrono::seconds(2);
-  int gpus_per_node = 1;                             // what each placeholder pod asks for
+  int gpus_per_node = 1;                             // GPUs each pod of the PodTemplate asks for
   std::map<std::string, std::string> pod_resources;  // besides the GPUs
   nlohmann::json pod_tolerations = nlohmann::json::array();
   std::vector<std::pair<core::NodeId, std::string>> slots;  // id and name, in index order

@@ -289,6 +289,9 @@ class KubernetesConnector final : public core::ClusterConnector {
   // nodes: the slots are not at fault).
   Attempt AbandonSlots(std::size_t pool, const core::ProvisionOrder& order, bool report,
                        const std::vector<core::NodeId>& failed, const std::string& message);
+  // The end of a failed order on slots: reported as not provisioned (`report`), or, for a
+  // replacement slot, the slot made free again.
+  Attempt ReportFailedOrder(const core::ProvisionOrder& order, bool report, const std::string& why);
   // Unbinds the order's bound slots and deletes its PodTemplate and ProvisioningRequest.
   common::Status UnbindAndDelete(std::size_t pool, const core::ProvisionOrder& order,
                                  const std::string& name);

@@ -224,16 +224,7 @@ KubernetesConnector::Attempt KubernetesConnector::FailCapacity(std::size_t p,
   //    before the order is not made again for these slots meanwhile.
   if (report) failed_asks_[order.request] = {order.nodes, clock_.Now() + pool.failure_backoff};
   if (callbacks_.on_capacity_failed) callbacks_.on_capacity_failed(pool.name, order.request, why);
-  if (report && callbacks_.on_provisioned) {
-    callbacks_.on_provisioned({order.request, false, {}, why});
-  }
-  if (!report) {
-    // A replacement slot that got no node: the scheduler looks for another, and the slot is
-    // free again at once (a slot is not at fault).
-    ReportSlotHealth(order.nodes.front(), core::NodeHealth::kUnhealthy);
-    ReportSlotHealth(order.nodes.front(), core::NodeHealth::kHealthy);
-  }
-  return Attempt::Done();
+  return ReportFailedOrder(order, report, why);
 }
 
 KubernetesConnector::Attempt KubernetesConnector::AbandonSlots(
@@ -246,10 +237,16 @@ KubernetesConnector::Attempt KubernetesConnector::AbandonSlots(
       CapacityName(order.request, report ? std::nullopt : std::optional(order.nodes.front()));
   common::Status s = UnbindAndDelete(p, order, name);
   if (!s.ok() && IsRetryable(s)) return Attempt::Retry(s);
-  if (report && callbacks_.on_provisioned) {
-    callbacks_.on_provisioned({order.request, false, {}, message});
-  }
-  if (!report) {
+  return ReportFailedOrder(order, report, message);
+}
+
+KubernetesConnector::Attempt KubernetesConnector::ReportFailedOrder(
+    const core::ProvisionOrder& order, bool report, const std::string& why) {
+  if (report) {
+    if (callbacks_.on_provisioned) callbacks_.on_provisioned({order.request, false, {}, why});
+  } else {
+    // A replacement slot that got no node: the scheduler looks for another, and the slot is
+    // free again at once (a slot is not at fault).
     ReportSlotHealth(order.nodes.front(), core::NodeHealth::kUnhealthy);
     ReportSlotHealth(order.nodes.front(), core::NodeHealth::kHealthy);
   }
