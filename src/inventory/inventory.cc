@@ -374,11 +374,11 @@ class ChangeJournal {
     first_seq_ = next_seq();
     changes_.clear();
   }
-  std::optional<std::vector<Change>> Since(std::uint64_t seq) const {
-    if (seq < first_seq_) return std::nullopt;
+  bool ForEachSince(std::uint64_t seq, const std::function<void(const Change&)>& fn) const {
+    if (seq < first_seq_) return false;
     const std::size_t from = static_cast<std::size_t>(std::min(seq, next_seq()) - first_seq_);
-    return std::vector<Change>(changes_.begin() + static_cast<std::ptrdiff_t>(from),
-                               changes_.end());
+    std::for_each(changes_.begin() + static_cast<std::ptrdiff_t>(from), changes_.end(), fn);
+    return true;
   }
 
  private:
@@ -604,8 +604,9 @@ std::uint64_t Inventory::NextChangeSeq() const { return impl_->journal.next_seq(
 
 std::uint64_t Inventory::FirstChangeSeq() const { return impl_->journal.first_seq(); }
 
-std::optional<std::vector<Change>> Inventory::ChangesSince(std::uint64_t seq) const {
-  return impl_->journal.Since(seq);
+bool Inventory::ForEachChangeSince(std::uint64_t seq,
+                                   const std::function<void(const Change&)>& fn) const {
+  return impl_->journal.ForEachSince(seq, fn);
 }
 
 common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& booking) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -90,7 +91,7 @@ struct NodeFit {
 bool PreferredAtSameStart(const NodeFit& a, const NodeFit& b);
 
 // A change to what a node offers over a window: a booking added, removed, shortened,
-// lengthened or promoted, or availability changed (Inventory::ChangesSince).
+// lengthened or promoted, or availability changed (Inventory::ForEachChangeSince).
 struct Change {
   core::NodeId node;
   core::PoolId pool;
@@ -195,9 +196,10 @@ class Inventory {
   // it holds none).
   std::uint64_t NextChangeSeq() const;
   std::uint64_t FirstChangeSeq() const;
-  // The changes numbered `seq` and later, oldest first; nullopt when some of them are no longer
-  // kept (then anything may have changed since `seq`).
-  std::optional<std::vector<Change>> ChangesSince(std::uint64_t seq) const;
+  // Calls fn for each change numbered `seq` and later, oldest first, and returns true; returns
+  // false without calling it when some of them are no longer kept (then anything may have
+  // changed since `seq`).
+  bool ForEachChangeSince(std::uint64_t seq, const std::function<void(const Change&)>& fn) const;
 
   // OK, or Internal describing the first violation of the class invariant.
   common::Status CheckInvariants() const;

@@ -73,9 +73,7 @@ Scheduler::ReuseState Scheduler::BeginReuse(std::span<const core::RequestId> tai
   // before that are placed again).
   reuse.first_seq =
       std::max(std::min(oldest, inventory_.NextChangeSeq()), inventory_.FirstChangeSeq());
-  if (auto log = inventory_.ChangesSince(reuse.first_seq)) {
-    for (const inventory::Change& c : *log) reuse.Add(c);
-  }
+  inventory_.ForEachChangeSince(reuse.first_seq, [&](const inventory::Change& c) { reuse.Add(c); });
   return reuse;
 }
 
