@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 
 #include "api/codec.h"
@@ -185,6 +186,11 @@ void KubeClusters::SettleSlots(Member& m) {
 }
 
 void KubeClusters::SyncCapacityAsks() {
+  // Without autoscaled pools there is nothing to ask for: the requests are not walked.
+  if (std::all_of(members_.begin(), members_.end(),
+                  [](const auto& member) { return member.second->pools.empty(); })) {
+    return;
+  }
   const auto snap = scheduler_.snapshot();
   // A snapshot from before Start may predate the restore: asking nothing would delete what the
   // restored requests asked for.
