@@ -5,6 +5,7 @@
 //           [--fleet {philly|openb|tiresias|NxG}] [--policy egs,conservative,easy,priority,fifo]
 //           [--load 0.5,0.7,0.9,1.1|trace] [--seed N] --out DIR [--max-jobs N]
 //           [--max-planned N] [--lower-bound] [--lb-jobs N] [--lb-windows K]
+//           [--preemptible-below P] [--fair-share-age-limit HOURS]
 //
 // Inputs, per trace (files under --traces-dir, default $EGS_TRACES_DIR or ../shared/traces):
 //   philly    philly-pollux/philly.csv; teams = virtual clusters with quotas from
@@ -61,6 +62,7 @@ struct Args {
   std::size_t max_jobs = 0;
   std::size_t max_planned = 0;
   std::optional<int> preemptible_below;
+  std::optional<double> fair_share_age_limit_h;
   bool lower_bound = false;
   std::size_t lb_jobs = 500;
   std::size_t lb_windows = 3;
@@ -72,7 +74,8 @@ constexpr const char* kUsage =
     "               [--fleet {philly|openb|tiresias|NxG}] [--policy egs,conservative,easy,"
     "priority,fifo]\n"
     "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
-    "               [--lower-bound] [--lb-jobs N] [--lb-windows K] [--preemptible-below P]\n";
+    "               [--lower-bound] [--lb-jobs N] [--lb-windows K] [--preemptible-below P]\n"
+    "               [--fair-share-age-limit HOURS]\n";
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -129,6 +132,13 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
   } else if (flag == "--preemptible-below") {
     EGS_ASSIGN_OR_RETURN(int p, ParseNumber<int>(flag, value));
     args.preemptible_below = p;
+  } else if (flag == "--fair-share-age-limit") {
+    EGS_ASSIGN_OR_RETURN(const double hours, ParseNumber<double>(flag, value));
+    if (!(hours > 0) || hours > 24 * 365) {
+      return common::InvalidArgumentError(
+          fmt::format("--fair-share-age-limit: '{}' must be hours in (0, 8760]", value));
+    }
+    args.fair_share_age_limit_h = hours;
   } else if (flag == "--lb-jobs") {
     EGS_ASSIGN_OR_RETURN(args.lb_jobs, ParseNumber<std::size_t>(flag, value));
     if (args.lb_jobs < 1) return common::InvalidArgumentError("--lb-jobs: must be >= 1");
@@ -346,6 +356,10 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
   config.quotas = setup.quotas;
   config.max_planned = args.max_planned;
   config.preemptible_below = args.preemptible_below;
+  if (args.fair_share_age_limit_h) {
+    config.fair_share_age_limit = std::chrono::duration_cast<common::Duration>(
+        std::chrono::duration<double, std::ratio<3600>>(*args.fair_share_age_limit_h));
+  }
   const common::Time start = clock.Now();
   common::Result<sim::SimResult> result = [&] {
     ProgressTicker ticker(clock, done, total, fmt::format("{} @ load {}", name, state.load));

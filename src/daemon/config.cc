@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "api/codec.h"
 #include "daemon/kube_settings.h"
 
 namespace egs::daemon {
@@ -115,6 +116,22 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
         } else {
           return common::InvalidArgumentError(f + ": unknown key");
         }
+      }
+    } else if (key == "scheduler") {
+      if (!v.IsMap()) return common::InvalidArgumentError(field + ": must be a mapping");
+      for (const auto& sub : v) {
+        const std::string k = sub.first.as<std::string>();
+        const std::string f = fmt::format("{}.{}", field, k);
+        if (!sub.second.IsScalar()) return common::InvalidArgumentError(f + ": must be a scalar");
+        if (k != "fairShareAgeLimit") return common::InvalidArgumentError(f + ": unknown key");
+        auto limit = api::ParseDuration(sub.second.as<std::string>());
+        if (!limit.ok()) {
+          return common::InvalidArgumentError(fmt::format("{}: {}", f, limit.error().message()));
+        }
+        if (*limit <= common::Duration(0)) {
+          return common::InvalidArgumentError(f + ": must be a positive duration (e.g. 24h)");
+        }
+        out.fair_share_age_limit = *limit;
       }
     } else if (key == "alerts") {
       YAML::Emitter text;

@@ -20,11 +20,13 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "alerts/alert_config.h"
 #include "common/status.h"
+#include "common/time.h"
 #include "daemon/kube_settings.h"
 
 namespace egs::daemon {
@@ -45,6 +47,10 @@ struct DaemonConfig {
   int max_watches = 32;  // must be below http_threads
   double rate_per_second = 200;
   double rate_burst = 400;
+  // The `scheduler:` section. fairShareAgeLimit: once a request has waited this long, fair
+  // share no longer holds it back (scheduler::SchedulerOptions::fair_share_age_limit; unset:
+  // never).
+  std::optional<common::Duration> fair_share_age_limit;
   KubernetesSettings kubernetes;  // Kubernetes member clusters (none: simulated fleet only)
   // The `alerts:` section (alerts/alert_config.h): rules, per-model overrides, remediation.
   alerts::AlertConfig alerts = alerts::BuiltinAlertConfig();

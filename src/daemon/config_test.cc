@@ -19,7 +19,8 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
                 "logLevel: debug\n"
                 "http: {threads: 16, maxWatches: 10}\n"
                 "rateLimit: {perSecond: 5, burst: 10}\n"
-                "tls: {certFile: /etc/egs/tls.crt, keyFile: /etc/egs/tls.key}\n");
+                "tls: {certFile: /etc/egs/tls.crt, keyFile: /etc/egs/tls.key}\n"
+                "scheduler: {fairShareAgeLimit: 6h30m}\n");
   auto c = ParseCommandLine({"--listen", "127.0.0.1:0", "--config", path, "--fleet=f.yaml"});
   ASSERT_OK(c);
   EXPECT_EQ(c->listen_host, "127.0.0.1");
@@ -32,6 +33,7 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
   EXPECT_DOUBLE_EQ(c->rate_per_second, 5);
   EXPECT_EQ(c->tls_cert_file, "/etc/egs/tls.crt");
   EXPECT_EQ(c->tls_key_file, "/etc/egs/tls.key");
+  EXPECT_EQ(c->fair_share_age_limit, common::Minutes(390));
 }
 
 TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
@@ -56,6 +58,12 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
   expect_error({"--config", dir.Write("c.yaml", "http: {threads: many}\n")}, "http.threads");
   expect_error({"--config", dir.Write("d.yaml", "listen: [\n")}, "d.yaml:");
   expect_error({"--config", dir.Write("e.yaml", "tls: {cert: x}\n")}, "tls.cert: unknown key");
+  expect_error({"--config", dir.Write("f.yaml", "scheduler: {fairShareAgeLimit: soon}\n")},
+               "scheduler.fairShareAgeLimit");
+  expect_error({"--config", dir.Write("g.yaml", "scheduler: {fairShareAgeLimit: 0s}\n")},
+               "scheduler.fairShareAgeLimit: must be a positive duration");
+  expect_error({"--config", dir.Write("h.yaml", "scheduler: {ageLimit: 1h}\n")},
+               "scheduler.ageLimit: unknown key");
 }
 
 }  // namespace

@@ -256,7 +256,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->store = std::move(*store);
 
   Parts* raw = p.get();
-  p->scheduler = std::make_unique<scheduler::Scheduler>(*p->clock, p->forwarder);
+  scheduler::SchedulerOptions scheduler_options;
+  scheduler_options.fair_share_age_limit = config.fair_share_age_limit;
+  p->scheduler = std::make_unique<scheduler::Scheduler>(*p->clock, p->forwarder, scheduler_options);
   p->control_plane = std::make_unique<ControlPlaneImpl>(*p->scheduler, *p->store, *p->clock);
   EGS_RETURN_IF_ERROR(p->control_plane->LoadFromStore().WithContext("restore from the store"));
   EGS_ASSIGN_OR_RETURN(bool has_fleet, p->control_plane->HasFleet());

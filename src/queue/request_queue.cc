@@ -132,8 +132,8 @@ struct RequestQueue::Impl {
 
   explicit Impl(const FairSharePolicy& p) : policy(&p) {}
 
-  double FairShareOf(WorkspaceId workspace) const {
-    return SanitizeFairShare(policy->Key(workspace));
+  double FairShareOf(WorkspaceId workspace, core::Time order_time) const {
+    return SanitizeFairShare(policy->KeyAt(workspace, order_time));
   }
 
   EntryInfo& Entry(RequestId id) {
@@ -266,7 +266,8 @@ Status RequestQueue::Insert(RequestId id, WorkspaceId workspace, int priority,
   if (impl_->index.contains(id)) {
     return common::AlreadyExistsError(Describe(id) + " is already queued");
   }
-  const QueueKey key{priority, impl_->FairShareOf(workspace), submit_time, DefaultTiebreak(id)};
+  const QueueKey key{priority, impl_->FairShareOf(workspace, submit_time), submit_time,
+                     DefaultTiebreak(id)};
   impl_->index.emplace(id, Impl::EntryInfo{key, workspace, false});
   impl_->tree.insert(TreeKey{key, id});
   return common::OkStatus();
@@ -290,7 +291,7 @@ Status RequestQueue::ChangePriority(RequestId id, int priority) {
   Impl::EntryInfo& info = it->second;
   QueueKey key = info.key;  // Keeps order time and tiebreak.
   key.priority = priority;
-  key.fair_share = impl_->FairShareOf(info.workspace);
+  key.fair_share = impl_->FairShareOf(info.workspace, key.order_time);
   info.pinned = false;
   impl_->Rekey(id, info, key);
   return common::OkStatus();
@@ -311,7 +312,7 @@ void RequestQueue::RefreshFairShare() {
     if (info.pinned) {
       continue;
     }
-    const double fair_share = impl_->FairShareOf(info.workspace);
+    const double fair_share = impl_->FairShareOf(info.workspace, info.key.order_time);
     if (fair_share == info.key.fair_share) {
       continue;
     }
@@ -350,7 +351,7 @@ std::optional<QueueKey> RequestQueue::KeyOf(RequestId id) const {
 
 QueueKey RequestQueue::KeyForNew(WorkspaceId workspace, int priority,
                                  core::Time submit_time) const {
-  return QueueKey{priority, impl_->FairShareOf(workspace), submit_time, kNewTiebreak};
+  return QueueKey{priority, impl_->FairShareOf(workspace, submit_time), submit_time, kNewTiebreak};
 }
 
 // RequestId(0) is the smallest id, so an entry whose key equals `key` does not count: it does not

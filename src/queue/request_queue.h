@@ -21,11 +21,18 @@
 namespace egs::queue {
 
 // Supplies the fair-share key of a workspace: lower sorts earlier among equal priorities.
-// Issue 3 adds decayed usage relative to quota; until then NoFairShare gives every workspace 0.
+// NoFairShare gives every workspace 0; the scheduler's LedgerFairShare uses decayed usage.
 class FairSharePolicy {
  public:
   virtual ~FairSharePolicy() = default;
   virtual double Key(core::WorkspaceId workspace) const = 0;
+  // The key of an entry of `workspace` whose order time is `order_time` (the queue asks this
+  // one): the workspace's key unless the policy ages entries (a policy may let an entry that has
+  // waited long enough stop paying for its workspace's usage).
+  virtual double KeyAt(core::WorkspaceId workspace, core::Time order_time) const {
+    (void)order_time;
+    return Key(workspace);
+  }
 };
 
 class NoFairShare final : public FairSharePolicy {
@@ -66,7 +73,8 @@ class RequestQueue {
   // re-prioritized). NotFound if either is absent; InvalidArgument if id == anchor.
   common::Status MoveBefore(core::RequestId id, core::RequestId anchor);
   common::Status MoveAfter(core::RequestId id, core::RequestId anchor);
-  // Re-reads the fair-share key of every unpinned entry from the policy.
+  // Re-reads the fair-share key of every unpinned entry from the policy (KeyAt with the entry's
+  // order time).
   void RefreshFairShare();
 
   bool Contains(core::RequestId id) const;

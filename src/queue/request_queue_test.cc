@@ -326,6 +326,37 @@ TEST_F(RequestQueueTest, RefreshFairShareReordersUnpinnedEntries) {
   EXPECT_EQ(q_.KeyOf(Id(1))->fair_share, 4.0);
 }
 
+// A policy that ages entries: an entry ordered at or before `aged_before` gets key 0.
+class AgingFairShare final : public FairSharePolicy {
+ public:
+  double Key(WorkspaceId workspace) const override { return workspace.value() == 1 ? 9.0 : 1.0; }
+  double KeyAt(WorkspaceId workspace, core::Time order_time) const override {
+    return order_time <= aged_before ? 0.0 : Key(workspace);
+  }
+  core::Time aged_before = T(-1);
+};
+
+TEST(RequestQueueAgingTest, EntriesTakeTheKeyOfTheirOrderTime) {
+  AgingFairShare policy;
+  RequestQueue q(policy);
+  ASSERT_OK(q.Insert(Id(1), WorkspaceId(1), 0, T(1)));  // heavy workspace, submitted first
+  ASSERT_OK(q.Insert(Id(2), WorkspaceId(2), 0, T(2)));
+  ASSERT_OK(q.Insert(Id(3), WorkspaceId(2), 0, T(3)));
+  EXPECT_THAT(Order(q), ElementsAre(2, 3, 1));
+  EXPECT_EQ(q.KeyForNew(WorkspaceId(1), 0, T(0)).fair_share, 9.0);
+  policy.aged_before = T(1);  // 1 has aged; the others have not
+  EXPECT_EQ(q.KeyForNew(WorkspaceId(1), 0, T(0)).fair_share, 0.0);
+  EXPECT_THAT(Order(q), ElementsAre(2, 3, 1));  // nothing moves until the refresh
+  q.RefreshFairShare();
+  EXPECT_THAT(Order(q), ElementsAre(1, 2, 3));
+  EXPECT_EQ(q.KeyOf(Id(1))->fair_share, 0.0);
+  // Inserted with an old order time (a restart restoring the queue), an entry is aged at once.
+  ASSERT_OK(q.Insert(Id(4), WorkspaceId(1), 0, T(0)));
+  EXPECT_THAT(Order(q), ElementsAre(4, 1, 2, 3));
+  ASSERT_OK(q.ChangePriority(Id(2), 0));  // re-reads the key at 2's order time: not aged
+  EXPECT_EQ(q.KeyOf(Id(2))->fair_share, 1.0);
+}
+
 TEST_F(RequestQueueTest, PinnedEntryIgnoresRefreshUntilReprioritized) {
   Add(1, 0, 1, /*workspace=*/1);
   Add(2, 0, 2, /*workspace=*/2);

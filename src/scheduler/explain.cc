@@ -146,8 +146,8 @@ common::Result<std::string> Scheduler::ExplainOrder(core::RequestId first, core:
   const Decision* db = FindDecision(decisions_, second, std::nullopt, *sa);
   const int pa = da ? da->priority : a->spec.priority;
   const int pb = db ? db->priority : b->spec.priority;
-  const double fa = da ? da->fair_share_key : fair_share_.Key(a->spec.workspace);
-  const double fb = db ? db->fair_share_key : fair_share_.Key(b->spec.workspace);
+  const double fa = da ? da->fair_share_key : fair_share_.KeyAt(a->spec.workspace, a->submit_time);
+  const double fb = db ? db->fair_share_key : fair_share_.KeyAt(b->spec.workspace, b->submit_time);
   std::string keys;
   bool a_ahead = true;
   if (pa != pb) {
@@ -155,10 +155,12 @@ common::Result<std::string> Scheduler::ExplainOrder(core::RequestId first, core:
     keys = fmt::format("priority {} vs {}", pa, pb);
   } else if (options_.fair_share && fa != fb) {
     a_ahead = fa < fb;
+    const std::optional<core::Duration> limit = fair_share_.age_limit();
     keys = fmt::format(
-        "equal priority {}; fair share: {}'s workspace had used {:.3f} GPU-hours per quota GPU "
-        "(decayed), {}'s {:.3f}; less used goes first",
-        pa, ia, fa, ib, fb);
+        "equal priority {}; fair share: {}'s key {:.3f}, {}'s {:.3f} (its workspace's decayed "
+        "GPU-hours per quota GPU{}); lower goes first",
+        pa, ia, fa, ib, fb,
+        limit ? fmt::format(", or 0 once it has waited {}", common::FormatDuration(*limit)) : "");
   } else if (a->submit_time != b->submit_time) {
     a_ahead = a->submit_time < b->submit_time;
     keys = fmt::format("equal priority and share; submitted at {} vs {}",

@@ -14,4 +14,9 @@ double LedgerFairShare::Key(core::WorkspaceId workspace) const {
   return ledger_.DecayedGpuHours(workspace, now_) / share;
 }
 
+double LedgerFairShare::KeyAt(core::WorkspaceId workspace, core::Time order_time) const {
+  if (!enabled_ || Aged(order_time, now_)) return 0.0;
+  return Key(workspace);
+}
+
 }  // namespace egs::scheduler

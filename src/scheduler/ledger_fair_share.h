@@ -3,10 +3,18 @@
 // it has none), read at the instant of the last Refresh, so that every key in the queue is
 // computed at the same instant. Lower keys sort first among requests of equal priority.
 //
+// Aging (off unless an age limit is set): a request that has been in the queue for the age limit
+// or longer (counted from its order time, the submit time unless an admin moved it) gets key 0,
+// as if its workspace had used nothing, so fair share holds no request back for longer than
+// that. Among requests of equal priority the aged ones then go first, oldest first. The refresh
+// that ages a request runs every SchedulerOptions::fair_share_refresh, so it ages at most that
+// much late.
+//
 // Not thread-safe. Owned by the scheduler loop.
 #pragma once
 
 #include <map>
+#include <optional>
 
 #include "core/workspace.h"
 #include "queue/request_queue.h"
@@ -27,14 +35,25 @@ class LedgerFairShare final : public queue::FairSharePolicy {
   void set_fleet_gpus(int gpus) { fleet_gpus_ = gpus; }
   // The instant keys are read at.
   void SetNow(core::Time now) { now_ = now; }
+  // After this long in the queue a request's key is 0 (see above); nullopt: never.
+  void set_age_limit(std::optional<core::Duration> limit) { age_limit_ = limit; }
+  std::optional<core::Duration> age_limit() const { return age_limit_; }
 
+  // The workspace's usage key (decayed GPU-hours per quota GPU at the last SetNow).
   double Key(core::WorkspaceId workspace) const override;
+  // Key(workspace), or 0 once a request ordered at `order_time` has aged.
+  double KeyAt(core::WorkspaceId workspace, core::Time order_time) const override;
+  // Whether a request ordered at `order_time` has aged at `at`.
+  bool Aged(core::Time order_time, core::Time at) const {
+    return age_limit_ && at - order_time >= *age_limit_;
+  }
 
  private:
   const quota::UsageLedger& ledger_;
   const std::map<core::WorkspaceId, core::Workspace>& workspaces_;
   bool enabled_ = true;
   int fleet_gpus_ = 0;
+  std::optional<core::Duration> age_limit_;
   core::Time now_;
 };
 

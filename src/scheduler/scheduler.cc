@@ -64,6 +64,7 @@ Scheduler::Scheduler(common::Clock& clock, core::ClusterConnector& connector,
       fair_share_(ledger_, workspaces_),
       queue_(fair_share_) {
   fair_share_.set_enabled(options_.fair_share);
+  fair_share_.set_age_limit(options_.fair_share_age_limit);
   fair_share_.SetNow(clock.Now());
   // Only this loop searches inventory_ (snapshots hold copies, which start without bounds).
   inventory_.EnableFitBounds();
@@ -399,7 +400,8 @@ Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, DecisionR
   d.request = r.id;
   d.workspace = r.spec.workspace;
   d.priority = r.spec.priority;
-  d.fair_share_key = fair_share_.Key(r.spec.workspace);
+  const std::optional<queue::QueueKey> key = queue_.KeyOf(r.id);
+  d.fair_share_key = key ? key->fair_share : fair_share_.KeyAt(r.spec.workspace, r.submit_time);
   d.submit_time = r.submit_time;
   d.rank = r.phase == RequestPhase::kQueued ? r.rank : -1;
   if (r.plan) {

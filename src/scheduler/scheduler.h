@@ -69,6 +69,13 @@ struct SchedulerOptions {
   // refreshed every `fair_share_refresh`.
   bool fair_share = true;
   core::Duration fair_share_refresh = std::chrono::minutes(5);
+  // Fair share holds a request back for at most this long: once it has waited this long in the
+  // queue its key is 0, as if its workspace had used nothing (LedgerFairShare). Without a limit
+  // (the default, as the product's queue order says) a heavy workspace's requests wait behind
+  // every later request of a lighter one for as long as the fleet stays busy; with one, the
+  // aged requests jump ahead of the requests submitted after them, which moves those requests'
+  // plans later (docs/design/0012-fair-share-aging.md has the trade-off measured on Philly).
+  std::optional<core::Duration> fair_share_age_limit;
   // Calibrate P50/P90 starts from history (WaitEstimator); off = the plan is the estimate.
   bool calibrated_estimates = true;
   // An ExitNotice event is emitted this long before a reservation's end.

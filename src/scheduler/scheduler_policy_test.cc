@@ -47,6 +47,39 @@ TEST(FairShareTest, PriorityStillComesFirst) {
   EXPECT_LT(*h.sched->queue().Position(*a), *h.sched->queue().Position(*b));
 }
 
+// A heavy workspace's request waits behind later requests of a lighter one only until it has
+// waited the age limit; then it goes ahead of them (its key is 0, and it was submitted first).
+TEST(FairShareTest, AgedRequestsStopPayingForTheirWorkspacesUsage) {
+  SchedulerOptions o;
+  o.fair_share_age_limit = common::Hours(3);
+  SchedulerHarness h(o);
+  h.SimpleFleet(1);
+  core::WorkspacePolicy p;
+  p.max_active_requests = 10;
+  h.AddWorkspace(2, p);
+  // Workspace 1 holds the only node for 10 hours.
+  ASSERT_TRUE(h.sched->Submit(RequestBuilder().Workspace(1).Hours(10).Build()).ok());
+  h.AdvanceTo(T(1));
+  auto a = h.sched->Submit(RequestBuilder().Workspace(1).Hours(1).Build());
+  h.AdvanceTo(T(2));
+  auto b = h.sched->Submit(RequestBuilder().Workspace(2).Hours(1).Build());
+  ASSERT_TRUE(a.ok() && b.ok());
+  h.AdvanceTo(T(2) + common::Minutes(10));
+  EXPECT_LT(*h.sched->queue().Position(*b), *h.sched->queue().Position(*a));
+  EXPECT_GT(h.sched->queue().KeyOf(*a)->fair_share, 0.0);
+  // 3 h 10 min after its submit, a has aged: key 0, and it was submitted before b.
+  h.AdvanceTo(T(4) + common::Minutes(10));
+  EXPECT_EQ(h.sched->queue().KeyOf(*a)->fair_share, 0.0);
+  EXPECT_LT(*h.sched->queue().Position(*a), *h.sched->queue().Position(*b));
+  EXPECT_LT(h.Get(*a).plan->start, h.Get(*b).plan->start);
+  auto why = h.sched->ExplainOrder(*a, *b);
+  ASSERT_TRUE(why.ok());
+  EXPECT_THAT(*why, ::testing::HasSubstr("equal priority and share")) << *why;
+  h.AdvanceTo(T(10));
+  EXPECT_EQ(h.Get(*a).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(*b).phase, RequestPhase::kQueued);
+}
+
 TEST(FairShareTest, CanBeTurnedOff) {
   SchedulerOptions o;
   o.fair_share = false;

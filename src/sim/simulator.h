@@ -39,6 +39,8 @@ struct SimConfig {
   bool hard_quota = false;
   // Plan only the first N queued requests (0 = all); see SchedulerOptions::max_planned.
   std::size_t max_planned = 0;
+  // EGS only: SchedulerOptions::fair_share_age_limit (its default when not set).
+  std::optional<core::Duration> fair_share_age_limit;
   // Jobs with a priority below this go to a preemptible workspace of their team ("<team>~be",
   // default preemption policy: 30 min minimum runtime, 10 min notice, requeued): higher-priority
   // jobs may evict them. nullopt: no preemption.
