@@ -275,12 +275,17 @@ class SingleNodeSearch : public PoolQuery {
   // free run of the class length, which is never later than the node's earliest start.
   bool Bounded(std::size_t slot) {
     const Time t = q_.not_before;
-    Time& bound = bounds_->bound[slot];
-    Time& since = bounds_->since[slot];
-    std::uint8_t& fresh = bounds_->fresh[slot];
-    if (since <= t && bound > best_start_) return true;
+    const Time since = bounds_->since[slot];
+    if (since <= t && bounds_->bound[slot] > best_start_) return true;
     if (best_ && best_start_ == t && !CanTie(slot)) return true;
-    if (since == t && fresh != 0) return false;  // reading it again would find the same
+    if (since == t && bounds_->fresh[slot] != 0) return false;  // reading it again finds the same
+    return Recompute(slot);
+  }
+
+  // Bounded's rare path, kept out of line so that the common checks above stay small enough to
+  // inline: the node's bound from q.not_before, then whether it is past the best start.
+  [[gnu::noinline]] bool Recompute(std::size_t slot) {
+    const Time t = q_.not_before;
     const NodeTimeline& node = Node(slot);
     if (t >= node.tail()) return false;  // idle from t on: no bound to find
     Time lower;
@@ -292,14 +297,14 @@ class SingleNodeSearch : public PoolQuery {
                                 kNever);
     }
     // Not limited by the best start: an exact bound serves every later search of the class.
-    fresh = 1;
-    bound = lower;
-    since = t;
+    bounds_->fresh[slot] = 1;
+    bounds_->bound[slot] = lower;
+    bounds_->since[slot] = t;
     Time& block_min = bounds_->block_min[slot / FitBounds::kBlock];
     Time& block_max_since = bounds_->block_max_since[slot / FitBounds::kBlock];
-    block_min = std::min(block_min, bound);
-    block_max_since = std::max(block_max_since, since);
-    return bound > best_start_;
+    block_min = std::min(block_min, lower);
+    block_max_since = std::max(block_max_since, t);
+    return lower > best_start_;
   }
 
   // Reads the node, starting at `from` (q.not_before, or a lower bound on the node's earliest
@@ -384,11 +389,19 @@ class GangSearch : public PoolQuery {
   // One round at candidate t: brings every estimate that could be among the n smallest up to
   // date, leaving the n smallest e(t) in the heap.
   void Refine(Time t) {
-    s_.heap.clear();
-    // 1. Estimates still valid for t seed the heap, so that the scans below can stop early.
+    // 1. Estimates still valid for t seed the heap (the n smallest), so that the scans below can
+    // stop early.
+    auto& heap = s_.heap;
+    heap.clear();
     for (const Estimate& e : s_.estimates) {
-      if (e.exact() && e.value >= t && e.value < kNever) PushSmallest(e.value);
+      if (e.exact() && e.value >= t && e.value < kNever) heap.push_back(e.value);
     }
+    if (heap.size() > n_) {
+      std::nth_element(heap.begin(), heap.begin() + static_cast<std::ptrdiff_t>(n_ - 1),
+                       heap.end());
+      heap.resize(n_);
+    }
+    std::make_heap(heap.begin(), heap.end());
     // 2. Scan the others, each only as far as the current n-th smallest.
     for (std::size_t i = 0; i < size(); ++i) {
       Prefetch(pool_.timelines, i);
