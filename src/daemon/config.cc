@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -52,6 +53,22 @@ common::Status SetDouble(const std::string& value, const std::string& field, dou
   return common::OkStatus();
 }
 
+// Calls fn(key, "<field>.<key>", value) for each entry of the mapping `v`, whose values must all
+// be scalars; stops at the first error.
+common::Status ForEachScalar(
+    const YAML::Node& v, const std::string& field,
+    const std::function<common::Status(const std::string&, const std::string&, const std::string&)>&
+        fn) {
+  if (!v.IsMap()) return common::InvalidArgumentError(field + ": must be a mapping");
+  for (const auto& sub : v) {
+    const std::string k = sub.first.as<std::string>();
+    const std::string f = fmt::format("{}.{}", field, k);
+    if (!sub.second.IsScalar()) return common::InvalidArgumentError(f + ": must be a scalar");
+    EGS_RETURN_IF_ERROR(fn(k, f, sub.second.as<std::string>()));
+  }
+  return common::OkStatus();
+}
+
 common::Status ApplyNode(const YAML::Node& root, const std::string& source, DaemonConfig& out) {
   if (!root.IsMap())
     return common::InvalidArgumentError(fmt::format("{}: must be a mapping", source));
@@ -79,52 +96,41 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
     } else if (key == "portalDir") {
       EGS_ASSIGN_OR_RETURN(out.portal_dir, scalar());
     } else if (key == "tls") {
-      if (!v.IsMap()) return common::InvalidArgumentError(field + ": must be a mapping");
-      for (const auto& sub : v) {
-        const std::string k = sub.first.as<std::string>();
-        const std::string f = fmt::format("{}.{}", field, k);
-        if (!sub.second.IsScalar()) return common::InvalidArgumentError(f + ": must be a scalar");
+      auto set = [&](const std::string& k, const std::string& f,
+                     const std::string& value) -> common::Status {
         if (k == "certFile") {
-          out.tls_cert_file = sub.second.as<std::string>();
+          out.tls_cert_file = value;
         } else if (k == "keyFile") {
-          out.tls_key_file = sub.second.as<std::string>();
+          out.tls_key_file = value;
         } else {
           return common::InvalidArgumentError(f + ": unknown key");
         }
-      }
+        return common::OkStatus();
+      };
+      EGS_RETURN_IF_ERROR(ForEachScalar(v, field, set));
     } else if (key == "kubernetes") {
       EGS_RETURN_IF_ERROR(ApplyKubernetesYaml(v, field, out.kubernetes));
     } else if (key == "http" || key == "rateLimit") {
-      if (!v.IsMap()) return common::InvalidArgumentError(field + ": must be a mapping");
-      for (const auto& sub : v) {
-        const std::string k = sub.first.as<std::string>();
-        const std::string f = fmt::format("{}.{}", field, k);
-        if (!sub.second.IsScalar()) return common::InvalidArgumentError(f + ": must be a scalar");
-        const std::string s = sub.second.as<std::string>();
-        if (key == "http" && k == "threads") {
-          EGS_RETURN_IF_ERROR(SetInt(s, f, 1, 256, out.http_threads));
-        } else if (key == "http" && k == "maxBodyBytes") {
+      auto set = [&](const std::string& k, const std::string& f,
+                     const std::string& value) -> common::Status {
+        if (key == "http" && k == "threads") return SetInt(value, f, 1, 256, out.http_threads);
+        if (key == "http" && k == "maxBodyBytes") {
           int n = 0;
-          EGS_RETURN_IF_ERROR(SetInt(s, f, 1024, 64 << 20, n));
+          EGS_RETURN_IF_ERROR(SetInt(value, f, 1024, 64 << 20, n));
           out.max_body_bytes = static_cast<std::size_t>(n);
-        } else if (key == "http" && k == "maxWatches") {
-          EGS_RETURN_IF_ERROR(SetInt(s, f, 1, 100000, out.max_watches));
-        } else if (key == "rateLimit" && k == "perSecond") {
-          EGS_RETURN_IF_ERROR(SetDouble(s, f, out.rate_per_second));
-        } else if (key == "rateLimit" && k == "burst") {
-          EGS_RETURN_IF_ERROR(SetDouble(s, f, out.rate_burst));
-        } else {
-          return common::InvalidArgumentError(f + ": unknown key");
+          return common::OkStatus();
         }
-      }
+        if (key == "http" && k == "maxWatches") return SetInt(value, f, 1, 100000, out.max_watches);
+        if (key == "rateLimit" && k == "perSecond") return SetDouble(value, f, out.rate_per_second);
+        if (key == "rateLimit" && k == "burst") return SetDouble(value, f, out.rate_burst);
+        return common::InvalidArgumentError(f + ": unknown key");
+      };
+      EGS_RETURN_IF_ERROR(ForEachScalar(v, field, set));
     } else if (key == "scheduler") {
-      if (!v.IsMap()) return common::InvalidArgumentError(field + ": must be a mapping");
-      for (const auto& sub : v) {
-        const std::string k = sub.first.as<std::string>();
-        const std::string f = fmt::format("{}.{}", field, k);
-        if (!sub.second.IsScalar()) return common::InvalidArgumentError(f + ": must be a scalar");
+      auto set = [&](const std::string& k, const std::string& f,
+                     const std::string& value) -> common::Status {
         if (k != "fairShareAgeLimit") return common::InvalidArgumentError(f + ": unknown key");
-        auto limit = api::ParseDuration(sub.second.as<std::string>());
+        auto limit = api::ParseDuration(value);
         if (!limit.ok()) {
           return common::InvalidArgumentError(fmt::format("{}: {}", f, limit.error().message()));
         }
@@ -132,7 +138,9 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
           return common::InvalidArgumentError(f + ": must be a positive duration (e.g. 24h)");
         }
         out.fair_share_age_limit = *limit;
-      }
+        return common::OkStatus();
+      };
+      EGS_RETURN_IF_ERROR(ForEachScalar(v, field, set));
     } else if (key == "alerts") {
       YAML::Emitter text;
       text << v;

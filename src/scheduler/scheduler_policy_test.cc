@@ -12,15 +12,19 @@ using testing::RequestBuilder;
 using testing::SchedulerHarness;
 using testing::T;
 
-TEST(FairShareTest, LessRecentUsageGoesFirstWithinAPriority) {
-  SchedulerHarness h;
+// One node, held for 10 hours by workspace 1 from T(0); workspace 2 (up to 10 requests active)
+// has used nothing.
+void HeavyAndLightWorkspaces(SchedulerHarness& h) {
   h.SimpleFleet(1);
   core::WorkspacePolicy p;
   p.max_active_requests = 10;
   h.AddWorkspace(2, p);
-  // Workspace 1 holds the only node for 10 hours.
-  auto heavy = h.sched->Submit(RequestBuilder().Workspace(1).Hours(10).Build());
-  ASSERT_TRUE(heavy.ok());
+  ASSERT_TRUE(h.sched->Submit(RequestBuilder().Workspace(1).Hours(10).Build()).ok());
+}
+
+TEST(FairShareTest, LessRecentUsageGoesFirstWithinAPriority) {
+  SchedulerHarness h;
+  HeavyAndLightWorkspaces(h);
   h.AdvanceTo(T(9));
   // Both ask for the node; workspace 1 first.
   auto a = h.sched->Submit(RequestBuilder().Workspace(1).Hours(1).Build());
@@ -53,12 +57,7 @@ TEST(FairShareTest, AgedRequestsStopPayingForTheirWorkspacesUsage) {
   SchedulerOptions o;
   o.fair_share_age_limit = common::Hours(3);
   SchedulerHarness h(o);
-  h.SimpleFleet(1);
-  core::WorkspacePolicy p;
-  p.max_active_requests = 10;
-  h.AddWorkspace(2, p);
-  // Workspace 1 holds the only node for 10 hours.
-  ASSERT_TRUE(h.sched->Submit(RequestBuilder().Workspace(1).Hours(10).Build()).ok());
+  HeavyAndLightWorkspaces(h);
   h.AdvanceTo(T(1));
   auto a = h.sched->Submit(RequestBuilder().Workspace(1).Hours(1).Build());
   h.AdvanceTo(T(2));
@@ -84,11 +83,7 @@ TEST(FairShareTest, CanBeTurnedOff) {
   SchedulerOptions o;
   o.fair_share = false;
   SchedulerHarness h(o);
-  h.SimpleFleet(1);
-  core::WorkspacePolicy p;
-  p.max_active_requests = 10;
-  h.AddWorkspace(2, p);
-  ASSERT_TRUE(h.sched->Submit(RequestBuilder().Workspace(1).Hours(10).Build()).ok());
+  HeavyAndLightWorkspaces(h);
   h.AdvanceTo(T(9));
   auto a = h.sched->Submit(RequestBuilder().Workspace(1).Build());
   auto b = h.sched->Submit(RequestBuilder().Workspace(2).Build());
