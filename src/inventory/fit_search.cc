@@ -407,11 +407,11 @@ class GangSearch : public PoolQuery {
       Prefetch(pool_.timelines, i);
       Estimate& e = s_.estimates[i];
       if (e.exact() && e.value >= t) continue;
-      const bool full = s_.heap.size() == n_;
-      if (!e.exact() && full && e.value >= s_.heap.front()) continue;  // e(t) > value: too late
+      const bool full = heap.size() == n_;
+      if (!e.exact() && full && e.value >= heap.front()) continue;  // e(t) > value: too late
       // Starts after q.latest_start are not wanted either: fewer than n nodes at or before it
       // means the answer is later.
-      const Time limit = std::min(full ? s_.heap.front() : kNever, q_.latest_start);
+      const Time limit = std::min(full ? heap.front() : kNever, q_.latest_start);
       std::int32_t where = kIdle;
       e.value = t >= Node(i).tail() ? t : Earliest(i, View(i), t, limit, &where);
       e.where = where;

@@ -146,8 +146,8 @@ common::Result<std::string> Scheduler::ExplainOrder(core::RequestId first, core:
   const Decision* db = FindDecision(decisions_, second, std::nullopt, *sa);
   const int pa = da ? da->priority : a->spec.priority;
   const int pb = db ? db->priority : b->spec.priority;
-  const double fa = da ? da->fair_share_key : fair_share_.KeyAt(a->spec.workspace, a->submit_time);
-  const double fb = db ? db->fair_share_key : fair_share_.KeyAt(b->spec.workspace, b->submit_time);
+  const double fa = da ? da->fair_share_key : FairShareKeyOf(*a);
+  const double fb = db ? db->fair_share_key : FairShareKeyOf(*b);
   std::string keys;
   bool a_ahead = true;
   if (pa != pb) {

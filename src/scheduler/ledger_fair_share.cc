@@ -15,7 +15,8 @@ double LedgerFairShare::Key(core::WorkspaceId workspace) const {
 }
 
 double LedgerFairShare::KeyAt(core::WorkspaceId workspace, core::Time order_time) const {
-  if (!enabled_ || Aged(order_time, now_)) return 0.0;
+  const bool aged = age_limit_ && now_ - order_time >= *age_limit_;
+  if (!enabled_ || aged) return 0.0;
   return Key(workspace);
 }
 

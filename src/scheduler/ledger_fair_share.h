@@ -43,10 +43,6 @@ class LedgerFairShare final : public queue::FairSharePolicy {
   double Key(core::WorkspaceId workspace) const override;
   // Key(workspace), or 0 once a request ordered at `order_time` has aged.
   double KeyAt(core::WorkspaceId workspace, core::Time order_time) const override;
-  // Whether a request ordered at `order_time` has aged at `at`.
-  bool Aged(core::Time order_time, core::Time at) const {
-    return age_limit_ && at - order_time >= *age_limit_;
-  }
 
  private:
   const quota::UsageLedger& ledger_;

@@ -384,6 +384,11 @@ Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, std::stri
   return d;
 }
 
+double Scheduler::FairShareKeyOf(const RequestRecord& r) const {
+  const std::optional<queue::QueueKey> key = queue_.KeyOf(r.id);
+  return key ? key->fair_share : fair_share_.KeyAt(r.spec.workspace, r.submit_time);
+}
+
 Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, DecisionRule rule) {
   // Automatic approvals say nothing ExplainOrder needs: they are only handed over.
   std::deque<Decision>& log = kind == DecisionKind::kApprove && rule == DecisionRule::kWithinPolicy
@@ -400,8 +405,7 @@ Decision& Scheduler::Decide(DecisionKind kind, const RequestRecord& r, DecisionR
   d.request = r.id;
   d.workspace = r.spec.workspace;
   d.priority = r.spec.priority;
-  const std::optional<queue::QueueKey> key = queue_.KeyOf(r.id);
-  d.fair_share_key = key ? key->fair_share : fair_share_.KeyAt(r.spec.workspace, r.submit_time);
+  d.fair_share_key = FairShareKeyOf(r);
   d.submit_time = r.submit_time;
   d.rank = r.phase == RequestPhase::kQueued ? r.rank : -1;
   if (r.plan) {

@@ -356,6 +356,9 @@ class Scheduler {
   // Appends a decision about `r` (kText: `basis` words it) and returns it.
   Decision& Decide(DecisionKind kind, const RequestRecord& r, std::string basis);
   Decision& Decide(DecisionKind kind, const RequestRecord& r, DecisionRule rule);
+  // The fair-share key `r` sorts by: its queue key while queued, else its workspace's key at
+  // its submit time (aged or not).
+  double FairShareKeyOf(const RequestRecord& r) const;
   // Node failure under a running request (failures.cc).
   void HandleNodeFailure(RequestRecord& r, core::NodeId node);
   std::optional<core::NodeId> FreeReplacement(const RequestRecord& r, core::Time now) const;

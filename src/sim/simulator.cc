@@ -172,9 +172,7 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
   std::unique_ptr<scheduler::Scheduler> sched;
   auto connector = scheduler::FakeClusterConnector::PostingTo(sched);
   PolicySetup setup = MakePolicy(config.policy, config.max_planned);
-  if (config.fair_share_age_limit) {
-    setup.options.fair_share_age_limit = *config.fair_share_age_limit;
-  }
+  setup.options.fair_share_age_limit = config.fair_share_age_limit;
   sched = std::make_unique<scheduler::Scheduler>(clock, connector, setup.options,
                                                  std::move(setup.backfill));
   EGS_ASSIGN_OR_RETURN(FleetModel model, BuildFleet(*sched, fleet));

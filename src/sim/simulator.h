@@ -39,7 +39,7 @@ struct SimConfig {
   bool hard_quota = false;
   // Plan only the first N queued requests (0 = all); see SchedulerOptions::max_planned.
   std::size_t max_planned = 0;
-  // EGS only: SchedulerOptions::fair_share_age_limit (its default when not set).
+  // EGS only: SchedulerOptions::fair_share_age_limit (none: no aging).
   std::optional<core::Duration> fair_share_age_limit;
   // Jobs with a priority below this go to a preemptible workspace of their team ("<team>~be",
   // default preemption policy: 30 min minimum runtime, 10 min notice, requeued): higher-priority
