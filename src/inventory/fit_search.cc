@@ -164,7 +164,10 @@ class SingleNodeSearch : public PoolQuery {
           if (i == first) continue;
           if (!Bounded(i)) Consider(i, LowerBound(i));
         }
-        Summarize(b);
+        // Only a recomputed bound can rise, so only then can the summary rise with it (the
+        // first node's block may have one from before the loop).
+        if (recomputed_ || b == first / FitBounds::kBlock) Summarize(b);
+        recomputed_ = false;
       }
     } else {
       for (std::size_t i = 0; i < size(); ++i) {
@@ -219,11 +222,14 @@ class SingleNodeSearch : public PoolQuery {
   void Summarize(std::size_t b) {
     const std::size_t begin = b * FitBounds::kBlock;
     const std::size_t end = std::min(size(), begin + FitBounds::kBlock);
+    // By value: std::min and std::max return references, which made a chain of loads.
     Time lowest = kNever;
     Time latest = common::kInfinitePast;
     for (std::size_t i = begin; i < end; ++i) {
-      lowest = std::min(lowest, bounds_->bound[i]);
-      latest = std::max(latest, bounds_->since[i]);
+      const Time bound = bounds_->bound[i];
+      const Time since = bounds_->since[i];
+      lowest = bound < lowest ? bound : lowest;
+      latest = since > latest ? since : latest;
     }
     bounds_->block_min[b] = lowest;
     bounds_->block_max_since[b] = latest;
@@ -297,6 +303,7 @@ class SingleNodeSearch : public PoolQuery {
                                 kNever);
     }
     // Not limited by the best start: an exact bound serves every later search of the class.
+    recomputed_ = true;
     bounds_->fresh[slot] = 1;
     bounds_->bound[slot] = lower;
     bounds_->since[slot] = t;
@@ -341,6 +348,7 @@ class SingleNodeSearch : public PoolQuery {
 
   Profile& buffer_;
   const FitBounds* bounds_;
+  bool recomputed_ = false;  // a bound of the block being read was recomputed
   // Until a node fits, starts after q.latest_start are not wanted: scans stop there.
   Time best_start_ = std::min(q_.latest_start, kNever);
   std::optional<Candidate> best_;
