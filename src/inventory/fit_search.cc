@@ -4,9 +4,62 @@
 #include <bit>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace egs::inventory::internal {
 
 using core::Time;
+
+std::uint64_t UnsettledMaskPortable(const Time* bound, const Time* since, std::size_t n, Time t,
+                                    Time best) {
+  std::uint64_t mask = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const bool settled = since[k] <= t && bound[k] > best;
+    mask |= static_cast<std::uint64_t>(!settled) << k;
+  }
+  return mask;
+}
+
+namespace {
+
+#if defined(__x86_64__)
+// Four entries per compare: the scalar loop is most of a single-node search on a busy pool.
+[[gnu::target("avx2")]] std::uint64_t UnsettledMaskAvx2(const Time* bound, const Time* since,
+                                                        std::size_t n, Time t, Time best) {
+  static_assert(sizeof(Time) == sizeof(std::int64_t));
+  const __m256i at = _mm256_set1_epi64x(t.time_since_epoch().count());
+  const __m256i best_start = _mm256_set1_epi64x(best.time_since_epoch().count());
+  const __m256i ones = _mm256_set1_epi64x(-1);
+  std::uint64_t mask = 0;
+  std::size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    // Unaligned loads of the raw 64-bit counts (__m256i may alias any type).
+    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(since + k));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bound + k));
+    const __m256i too_late = _mm256_cmpgt_epi64(s, at);           // since > t
+    const __m256i ruled_out = _mm256_cmpgt_epi64(b, best_start);  // bound > best
+    // Unsettled: too late, or not ruled out (andnot(x, y) is ~x & y).
+    const __m256i unsettled = _mm256_or_si256(too_late, _mm256_andnot_si256(ruled_out, ones));
+    const int bits = _mm256_movemask_pd(_mm256_castsi256_pd(unsettled));
+    mask |= static_cast<std::uint64_t>(static_cast<unsigned>(bits)) << k;
+  }
+  if (k < n) mask |= UnsettledMaskPortable(bound + k, since + k, n - k, t, best) << k;
+  return mask;
+}
+#endif
+
+}  // namespace
+
+std::uint64_t UnsettledMask(const Time* bound, const Time* since, std::size_t n, Time t,
+                            Time best) {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return UnsettledMaskAvx2(bound, since, n, t, best);
+#endif
+  return UnsettledMaskPortable(bound, since, n, t, best);
+}
 
 namespace {
 
@@ -206,16 +259,8 @@ class SingleNodeSearch : public PoolQuery {
     static_assert(FitBounds::kBlock == 64);
     const std::size_t begin = b * FitBounds::kBlock;
     const std::size_t n = std::min(size() - begin, FitBounds::kBlock);
-    const Time* bound = bounds_->bound.data() + begin;
-    const Time* since = bounds_->since.data() + begin;
-    const Time t = q_.not_before;
-    const Time best = best_start_;
-    std::uint64_t mask = 0;
-    for (std::size_t k = 0; k < n; ++k) {
-      const bool settled = since[k] <= t && bound[k] > best;
-      mask |= static_cast<std::uint64_t>(!settled) << k;
-    }
-    return mask;
+    return UnsettledMask(bounds_->bound.data() + begin, bounds_->since.data() + begin, n,
+                         q_.not_before, best_start_);
   }
 
   // Makes block b's summary exact after its nodes were read.

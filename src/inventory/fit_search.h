@@ -72,6 +72,15 @@ struct FitBounds {
   std::span<core::Time> previous_end;
 };
 
+// For up to 64 entries of a class's bounds (FitBounds::bound and ::since from one block): bit k
+// is set unless since[k] <= t and bound[k] > best, that is unless the bound alone rules node k
+// out of a search from t whose best start so far is `best`. Uses AVX2 where the CPU has it;
+// UnsettledMaskPortable is the plain version it must equal.
+std::uint64_t UnsettledMask(const core::Time* bound, const core::Time* since, std::size_t n,
+                            core::Time t, core::Time best);
+std::uint64_t UnsettledMaskPortable(const core::Time* bound, const core::Time* since, std::size_t n,
+                                    core::Time t, core::Time best);
+
 // Inventory::EarliestFit for one pool. `ignored_slots` lists the positions in `pool` of nodes
 // holding a booking of q.ignore_request (any order). `bounds` (optional, only for a query that
 // counts every booking and ignores none) are those of the query's class in `pool`: single-node
