@@ -229,7 +229,18 @@ class SingleNodeSearch : public PoolQuery {
       }
     }
     if (!best_) return std::nullopt;
-    return Fit{best_start_, {Id(best_->slot)}};
+    return Fit{best_start_, {Id(best_->slot)}, best_->free, *best_->previous_end};
+  }
+
+  // Run over some nodes only (positions in the pool, each at most once): the best of them.
+  void RunAmong(std::span<const std::uint32_t> slots) {
+    for (const std::uint32_t i : slots) {
+      if (bounds_ == nullptr) {
+        Consider(i, q_.not_before);
+      } else if (!Bounded(i)) {
+        Consider(i, LowerBound(i));
+      }
+    }
   }
 
   // After Run: the chosen node and its tie-breaking values, as Consider compared them.
@@ -540,6 +551,23 @@ std::optional<NodeFit> SearchOneNode(const NodeTimeline& node, core::NodeId id, 
   one.nodes = 1;
   SingleNodeSearch search({{&node, 1}, {&id, 1}}, one, scratch, nullptr);
   search.Run();
+  return search.Chosen();
+}
+
+std::optional<NodeFit> SearchAmong(PoolNodes pool, std::span<const std::uint32_t> slots,
+                                   const FitQuery& q, std::span<const std::uint32_t> ignored_slots,
+                                   const FitBounds* bounds) {
+  if (pool.timelines.empty() || slots.empty() || q.gpus < 1 ||
+      q.gpus > pool.timelines.front().capacity() || q.length <= core::Duration(0) ||
+      q.not_before >= kNever || q.not_before > q.latest_start) {
+    return std::nullopt;
+  }
+  thread_local Scratch scratch;
+  scratch.Reset(pool.timelines.size(), ignored_slots);
+  FitQuery one = q;
+  one.nodes = 1;
+  SingleNodeSearch search(pool, one, scratch, bounds);
+  search.RunAmong(slots);
   return search.Chosen();
 }
 

@@ -90,6 +90,13 @@ std::uint64_t UnsettledMaskPortable(const core::Time* bound, const core::Time* s
 std::optional<NodeFit> SearchOneNode(const NodeTimeline& node, core::NodeId id, const FitQuery& q,
                                      bool ignored);
 
+// Inventory::BestFitAmong: a single-node search over `slots` of the pool only (each at most
+// once), with starts up to q.latest_start. `ignored_slots` and `bounds` as for
+// SearchEarliestFit; the bounds of the nodes it reads are refreshed.
+std::optional<NodeFit> SearchAmong(PoolNodes pool, std::span<const std::uint32_t> slots,
+                                   const FitQuery& q, std::span<const std::uint32_t> ignored_slots,
+                                   const FitBounds* bounds);
+
 std::optional<Fit> SearchEarliestFit(PoolNodes pool, const FitQuery& q,
                                      std::span<const std::uint32_t> ignored_slots,
                                      const FitBounds* bounds = nullptr);

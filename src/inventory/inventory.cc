@@ -557,9 +557,7 @@ std::optional<core::PoolId> Inventory::PoolOf(NodeId id) const {
 
 std::size_t Inventory::node_count() const { return impl_->node_index.size(); }
 
-std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& q) const {
-  const Pool* pool = FindPool(pool_id);
-  if (!pool) return std::nullopt;
+std::vector<std::uint32_t> Inventory::IgnoredSlots(core::PoolId pool_id, const FitQuery& q) const {
   std::vector<std::uint32_t> ignored;  // allocates only when the ignored request has bookings
   if (q.ignore_request) {
     impl_->NeedOwners();
@@ -570,6 +568,13 @@ std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& 
       }
     }
   }
+  return ignored;
+}
+
+std::optional<Fit> Inventory::EarliestFit(core::PoolId pool_id, const FitQuery& q) const {
+  const Pool* pool = FindPool(pool_id);
+  if (!pool) return std::nullopt;
+  std::vector<std::uint32_t> ignored = IgnoredSlots(pool_id, q);
   const PoolState& state = impl_->states[pool_id.value()];
   // Bounds count every booking, so they serve only queries that do too.
   const internal::FitBounds* bounds = nullptr;
@@ -584,6 +589,27 @@ bool PreferredAtSameStart(const NodeFit& a, const NodeFit& b) {
   if (a.free != b.free) return a.free < b.free;
   if (a.previous_end != b.previous_end) return a.previous_end > b.previous_end;
   return a.node < b.node;
+}
+
+std::optional<std::uint32_t> Inventory::SlotOf(NodeId id) const {
+  const NodeLocation* at = impl_->Locate(id);
+  if (!at) return std::nullopt;
+  return at->slot;
+}
+
+std::optional<NodeFit> Inventory::BestFitAmong(core::PoolId pool_id,
+                                               std::span<const std::uint32_t> slots,
+                                               const FitQuery& q, bool counts_every_booking) const {
+  const Pool* pool = FindPool(pool_id);
+  if (!pool || slots.empty()) return std::nullopt;
+  std::vector<std::uint32_t> ignored = IgnoredSlots(pool_id, q);
+  const internal::FitBounds* bounds = nullptr;
+  if (counts_every_booking && ignored.empty() && impl_->bounds.enabled() &&
+      q.length > core::Duration(0) && q.gpus >= 1 && q.gpus <= pool->gpus_per_node) {
+    bounds = impl_->bounds.For(pool_id.value(), pool->nodes.size(), q.gpus, q.length);
+  }
+  const PoolState& state = impl_->states[pool_id.value()];
+  return internal::SearchAmong({state.timelines(), pool->nodes}, slots, q, ignored, bounds);
 }
 
 std::optional<NodeFit> Inventory::FitOnNode(NodeId id, const FitQuery& q) const {

@@ -75,6 +75,10 @@ struct FitQuery {
 struct Fit {
   core::Time start;
   std::vector<core::NodeId> nodes;  // exactly FitQuery::nodes entries, sorted by id
+  // For one node: what decided between the nodes that fit at `start` (NodeFit::free and
+  // ::previous_end of the chosen one); free is -1 for a gang.
+  int free = -1;
+  core::Time previous_end = common::kInfinitePast;
 };
 
 // One node's answer to a one-node query (Inventory::FitOnNode): its earliest start, and what
@@ -138,6 +142,8 @@ class Inventory {
   const Pool* FindPool(core::ClusterId cluster, core::ShapeId shape) const;
   const core::Node* FindNode(core::NodeId id) const;
   std::optional<core::PoolId> PoolOf(core::NodeId id) const;
+  // The node's position in its pool's `nodes`; nullopt for an unknown node.
+  std::optional<std::uint32_t> SlotOf(core::NodeId id) const;
   std::size_t node_count() const;
 
   // Earliest fit in one pool, or nullopt when it can never fit (more nodes than the pool has
@@ -184,6 +190,14 @@ class Inventory {
   // node's earliest start and its tie-breaking values there. nullopt when the node is unknown or
   // the query cannot fit there by query.latest_start.
   std::optional<NodeFit> FitOnNode(core::NodeId node, const FitQuery& query) const;
+  // FitOnNode over some nodes of one pool (`slots`: positions in its `nodes`, each at most once):
+  // the one a single-node EarliestFit would choose if they were the pool's only nodes, with its
+  // tie-breaking values; nullopt when none starts by query.latest_start, or for an unknown pool.
+  // `counts_every_booking` promises that the query counts every booking of the pool (no
+  // ignore_request, no plan there ranked at or after query.max_plan_rank): then the fit bounds
+  // (EnableFitBounds) let it skip nodes without reading them, as EarliestFit does.
+  std::optional<NodeFit> BestFitAmong(core::PoolId pool, std::span<const std::uint32_t> slots,
+                                      const FitQuery& query, bool counts_every_booking) const;
 
   // The change log (off until LogChanges(true)): while on, every change to a node's bookings or
   // availability is appended with the next sequence number. A promotion (Promote) is one too:
@@ -216,6 +230,9 @@ class Inventory {
   std::size_t FitBoundsBytes() const;
 
  private:
+  // The positions in the pool of the nodes holding a booking of q.ignore_request.
+  std::vector<std::uint32_t> IgnoredSlots(core::PoolId pool, const FitQuery& q) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

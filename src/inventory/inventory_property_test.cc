@@ -4,6 +4,8 @@
 //   - every EarliestFit equals the reference: the earliest start found by trying every candidate
 //     time instant by instant, and the best-fit nodes at that start; capped by a latest start,
 //     it equals the reference's fit when that starts by then and is nullopt otherwise;
+//   - BestFitAmong over a random subset of a pool equals the reference's one-node fit over those
+//     nodes alone (with fit bounds where the query counts every booking);
 //   - a fit of an unfiltered query is bookable right away, and Book then Unbook restores the
 //     free GPUs of every node at every hour;
 //   - Book and Extend succeed exactly when the reference says the GPUs are free;
@@ -287,6 +289,46 @@ class Run {
     RC_ASSERT(capped->nodes == expected->nodes);
   }
 
+  // BestFitAmong over a random subset of the pool: the reference's one-node fit over a pool of
+  // those nodes alone, capped by latest_start. Bounds are allowed only where the query counts
+  // every booking there.
+  void CheckBestFitAmong(const Pool& pool, FitQuery q) {
+    q.nodes = 1;
+    std::vector<std::uint32_t> slots;
+    Pool subset = pool;
+    subset.nodes.clear();
+    for (std::uint32_t slot = 0; slot < pool.nodes.size(); ++slot) {
+      if (*rc::gen::inRange(0, 3) == 0) continue;
+      slots.push_back(slot);
+      subset.nodes.push_back(pool.nodes[slot]);
+      RC_ASSERT(inv_.SlotOf(pool.nodes[slot]) == std::optional<std::uint32_t>(slot));
+    }
+    const std::optional<Fit> expected = Reference(inv_).EarliestFit(subset, q);
+    const Time around = expected ? expected->start : RandomHour(0, 60);
+    q.latest_start = *rc::gen::element(common::kInfiniteFuture, around, around - core::Duration(1),
+                                       RandomHour(0, 60));
+    bool counts_every_booking = !q.ignore_request;
+    for (NodeId n : pool.nodes) {
+      for (const Booking& b : inv_.BookingsOf(n)) {
+        if (b.owner.kind == BookingKind::kPlan && b.rank >= q.max_plan_rank) {
+          counts_every_booking = false;
+        }
+      }
+    }
+    const std::optional<NodeFit> fit = inv_.BestFitAmong(pool.id, slots, q, counts_every_booking);
+    if (!expected || expected->start > q.latest_start) {
+      RC_ASSERT(!fit.has_value());
+      return;
+    }
+    RC_ASSERT(fit.has_value());
+    RC_ASSERT(fit->start == expected->start);
+    RC_ASSERT(std::vector<NodeId>{fit->node} == expected->nodes);
+    const std::optional<NodeFit> alone = inv_.FitOnNode(fit->node, q);
+    RC_ASSERT(alone.has_value());
+    RC_ASSERT(alone->free == fit->free);
+    RC_ASSERT(alone->previous_end == fit->previous_end);
+  }
+
   void FitAndBook() {
     const Pool& pool = RandomPool();
     const FitQuery q = RandomQuery(pool);
@@ -294,6 +336,7 @@ class Run {
     const std::optional<Fit> expected = Reference(inv_).EarliestFit(pool, q);
     RC_ASSERT(fit.has_value() == expected.has_value());
     CheckLatestStart(pool, q, expected);
+    CheckBestFitAmong(pool, q);
     if (!fit) return;
     RC_ASSERT(fit->start == expected->start);
     RC_ASSERT(fit->nodes == expected->nodes);

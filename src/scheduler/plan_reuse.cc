@@ -7,7 +7,9 @@
 // ReuseState::changed (the inventory's change log between re-plans, and the old and new slots of
 // the requests placed differently in this one). A node not in it offers exactly what it offered
 // then, and its earliest start only moves later as time passes, so it cannot beat the previous
-// plan. Checking the changed nodes alone (FitOnNode) therefore tells whether the answer changed.
+// plan. Checking the changed nodes alone therefore tells whether the answer changed, and for a
+// one-node request whose own node is unchanged, what it changed to: the best changed node when
+// that one beats the previous plan.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,18 +21,23 @@ namespace egs::scheduler {
 
 using core::Time;
 
-namespace {
-
-// A request is checked against every change in the pools it may use; past this many changes in
-// one pool a placement is cheaper, so the requests that may use it are placed again.
-constexpr std::size_t kMaxPoolChanges = 64;
-
-}  // namespace
-
-void Scheduler::ReuseState::Add(const inventory::Change& c) {
+void Scheduler::ReuseState::Add(const inventory::Change& c, std::uint32_t slot) {
   const std::size_t pool = c.pool.value();
-  if (changed.size() <= pool) changed.resize(pool + 1);
-  changed[pool].push_back(c);
+  if (changed.size() <= pool) {
+    changed.resize(pool + 1);
+    entry.resize(pool + 1);
+  }
+  std::vector<std::int32_t>& index = entry[pool];
+  if (index.size() <= slot) index.resize(slot + 1, -1);
+  if (index[slot] < 0) {
+    index[slot] = static_cast<std::int32_t>(changed[pool].size());
+    changed[pool].push_back({slot, c.seq, c.window.start});
+  } else {
+    ChangedNode& n = changed[pool][static_cast<std::size_t>(index[slot])];
+    n.last_seq = std::max(n.last_seq, c.seq);
+    n.first_start = std::min(n.first_start, c.window.start);
+  }
+  workspaces.emplace_back(c.seq, c.workspace);
   ++total;
 }
 
@@ -68,12 +75,19 @@ Scheduler::ReuseState Scheduler::BeginReuse(std::span<const core::RequestId> tai
     last = reuse.ranks[end - 1];
   }
   reuse.on = true;
-  reuse.changed.resize(inventory_.pools().size());
+  const std::size_t pools = inventory_.pools().size();
+  reuse.changed.resize(pools);
+  reuse.entry.resize(pools);
+  reuse.cleared.assign(pools, false);
+  reuse.booked_until.assign(pools, 0);
   // The log from the oldest plan's confirmation, or as far back as it goes (plans confirmed
   // before that are placed again).
   reuse.first_seq =
       std::max(std::min(oldest, inventory_.NextChangeSeq()), inventory_.FirstChangeSeq());
-  inventory_.ForEachChangeSince(reuse.first_seq, [&](const inventory::Change& c) { reuse.Add(c); });
+  inventory_.ForEachChangeSince(reuse.first_seq, [&](const inventory::Change& c) {
+    // A node no longer in the inventory offers nothing to anyone.
+    if (const auto slot = inventory_.SlotOf(c.node)) reuse.Add(c, *slot);
+  });
   return reuse;
 }
 
@@ -81,22 +95,17 @@ std::uint64_t Scheduler::ConfirmedSeq(core::RequestId id) const {
   return id.value() < confirmed_seq_.size() ? confirmed_seq_[id.value()] : 0;
 }
 
-bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std::int32_t rank,
-                               Time now, const ReuseState& reuse) const {
+Scheduler::Reuse Scheduler::CheckPlan(const RequestRecord& r, const Plan& previous,
+                                      std::int32_t rank, std::size_t position, Time now,
+                                      const ReuseState& reuse, Plan* moved,
+                                      std::optional<inventory::NodeFit>* own_now) const {
+  own_now->reset();
   const core::RequestSpec& spec = r.spec;
   const Time start = previous.start;
-  if (start < now) return false;
+  if (start < now) return Reuse::kPlace;
   // The changes since its plan was confirmed: all of them must still be in the log.
   const std::uint64_t since = ConfirmedSeq(r.id);
-  if (since < reuse.first_seq) return false;
-  // The part of a pool's changes this request has to look at (they are in sequence order).
-  auto relevant = [&](std::size_t pool) {
-    const std::vector<inventory::Change>& all = reuse.changed[pool];
-    auto first = std::partition_point(all.begin(), all.end(),
-                                      [&](const inventory::Change& c) { return c.seq < since; });
-    return std::span<const inventory::Change>(all.data() + (first - all.begin()),
-                                              static_cast<std::size_t>(all.end() - first));
-  };
+  if (since < reuse.first_seq) return Reuse::kPlace;
   const core::WorkspacePolicy& policy = workspaces_.at(spec.workspace).policy;
   // 1. The workspace rules must not be able to move the start: no quota, and fewer requests
   //    than max_active allows, now and when the plan was made. (Where they can, the wait cause
@@ -106,31 +115,38 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
   auto load_it = loads_.find(spec.workspace);
   const std::size_t entries = load_it == loads_.end() ? 0 : load_it->second.entries().size();
   const auto max_active = static_cast<std::size_t>(std::max(policy.max_active_requests, 0));
-  if ((policy.gpu_quota && !spec.quota_exempt) || entries + 1 > max_active) return false;
+  if ((policy.gpu_quota && !spec.quota_exempt) || entries + 1 > max_active) return Reuse::kPlace;
   if (entries + 1 + reuse.total > max_active) {  // else no count of changes could matter
-    std::size_t left = 0;
-    for (std::size_t pool = 0; pool < reuse.changed.size(); ++pool) {
-      const auto changes = relevant(pool);
-      left += static_cast<std::size_t>(
-          std::count_if(changes.begin(), changes.end(),
-                        [&](const inventory::Change& c) { return c.workspace == spec.workspace; }));
-    }
-    if (entries + left + 1 > max_active) return false;
+    const auto& all = reuse.workspaces;
+    auto first = std::partition_point(all.begin(), all.end(),
+                                      [&](const auto& c) { return c.first < since; });
+    const auto left = static_cast<std::size_t>(
+        std::count_if(first, all.end(), [&](const auto& c) { return c.second == spec.workspace; }));
+    if (entries + left + 1 > max_active) return Reuse::kPlace;
   }
   // 2. Its own pool must still be acceptable and the start still allowed there.
   const Time walk_not_before = backfill_->NotBefore({}, now);
   const inventory::Pool* own_pool = inventory_.FindPool(previous.pool);
-  if (own_pool == nullptr) return false;
+  if (own_pool == nullptr) return Reuse::kPlace;
   const std::optional<std::uint64_t> own_preference =
       internal::PreferenceOf(spec, policy, *own_pool);
   auto own_shape = shapes_.find(own_pool->shape);
-  if (!own_preference || own_shape == shapes_.end()) return false;
+  if (!own_preference || own_shape == shapes_.end()) return Reuse::kPlace;
   if (start <
       internal::EarliestAllowed(spec, *own_pool, own_shape->second, now, walk_not_before, LeadOf(r))
           .first) {
-    return false;
+    return Reuse::kPlace;
   }
-  // 3. No changed node may offer a start before it, or the same start and win the tie.
+  // What changed since its plan was confirmed. A change from the end of the slot on moves no
+  // start up to it, nor any tie at it.
+  const Time end = start + spec.duration;
+  auto changed_since = [&](std::size_t pool, std::uint32_t slot) -> const ChangedNode* {
+    if (pool >= reuse.entry.size() || slot >= reuse.entry[pool].size()) return nullptr;
+    const std::int32_t i = reuse.entry[pool][slot];
+    if (i < 0) return nullptr;
+    const ChangedNode& c = reuse.changed[pool][static_cast<std::size_t>(i)];
+    return c.last_seq >= since && c.first_start < end ? &c : nullptr;
+  };
   auto query_for = [&](const inventory::Pool& pool, const core::GpuShape& shape) {
     inventory::FitQuery q;
     q.nodes = 1;
@@ -141,55 +157,95 @@ bool Scheduler::PlanStillHolds(const RequestRecord& r, const Plan& previous, std
     q.workspace = spec.workspace;
     q.exclusive = !policy.share_nodes;
     q.max_plan_rank = rank;  // plans behind it may still be booked
-    q.latest_start = start;
     return q;
   };
-  std::optional<inventory::NodeFit> own_fit;  // its first node's, when a tie needs it
-  std::vector<core::NodeId> checked;
-  const Time end = start + spec.duration;
-  // One pool's changes: false when one of them could move the plan.
-  auto pool_holds = [&](const inventory::Pool& pool, const core::GpuShape& shape,
-                        std::uint64_t preference) {
-    const std::span<const inventory::Change> changes = relevant(pool.id.value());
-    if (changes.size() > kMaxPoolChanges) return false;
-    const inventory::FitQuery q = query_for(pool, shape);
-    const bool can_fit = q.gpus <= shape.gpus_per_node && q.not_before <= start;
-    for (const inventory::Change& c : changes) {
-      // A change from the end of the slot on moves no start up to it, nor any tie at it.
-      if (c.window.start >= end) continue;
-      if (pool.id == previous.pool &&
-          std::find(previous.nodes.begin(), previous.nodes.end(), c.node) != previous.nodes.end()) {
-        return false;
-      }
-      if (!can_fit || std::find(checked.begin(), checked.end(), c.node) != checked.end()) {
-        continue;
-      }
-      checked.push_back(c.node);
-      const std::optional<inventory::NodeFit> fit = inventory_.FitOnNode(c.node, q);
-      if (!fit) continue;
-      // The same start: a later pool only competes for earlier starts and an earlier one wins
-      // the tie; in the same pool a single-node request goes to the preferred node (a gang is
-      // not worth working out here).
-      if (fit->start == start && preference > *own_preference) continue;
-      if (fit->start < start || preference < *own_preference || spec.nodes > 1) return false;
-      if (!own_fit) {
-        own_fit =
-            inventory_.FitOnNode(previous.nodes.front(), query_for(*own_pool, own_shape->second));
-        if (!own_fit || own_fit->start != start) return false;
-      }
-      if (inventory::PreferredAtSameStart(*fit, *own_fit)) return false;
-    }
-    return true;
+  // 3. Its own nodes must offer what they did. A one-node plan knows what its node offered (the
+  //    free GPUs and previous end that decided ties at its start). A changed node of its own
+  //    that still fits then, and would win the tie at least as surely, still beats every node
+  //    that did not change (they lost the tie to what it offered before); its plan then holds
+  //    against those, with the node's new values (`*own_now`). One that does not is one more
+  //    changed node, and the request moves only if a changed node now fits earlier.
+  const std::size_t own = previous.pool.value();
+  std::optional<std::uint32_t> own_slot;
+  std::optional<inventory::NodeFit> own_fit;
+  auto fit_own = [&] {
+    inventory::FitQuery q = query_for(*own_pool, own_shape->second);
+    q.latest_start = start;
+    own_fit = inventory_.FitOnNode(previous.nodes.front(), q);
   };
-  bool holds = true;
+  bool own_as_before = true;
+  for (core::NodeId node : previous.nodes) {
+    const std::optional<std::uint32_t> slot = inventory_.SlotOf(node);
+    if (!slot) return Reuse::kPlace;
+    if (changed_since(own, *slot) == nullptr) continue;
+    if (spec.nodes > 1 || previous.free < 0) return Reuse::kPlace;
+    fit_own();
+    own_slot = slot;
+    const inventory::NodeFit before{node, start, previous.free, previous.previous_end};
+    own_as_before =
+        own_fit && own_fit->start == start && !inventory::PreferredAtSameStart(before, *own_fit);
+  }
+  if (own_fit && own_as_before &&
+      (own_fit->free != previous.free || own_fit->previous_end != previous.previous_end)) {
+    *own_now = own_fit;
+  }
+  // 4. The best changed node of every pool it may use, searched only for what would beat the
+  //    previous plan: an earlier start, or the same start in a preferred pool or, in its own
+  //    pool, on a node preferred at that start.
+  struct Best {
+    inventory::NodeFit fit;
+    std::uint64_t preference = 0;
+    const inventory::Pool* pool = nullptr;
+    const core::GpuShape* shape = nullptr;
+  };
+  std::optional<Best> best;
+  std::vector<std::uint32_t>& slots = reuse_slots_;
   internal::ForEachAcceptablePool(
       spec, policy, shapes_, inventory_,
       [&](const inventory::Pool& pool, const core::GpuShape& shape, std::uint64_t preference) {
-        if (holds && pool.id.value() < reuse.changed.size()) {
-          holds = pool_holds(pool, shape, preference);
+        const std::size_t p = pool.id.value();
+        if (p >= reuse.changed.size() || reuse.changed[p].empty()) return;
+        inventory::FitQuery q = query_for(pool, shape);
+        // Pools are visited in preference order: a later one must start strictly earlier.
+        q.latest_start = preference <= *own_preference ? start : start - core::Duration(1);
+        if (best) q.latest_start = std::min(q.latest_start, best->fit.start - core::Duration(1));
+        if (q.gpus > shape.gpus_per_node || q.not_before > q.latest_start) return;
+        slots.clear();
+        for (const ChangedNode& c : reuse.changed[p]) {
+          if (c.last_seq >= since && c.first_start < end && (p != own || c.slot != own_slot)) {
+            slots.push_back(c.slot);
+          }
         }
+        if (p == own && !own_as_before) slots.push_back(*own_slot);
+        // Its own plan may still be booked there, which the bounds of its own node count.
+        const bool counts_every_booking = reuse.OnlyPlansAhead(pool.id, position) &&
+                                          !(p == own && !own_as_before && r.plan.has_value());
+        auto fit = inventory_.BestFitAmong(pool.id, slots, q, counts_every_booking);
+        if (fit) best = Best{*fit, preference, &pool, &shape};
       });
-  return holds;
+  if (!own_as_before) {
+    // Nodes that did not change offer no start before the previous one, so an earlier changed
+    // node wins; at that start or later the answer could be any node.
+    if (!best || best->fit.start >= start) return Reuse::kPlace;
+  } else {
+    if (!best) return Reuse::kKeep;
+    // A gang's answer is not worth working out here.
+    if (spec.nodes > 1) return Reuse::kPlace;
+    if (best->fit.start == start && best->preference == *own_preference) {
+      if (!own_fit) fit_own();
+      if (!own_fit || own_fit->start != start) return Reuse::kPlace;
+      if (!inventory::PreferredAtSameStart(best->fit, *own_fit)) return Reuse::kKeep;
+    }
+  }
+  moved->start = best->fit.start;
+  moved->pool = best->pool->id;
+  moved->shape = best->shape->id;
+  moved->cluster = best->pool->cluster;
+  moved->nodes = {best->fit.node};
+  moved->gpus_per_node = core::GpusPerNode(spec, best->shape->gpus_per_node);
+  moved->free = best->fit.free;
+  moved->previous_end = best->fit.previous_end;
+  return Reuse::kMove;
 }
 
 WaitCause Scheduler::KeptCause(const RequestRecord& r, const Plan& plan, Time now) const {
@@ -205,8 +261,8 @@ void Scheduler::KeepPlan(RequestRecord& r, Plan plan, std::int32_t rank, Time no
   r.rank = rank;
   r.wait_cause = KeptCause(r, plan, now);
   inventory::Booking b = PlanBooking(r.spec, r.id, plan, rank);
-  // PlanStillHolds found these nodes as they were when the plan was booked, against the same
-  // bookings ahead of it, so they hold it again.
+  // CheckPlan found these nodes free for it against the bookings ahead of it (as they were when
+  // a kept plan was booked, or now for a moved one), and the pool holds none behind it.
   EGS_CHECK(inventory_.Book(plan.nodes, b).ok());
   loads_[r.spec.workspace].Add({r.id, b.window, plan.gpus_per_node * r.spec.nodes, rank});
   PushPlanStart(plan.start, r.id);
@@ -219,7 +275,9 @@ void Scheduler::NoteReplaced(const RequestRecord& r, const std::optional<Plan>& 
   auto note = [&](const Plan& plan) {
     const core::Interval window{plan.start, plan.start + r.spec.duration};
     for (core::NodeId node : plan.nodes) {
-      reuse.Add({node, plan.pool, window, r.spec.workspace, kThisReplan});
+      if (const auto slot = inventory_.SlotOf(node)) {
+        reuse.Add({node, plan.pool, window, r.spec.workspace, kThisReplan}, *slot);
+      }
     }
   };
   if (previous) note(*previous);
@@ -233,13 +291,15 @@ void Scheduler::ReplanKeeping(std::span<const core::RequestId> tail, ReuseState&
   std::vector<std::vector<std::size_t>> booked_in(inventory_.pools().size());
   for (std::size_t k = 0; k < tail.size(); ++k) {
     const RequestRecord& r = requests_.Get(tail[k]);
-    if (r.plan) booked_in[r.plan->pool.value()].push_back(k);
+    if (r.plan) {
+      booked_in[r.plan->pool.value()].push_back(k);
+      reuse.booked_until[r.plan->pool.value()] = k + 1;
+    }
   }
   std::vector<std::optional<Plan>> cleared(tail.size());
-  std::vector<bool> pool_cleared(inventory_.pools().size(), false);
   auto clear_pool = [&](std::size_t pool, std::size_t from_k) {
-    if (pool_cleared[pool]) return;
-    pool_cleared[pool] = true;
+    if (reuse.cleared[pool]) return;
+    reuse.cleared[pool] = true;
     std::vector<core::RequestId> ids;
     std::vector<std::size_t> positions;
     for (std::size_t k : booked_in[pool]) {
@@ -252,7 +312,19 @@ void Scheduler::ReplanKeeping(std::span<const core::RequestId> tail, ReuseState&
     UnbookPlans(ids, &taken);
     for (std::size_t i = 0; i < positions.size(); ++i) cleared[positions[i]] = std::move(taken[i]);
   };
+  // Before `r` gets a new plan: every pool it may use is cleared of the plans behind it, its own
+  // included, and a plan it still holds in a pool it may no longer use goes too.
+  auto clear_for = [&](core::RequestId id, std::size_t k) {
+    const RequestRecord& current = requests_.Get(id);
+    internal::ForEachAcceptablePool(current.spec, workspaces_.at(current.spec.workspace).policy,
+                                    shapes_, inventory_,
+                                    [&](const inventory::Pool& pool, const core::GpuShape&,
+                                        std::uint64_t) { clear_pool(pool.id.value(), k); });
+    if (requests_.Get(id).plan) UnbookPlan(requests_.at(id));
+  };
   BackfillPolicy::Walk walk;  // conservative backfill reads none (BeginReuse)
+  Plan moved;
+  std::optional<inventory::NodeFit> own_now;
   for (std::size_t k = 0; k < tail.size(); ++k) {
     const core::RequestId id = tail[k];
     const std::int32_t rank = reuse.ranks[k];
@@ -270,25 +342,44 @@ void Scheduler::ReplanKeeping(std::span<const core::RequestId> tail, ReuseState&
       NoteReplaced(r, old, reuse);
       continue;
     }
-    if (previous && PlanStillHolds(current, *previous, rank, now, reuse)) {
+    const Reuse verdict = previous
+                              ? CheckPlan(current, *previous, rank, k, now, reuse, &moved, &own_now)
+                              : Reuse::kPlace;
+    if (verdict == Reuse::kKeep) {
       if (!booked) {
+        if (own_now) {
+          cleared[k]->free = own_now->free;
+          cleared[k]->previous_end = own_now->previous_end;
+        }
         KeepPlan(requests_.at(id), std::move(*cleared[k]), rank, now);
-      } else if (const WaitCause cause = KeptCause(current, *previous, now);
-                 cause != current.wait_cause) {
-        requests_.at(id).wait_cause = cause;
+      } else {
+        if (own_now) {
+          Plan& plan = *requests_.at(id).plan;
+          plan.free = own_now->free;
+          plan.previous_end = own_now->previous_end;
+        }
+        if (const WaitCause cause = KeptCause(current, *previous, now);
+            cause != current.wait_cause) {
+          requests_.at(id).wait_cause = cause;
+        }
       }
       ++kept_plans_;
       continue;
     }
-    // Placed again: every pool it may use is cleared of the plans behind it, its own included.
     std::optional<Plan> old = previous;
-    internal::ForEachAcceptablePool(current.spec, workspaces_.at(current.spec.workspace).policy,
-                                    shapes_, inventory_,
-                                    [&](const inventory::Pool& pool, const core::GpuShape&,
-                                        std::uint64_t) { clear_pool(pool.id.value(), k); });
-    if (requests_.Get(id).plan) UnbookPlan(requests_.at(id));  // a pool it may no longer use
+    clear_for(id, k);
     RequestRecord& r = requests_.at(id);
-    BookPlan(r, rank, now, walk, rank);
+    if (verdict == Reuse::kMove) {
+      // CheckPlan found the node free for it against every booking ahead, and the pool now
+      // holds nothing behind it.
+      KeepPlan(r, std::move(moved), rank, now);
+      NoteLeadStart(r, r.plan->pool);
+      r.reason.clear();  // the wait cause says why
+      ++placements_;
+      ++moved_plans_;
+    } else {
+      BookPlan(r, rank, now, walk, rank);
+    }
     NoteReplaced(r, old, reuse);
   }
 }

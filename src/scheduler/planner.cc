@@ -92,6 +92,8 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
     if (*ws_start == fit->start) {
       opt.start = fit->start;
       opt.nodes = std::move(fit->nodes);
+      opt.node_free = fit->free;
+      opt.node_previous_end = fit->previous_end;
       break;
     }
     // The workspace rules moved it: find which one for the explanation.
@@ -177,6 +179,8 @@ Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestS
   plan.cluster = best->cluster;
   plan.nodes = best->nodes;
   plan.gpus_per_node = core::GpusPerNode(spec, shapes_.at(best->shape).gpus_per_node);
+  plan.free = best->node_free;
+  plan.previous_end = best->node_previous_end;
   result.plan = std::move(plan);
   result.cause = best->cause;
   return result;

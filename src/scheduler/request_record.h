@@ -35,6 +35,11 @@ struct Plan {
   core::ShapeId shape;
   core::ClusterId cluster;
   int gpus_per_node = 0;
+  // A one-node plan: its node's free GPUs at `start` and previous booking end, counting the
+  // plans ahead (inventory::NodeFit), as the placement that chose it saw them; plan reuse
+  // compares them with the node's present ones. free is -1 for a gang, or when unknown.
+  int free = -1;
+  core::Time previous_end = common::kInfinitePast;
 
   friend bool operator==(const Plan&, const Plan&) = default;
 };

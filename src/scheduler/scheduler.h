@@ -107,6 +107,9 @@ struct QuoteOption {
   WaitCause cause = WaitCause::kNone;
   std::string reason;
   std::vector<core::NodeId> nodes;  // the nodes it would get
+  // One node: its free GPUs at the start and previous booking end (inventory::Fit).
+  int node_free = -1;
+  core::Time node_previous_end = common::kInfinitePast;
 };
 
 struct QuoteResult {
@@ -324,6 +327,8 @@ class Scheduler {
   // Placement searches made, and re-plans that kept a previous plan instead (reuse_plans).
   std::size_t placement_count() const { return placements_; }
   std::size_t kept_plan_count() const { return kept_plans_; }
+  // Plans that plan reuse moved to a changed node without a search (also counted as placements).
+  std::size_t moved_plan_count() const { return moved_plans_; }
   const quota::UsageLedger& ledger() const { return ledger_; }
   // Re-plans the queue from `position` on, placing every request again whatever changed
   // (benchmarks of a full re-plan; the loop re-plans incrementally on its own). Returns the
@@ -404,18 +409,39 @@ class Scheduler {
 
   // Plan reuse (plan_reuse.cc, docs/design/0011-plan-reuse.md). A re-plan walks the queue from
   // the first changed position; a request whose previous plan no change since could alter keeps
-  // it instead of being placed again. `changed` holds, per pool and in order, what a request
-  // may have to assume changed: the inventory's change log (a request reads the part since its
-  // plan was made or last confirmed, `confirmed_seq_`), then the old and new slots of every
-  // request placed differently so far in this re-plan (numbered kThisReplan: for everyone).
+  // it instead of being placed again, and a one-node request that only a changed node could
+  // improve on moves there without a search. `changed` holds, per pool, every node a request
+  // may have to assume changed: from the inventory's change log (a request reads the part since
+  // its plan was made or last confirmed, `confirmed_seq_`), then from the old and new slots of
+  // every request placed differently so far in this re-plan (numbered kThisReplan: for everyone).
   static constexpr std::uint64_t kThisReplan = UINT64_MAX;
+  // One changed node: its latest change and the earliest start of a window changed since
+  // ReuseState::first_seq (so it over-approximates what changed since any later point).
+  struct ChangedNode {
+    std::uint32_t slot = 0;  // in its pool's nodes
+    std::uint64_t last_seq = 0;
+    core::Time first_start = common::kInfiniteFuture;
+  };
   struct ReuseState {
     bool on = false;
-    std::uint64_t first_seq = 0;                          // changes from here on are in `changed`
-    std::size_t total = 0;                                // entries in `changed`
-    std::vector<std::vector<inventory::Change>> changed;  // by pool id, by seq
-    std::vector<std::int32_t> ranks;                      // of the tail, in order
-    void Add(const inventory::Change& c);
+    std::uint64_t first_seq = 0;                    // changes from here on are in `changed`
+    std::size_t total = 0;                          // changes added
+    std::vector<std::vector<ChangedNode>> changed;  // by pool id, each node once
+    std::vector<std::vector<std::int32_t>> entry;   // by pool id and slot: index in changed, -1
+    // Every change's sequence number and workspace, in order (for the max-active rule).
+    std::vector<std::pair<std::uint64_t, core::WorkspaceId>> workspaces;
+    std::vector<std::int32_t> ranks;  // of the tail, in order
+    // By pool id: whether ReplanKeeping cleared it of the tail's plans, and one past the last
+    // tail position whose plan it still held before that (0: none).
+    std::vector<bool> cleared;
+    std::vector<std::size_t> booked_until;
+    void Add(const inventory::Change& c, std::uint32_t slot);
+    // Whether every plan the pool holds ranks before the tail's request at `position`, itself
+    // aside (so that a query ranked there counts every other booking in it).
+    bool OnlyPlansAhead(core::PoolId pool, std::size_t position) const {
+      const std::size_t p = pool.value();
+      return p >= cleared.size() || cleared[p] || booked_until[p] <= position + 1;
+    }
   };
   // Whether this re-plan of `tail` (in queue order, plans still booked; the request ahead of it
   // has rank `rank_ahead`, -1 for none) may keep plans; and then the tail's ranks (their own,
@@ -423,14 +449,24 @@ class Scheduler {
   // requests have to look at.
   ReuseState BeginReuse(std::span<const core::RequestId> tail, std::int32_t rank_ahead) const;
   std::uint64_t ConfirmedSeq(core::RequestId id) const;
-  // Whether placing `r` as the request of rank `rank` now would give `previous` again. The
+  // What placing a request again would do with its previous plan.
+  enum class Reuse {
+    kKeep,   // give it again
+    kMove,   // give the plan returned (a changed node beats it; no search needed)
+    kPlace,  // unknown without a placement
+  };
+  // For `r`, at `position` in the tail with rank `rank`, placed now: whether its `previous` plan
+  // holds, moves (to `*moved`) or needs a placement. A plan that holds on a node whose values
+  // at its start changed (Plan::free, ::previous_end) holds with those in `*own_now`. The
   // inventory may still hold plans ranked at or after `rank`; they are not counted.
-  bool PlanStillHolds(const RequestRecord& r, const Plan& previous, std::int32_t rank,
-                      core::Time now, const ReuseState& reuse) const;
-  // The wait cause of a kept plan: what EvaluatePoolUpTo gives when the workspace rules do not
-  // move the start.
+  Reuse CheckPlan(const RequestRecord& r, const Plan& previous, std::int32_t rank,
+                  std::size_t position, core::Time now, const ReuseState& reuse, Plan* moved,
+                  std::optional<inventory::NodeFit>* own_now) const;
+  // The wait cause of a kept or moved plan: what EvaluatePoolUpTo gives when the workspace rules
+  // do not move the start.
   WaitCause KeptCause(const RequestRecord& r, const Plan& plan, core::Time now) const;
-  // Books a plan that PlanStillHolds kept after a pool clear unbooked it.
+  // Books a plan that CheckPlan kept after a pool clear unbooked it, or the plan it moved to
+  // (the inventory must hold no plan behind it in that pool).
   void KeepPlan(RequestRecord& r, Plan plan, std::int32_t rank, core::Time now);
   // After `r` was placed again (or left without a plan): its old and new slots are changes for
   // the requests behind it.
@@ -549,6 +585,8 @@ class Scheduler {
   std::map<std::pair<core::RequestId, core::NodeId>, bool> node_idle_;
   std::size_t placements_ = 0;
   std::size_t kept_plans_ = 0;
+  std::size_t moved_plans_ = 0;
+  mutable std::vector<std::uint32_t> reuse_slots_;  // CheckPlan's scratch
   // Per request id: the change-log sequence number at the re-plan that last made or kept its
   // plan (plan reuse); beside the records, so that keeping a plan writes no record.
   // Ids are handed out densely; past this (only a restore of odd records brings such ids) a

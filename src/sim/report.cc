@@ -153,7 +153,9 @@ Json RunJson(const RunSummary& r) {
            {"requests_per_second", static_cast<double>(r.requests) * rate},
            {"decisions_per_second", static_cast<double>(r.placements) * rate},
            {"cycles", r.cycles},
-           {"placements", r.placements}}},
+           {"placements", r.placements},
+           {"kept_plans", r.kept_plans},
+           {"moved_plans", r.moved_plans}}},
          {"overall", WaitJson(m.overall)},
          {"by_size", GroupsJson(m.by_size, "bucket")},
          {"by_priority", GroupsJson(m.by_priority, "priority")},
@@ -260,6 +262,8 @@ common::Result<RunSummary> SummarizeRun(std::string policy, std::string load, do
   r.wall_seconds = wall_seconds;
   r.cycles = result.stats.cycles;
   r.placements = result.stats.placements;
+  r.kept_plans = result.stats.kept_plans;
+  r.moved_plans = result.stats.moved_plans;
   r.wait_cdf = WaitCdf(result);
   const double hours = metrics.allocation.horizon_hours;
   r.allocation_step_hours =

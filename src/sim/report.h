@@ -71,6 +71,8 @@ struct RunSummary {
   double wall_seconds = 0;  // of RunSimulation, measured by the caller
   std::size_t cycles = 0;
   std::size_t placements = 0;
+  std::size_t kept_plans = 0;   // SimStats
+  std::size_t moved_plans = 0;  // SimStats (counted in placements too)
   PolicyMetrics metrics;
   // Wait CDF: up to 200 points (wait s, share of started requests with wait <= it).
   std::vector<std::pair<double, double>> wait_cdf;

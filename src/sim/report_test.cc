@@ -59,6 +59,8 @@ SimResult SmallResult() {
   r.jobs.back().reject_reason = "InvalidArgument: too big";
   r.stats.cycles = 10;
   r.stats.placements = 3;
+  r.stats.kept_plans = 5;
+  r.stats.moved_plans = 1;
   return r;
 }
 
@@ -107,6 +109,8 @@ TEST(ReportTest, SummarizeRun) {
   ASSERT_OK(s);
   EXPECT_EQ(s->requests, 5u);
   EXPECT_EQ(s->placements, 3u);
+  EXPECT_EQ(s->kept_plans, 5u);
+  EXPECT_EQ(s->moved_plans, 1u);
   EXPECT_EQ(s->metrics.overall.started, 3u);
   ASSERT_EQ(s->wait_cdf.size(), 3u);
   EXPECT_DOUBLE_EQ(s->wait_cdf.back().first, 7250);
@@ -169,6 +173,8 @@ TEST(ReportTest, WritesParseableFiles) {
   EXPECT_EQ(run["by_size"].size(), 4u);
   EXPECT_EQ(run["by_size"][3]["bucket"], ">8");
   EXPECT_DOUBLE_EQ(run["speed"]["requests_per_second"].get<double>(), 5 / 1.5);
+  EXPECT_EQ(run["speed"]["kept_plans"], 5);
+  EXPECT_EQ(run["speed"]["moved_plans"], 1);
   EXPECT_DOUBLE_EQ(run["estimate_p50"]["mae_s"].get<double>(), 100);
   EXPECT_DOUBLE_EQ(run["estimate_p50"]["p90_coverage"].get<double>(), 1);
   EXPECT_EQ(run["estimate_p50"]["error_histogram"].size(), 11u);

@@ -308,6 +308,8 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
     if (r->finish_time) result.jobs[index].end = r->finish_time;
   }
   result.stats.placements = sched->placement_count();
+  result.stats.kept_plans = sched->kept_plan_count();
+  result.stats.moved_plans = sched->moved_plan_count();
   return result;
 }
 

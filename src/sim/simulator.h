@@ -72,7 +72,11 @@ struct JobOutcome {
 struct SimStats {
   std::size_t cycles = 0;
   std::size_t placements = 0;  // scheduler placement decisions
-  double wall_seconds = 0;     // measured by the caller's clock; 0 inside RunSimulation
+  // Of the plans re-plans looked at again: kept without a search, and moved to a changed node
+  // without one (the moves are placements too); the rest were searched (plan_reuse.cc).
+  std::size_t kept_plans = 0;
+  std::size_t moved_plans = 0;
+  double wall_seconds = 0;  // measured by the caller's clock; 0 inside RunSimulation
 };
 
 struct SimResult {
