@@ -271,6 +271,117 @@ BENCHMARK(BM_CreateCycleRandomPriority)
     ->Iterations(30)
     ->Unit(benchmark::kMillisecond);
 
+// Workspace rules in force. Admins set a GPU quota and a cap on requests at once on their
+// workspaces; the planner then checks each placement against the workspace's load over time.
+// 1,000 nodes of 8 GPUs (2 clusters x 2 shapes x 250), 10 workspaces of 1,000 queued requests
+// each (the regular mix), submitted in queue order. Arg(0): no limits (max_active_requests
+// 1,000,000, no quota); Arg(1): each workspace may hold 1,600 GPUs (a fifth of the fleet) and
+// 400 requests at once. The ratio of the two rows is the cost of the workspace rules.
+struct QuotaWorld {
+  common::SimulatedClock clock{common::FromUnixMicros(1'800'000'000'000'000)};
+  scheduler::FakeClusterConnector connector;
+  std::unique_ptr<scheduler::Scheduler> sched;
+};
+
+QuotaWorld& TheQuotaWorld(bool limits) {
+  static QuotaWorld* worlds[2] = {nullptr, nullptr};
+  QuotaWorld*& world = worlds[limits ? 1 : 0];
+  if (world != nullptr) return *world;
+  world = new QuotaWorld();  // NOLINT: intentionally leaked, shared by the benchmarks below
+  scheduler::SchedulerOptions options;
+  options.max_decisions = 1'000'000;
+  world->sched = std::make_unique<scheduler::Scheduler>(world->clock, world->connector, options);
+  auto& s = *world->sched;
+  std::uint32_t node_id = 1;
+  for (std::uint32_t c = 1; c <= 2; ++c) {
+    core::Cluster cl;
+    cl.id = core::ClusterId(c);
+    cl.name = "cluster-" + std::to_string(c);
+    EGS_CHECK(s.AddCluster(cl).ok());
+  }
+  for (std::uint32_t sh = 1; sh <= 2; ++sh) {
+    core::GpuShape shape;
+    shape.id = core::ShapeId(sh);
+    shape.name = "shape-" + std::to_string(sh);
+    shape.gpus_per_node = 8;
+    EGS_CHECK(s.AddShape(shape).ok());
+    for (std::uint32_t c = 1; c <= 2; ++c) {
+      for (int i = 0; i < 250; ++i) {
+        core::Node n;
+        n.id = core::NodeId(node_id++);
+        n.name = "node-" + std::to_string(n.id.value());
+        n.cluster = core::ClusterId(c);
+        n.shape = shape.id;
+        n.gpus.resize(8);
+        EGS_CHECK(s.AddNode(n).ok());
+      }
+    }
+  }
+  for (std::uint32_t ws = 1; ws <= 10; ++ws) {
+    core::Workspace w;
+    w.id = core::WorkspaceId(ws);
+    w.name = "ws-" + std::to_string(ws);
+    w.policy.max_priority = 1000;
+    w.policy.max_active_requests = limits ? 400 : 1'000'000;
+    if (limits) w.policy.gpu_quota = 1'600;
+    EGS_CHECK(s.AddWorkspace(w).ok());
+  }
+  common::Rng rng(42);
+  std::vector<core::RequestSpec> specs;
+  for (int i = 0; i < 10'000; ++i) {
+    core::RequestSpec spec = RegularSpec(rng);
+    spec.workspace = core::WorkspaceId(static_cast<std::uint32_t>(rng.UniformInt(1, 10)));
+    spec.shapes = {core::ShapeId(static_cast<std::uint32_t>(rng.UniformInt(1, 2)))};
+    specs.push_back(spec);
+  }
+  std::stable_sort(specs.begin(), specs.end(),
+                   [](const auto& a, const auto& b) { return a.priority > b.priority; });
+  for (const auto& spec : specs) {
+    EGS_CHECK(s.Submit(spec).ok());
+    s.TakeDecisions();
+  }
+  s.RunCycle(world->clock.Now());
+  s.TakeEvents();
+  s.TakeDecisions();
+  return *world;
+}
+
+void BM_ReplanWorkspaceRules(benchmark::State& state) {
+  QuotaWorld& w = TheQuotaWorld(state.range(0) != 0);
+  std::size_t placed = 0;
+  for (auto _ : state) placed += w.sched->ReplanFromForTest(0);
+  state.counters["placements_per_s"] =
+      benchmark::Counter(static_cast<double>(placed), benchmark::Counter::kIsRate);
+  state.counters["requests"] = static_cast<double>(w.sched->queue().size());
+}
+BENCHMARK(BM_ReplanWorkspaceRules)->Arg(0)->Arg(1)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// One create cycle at a random priority (0-500) in the same worlds, plan reuse on (egsd's
+// setting), and its untimed cancel.
+void BM_CreateCycleWorkspaceRules(benchmark::State& state) {
+  QuotaWorld& w = TheQuotaWorld(state.range(0) != 0);
+  common::Rng rng(11);
+  for (auto _ : state) {
+    core::RequestSpec spec = RegularSpec(rng);
+    spec.workspace = core::WorkspaceId(static_cast<std::uint32_t>(rng.UniformInt(1, 10)));
+    spec.shapes = {core::ShapeId(static_cast<std::uint32_t>(rng.UniformInt(1, 2)))};
+    auto id = w.sched->Submit(spec);
+    EGS_CHECK(id.ok());
+    w.sched->RunCycle(w.clock.Now());
+    state.PauseTiming();
+    EGS_CHECK(w.sched->Cancel(*id).ok());
+    w.sched->RunCycle(w.clock.Now());
+    w.sched->TakeEvents();
+    w.sched->TakeDecisions();
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_CreateCycleWorkspaceRules)
+    ->Arg(0)
+    ->Arg(1)
+    ->Iterations(20)
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace egs
 

@@ -113,7 +113,7 @@ Scheduler::Reuse Scheduler::CheckPlan(const RequestRecord& r, const Plan& previo
   //    Every entry that left the load since left a change of the workspace, so their count
   //    bounds how many entries it held before.
   auto load_it = loads_.find(spec.workspace);
-  const std::size_t entries = load_it == loads_.end() ? 0 : load_it->second.entries().size();
+  const std::size_t entries = load_it == loads_.end() ? 0 : load_it->second.size();
   const auto max_active = static_cast<std::size_t>(std::max(policy.max_active_requests, 0));
   if ((policy.gpu_quota && !spec.quota_exempt) || entries + 1 > max_active) return Reuse::kPlace;
   if (entries + 1 + reuse.total > max_active) {  // else no count of changes could matter
