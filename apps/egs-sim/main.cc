@@ -5,11 +5,12 @@
 //           [--fleet {philly|openb|tiresias|NxG}] [--policy egs,conservative,easy,priority,fifo]
 //           [--load 0.5,0.7,0.9,1.1|trace] [--seed N] --out DIR [--max-jobs N]
 //           [--max-planned N] [--lower-bound] [--lb-jobs N] [--lb-windows K]
-//           [--preemptible-below P] [--fair-share-age-limit HOURS]
+//           [--preemptible-below P] [--fair-share-age-limit HOURS] [--hard-quota]
 //
 // Inputs, per trace (files under --traces-dir, default $EGS_TRACES_DIR or ../shared/traces):
 //   philly    philly-pollux/philly.csv; teams = virtual clusters with quotas from
-//             helios/philly_vc.csv; priorities drawn from DefaultPriorityMix() with --seed.
+//             helios/philly_vc.csv (fair-share weights; with --hard-quota also each team
+//             workspace's GPU quota); priorities drawn from DefaultPriorityMix() with --seed.
 //   openb     alibaba-gpu-v2023/openb_pod_list_default.csv; priorities from QoS.
 //   tiresias  tiresias/60_job.csv; priorities drawn like Philly's.
 //   PATH.csv  any of the three formats, told apart by the header.
@@ -64,6 +65,7 @@ struct Args {
   std::optional<int> preemptible_below;
   std::optional<double> fair_share_age_limit_h;
   bool lower_bound = false;
+  bool hard_quota = false;
   std::size_t lb_jobs = 500;
   std::size_t lb_windows = 3;
   bool help = false;
@@ -75,7 +77,7 @@ constexpr const char* kUsage =
     "priority,fifo]\n"
     "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
     "               [--lower-bound] [--lb-jobs N] [--lb-windows K] [--preemptible-below P]\n"
-    "               [--fair-share-age-limit HOURS]\n";
+    "               [--fair-share-age-limit HOURS] [--hard-quota]\n";
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -151,7 +153,8 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
   return common::OkStatus();
 }
 
-// Accepts "--flag value" and "--flag=value"; --lower-bound and --help take no value.
+// Accepts "--flag value" and "--flag=value"; --lower-bound, --hard-quota and --help take no
+// value.
 common::Result<Args> ParseArgs(int argc, char** argv) {
   Args args;
   const char* env = std::getenv("EGS_TRACES_DIR");
@@ -162,6 +165,10 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
     std::string flag = argv[i];
     if (flag == "--lower-bound") {
       args.lower_bound = true;
+      continue;
+    }
+    if (flag == "--hard-quota") {
+      args.hard_quota = true;
       continue;
     }
     if (flag == "--help" || flag == "-h") {
@@ -309,6 +316,10 @@ common::Result<Setup> Prepare(const Args& args) {
     EGS_ASSIGN_OR_RETURN(s.quotas,
                          sim::LoadPhillyVcQuotas(args.traces_dir + "/helios/philly_vc.csv"));
   }
+  if (args.hard_quota && s.quotas.empty()) {
+    return common::InvalidArgumentError(fmt::format(
+        "--hard-quota: trace '{}' has no team quotas (only philly has them)", args.trace));
+  }
   EGS_ASSIGN_OR_RETURN(s.fleet, LoadFleet(args, file.second, s.fleet_description));
   for (const sim::FleetNodeSpec& node : s.fleet) s.total_gpus += node.gpus;
   return s;
@@ -354,6 +365,7 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
   sim::SimConfig config;
   config.policy = policy;
   config.quotas = setup.quotas;
+  config.hard_quota = args.hard_quota;
   config.max_planned = args.max_planned;
   config.preemptible_below = args.preemptible_below;
   if (args.fair_share_age_limit_h) {

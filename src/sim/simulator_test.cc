@@ -45,11 +45,11 @@ Trace RandomTrace(std::uint64_t seed, int jobs) {
   return t;
 }
 
-// The largest number of GPUs held at any instant by the outcomes.
-int PeakGpus(const SimResult& r) {
+// The largest number of GPUs held at any instant by the outcomes (of one team, if given).
+int PeakGpus(const SimResult& r, const std::string& team = "") {
   std::map<core::Time, int> delta;
   for (const JobOutcome& j : r.jobs) {
-    if (!j.start || !j.end) continue;
+    if (!j.start || !j.end || (!team.empty() && j.team != team)) continue;
     int booked = j.gpus <= 8 ? j.gpus : ((j.gpus + 7) / 8) * 8;
     delta[*j.start] += booked;
     delta[*j.end] -= booked;
@@ -79,6 +79,33 @@ TEST(SimulatorTest, EveryJobRunsAndNoGpuIsOversubscribed) {
       EXPECT_EQ(*j.end - *j.start, std::min(j.hold, j.requested)) << j.id;
     }
     EXPECT_LE(PeakGpus(*r), 32) << PolicyName(p);
+  }
+}
+
+// With hard quotas each team's workspace may hold at most its quota of GPUs at once; without
+// them the same trace has team "a" above its quota.
+TEST(SimulatorTest, HardQuotasCapEachTeamsGpusAtOnce) {
+  const Trace t = RandomTrace(5, 300);
+  for (Policy p : {Policy::kConservative, Policy::kEgs}) {
+    SimConfig cfg;
+    cfg.policy = p;
+    cfg.quotas = {{"a", 8}, {"b", 24}};
+    auto soft = RunSimulation(t, Nodes(4, 8), cfg);
+    ASSERT_TRUE(soft.ok()) << soft.error().ToString();
+    EXPECT_GT(PeakGpus(*soft, "a"), 8) << PolicyName(p);
+    cfg.hard_quota = true;
+    auto hard = RunSimulation(t, Nodes(4, 8), cfg);
+    ASSERT_TRUE(hard.ok()) << hard.error().ToString();
+    for (const JobOutcome& j : hard->jobs) {
+      if (j.team == "a" && j.gpus > 8) {
+        // More GPUs than its workspace's quota: held for an approval nobody gives here.
+        EXPECT_FALSE(j.start.has_value()) << j.id;
+        continue;
+      }
+      ASSERT_TRUE(j.start.has_value()) << PolicyName(p) << " never started " << j.id;
+    }
+    EXPECT_LE(PeakGpus(*hard, "a"), 8) << PolicyName(p);
+    EXPECT_LE(PeakGpus(*hard, "b"), 24) << PolicyName(p);
   }
 }
 
