@@ -98,8 +98,10 @@ std::uint64_t Scheduler::ConfirmedSeq(core::RequestId id) const {
 Scheduler::Reuse Scheduler::CheckPlan(const RequestRecord& r, const Plan& previous,
                                       std::int32_t rank, std::size_t position, Time now,
                                       const ReuseState& reuse, Plan* moved,
-                                      std::optional<inventory::NodeFit>* own_now) const {
+                                      std::optional<inventory::NodeFit>* own_now,
+                                      bool* under_rules) const {
   own_now->reset();
+  *under_rules = false;
   const core::RequestSpec& spec = r.spec;
   const Time start = previous.start;
   if (start < now) return Reuse::kPlace;
@@ -107,23 +109,36 @@ Scheduler::Reuse Scheduler::CheckPlan(const RequestRecord& r, const Plan& previo
   const std::uint64_t since = ConfirmedSeq(r.id);
   if (since < reuse.first_seq) return Reuse::kPlace;
   const core::WorkspacePolicy& policy = workspaces_.at(spec.workspace).policy;
-  // 1. The workspace rules must not be able to move the start: no quota, and fewer requests
-  //    than max_active allows, now and when the plan was made. (Where they can, the wait cause
-  //    a placement gives depends on the path its search took, so the request is placed again.)
-  //    Every entry that left the load since left a change of the workspace, so their count
-  //    bounds how many entries it held before.
+  // 1. The workspace rules. A plan that the nodes alone placed (no pool it may use had room
+  //    earlier) holds against the rules as long as they still allow its start: they can only
+  //    forbid starts, and the nodes offer none earlier unless a changed node does, which the
+  //    checks below find. A plan the rules moved holds only if the workspace's load is what it
+  //    was: no change of the workspace since (of any of its entries, ahead or behind; every
+  //    entry that joined or left the load left one). Where the rules count, the plan is only
+  //    kept or placed again, never moved (they may forbid the changed node's earlier start).
+  const WorkspaceLoad::Limits limits{policy.max_active_requests,
+                                     spec.quota_exempt ? std::nullopt : policy.gpu_quota};
+  static const WorkspaceLoad kEmptyLoad;
   auto load_it = loads_.find(spec.workspace);
-  const std::size_t entries = load_it == loads_.end() ? 0 : load_it->second.size();
-  const auto max_active = static_cast<std::size_t>(std::max(policy.max_active_requests, 0));
-  if ((policy.gpu_quota && !spec.quota_exempt) || entries + 1 > max_active) return Reuse::kPlace;
-  if (entries + 1 + reuse.total > max_active) {  // else no count of changes could matter
+  const WorkspaceLoad& load = load_it == loads_.end() ? kEmptyLoad : load_it->second;
+  const std::size_t entries = load.size();
+  const bool can_bind =
+      limits.gpu_quota || static_cast<std::int64_t>(entries) + 1 > limits.max_active;
+  if (previous.shaped_by_rules) {
     const auto& all = reuse.workspaces;
-    auto first = std::partition_point(all.begin(), all.end(),
-                                      [&](const auto& c) { return c.first < since; });
-    const auto left = static_cast<std::size_t>(
-        std::count_if(first, all.end(), [&](const auto& c) { return c.second == spec.workspace; }));
-    if (entries + left + 1 > max_active) return Reuse::kPlace;
+    const auto first_change = std::partition_point(all.begin(), all.end(),
+                                                   [&](const auto& c) { return c.first < since; });
+    if (std::any_of(first_change, all.end(),
+                    [&](const auto& c) { return c.second == spec.workspace; })) {
+      return Reuse::kPlace;
+    }
+  } else if (can_bind) {
+    const auto allowed = load.EarliestStart(
+        start, spec.duration, previous.gpus_per_node * spec.nodes, limits, rank, std::nullopt);
+    if (!allowed || *allowed != start) return Reuse::kPlace;
   }
+  const bool rules_count = previous.shaped_by_rules || can_bind;
+  *under_rules = rules_count;
   // 2. Its own pool must still be acceptable and the start still allowed there.
   const Time walk_not_before = backfill_->NotBefore({}, now);
   const inventory::Pool* own_pool = inventory_.FindPool(previous.pool);
@@ -237,6 +252,7 @@ Scheduler::Reuse Scheduler::CheckPlan(const RequestRecord& r, const Plan& previo
       if (!inventory::PreferredAtSameStart(best->fit, *own_fit)) return Reuse::kKeep;
     }
   }
+  if (rules_count) return Reuse::kPlace;
   moved->start = best->fit.start;
   moved->pool = best->pool->id;
   moved->shape = best->shape->id;
@@ -245,21 +261,30 @@ Scheduler::Reuse Scheduler::CheckPlan(const RequestRecord& r, const Plan& previo
   moved->gpus_per_node = core::GpusPerNode(spec, best->shape->gpus_per_node);
   moved->free = best->fit.free;
   moved->previous_end = best->fit.previous_end;
+  moved->shaped_by_rules = false;  // the nodes alone placed it (the rules do not count here)
   return Reuse::kMove;
 }
 
-WaitCause Scheduler::KeptCause(const RequestRecord& r, const Plan& plan, Time now) const {
-  // The rule behind the earliest allowed start, capacity after it, nothing when it starts now.
+WaitCause Scheduler::KeptCause(const RequestRecord& r, const Plan& plan, std::int32_t rank,
+                               Time now) const {
+  // What EvaluatePoolUpTo gives for the same start in the same pool.
   const auto [not_before, cause] =
       internal::EarliestAllowed(r.spec, *inventory_.FindPool(plan.pool), shapes_.at(plan.shape),
                                 now, backfill_->NotBefore({}, now), LeadOf(r));
-  if (plan.start == now) return WaitCause::kNone;
-  return plan.start > not_before ? WaitCause::kCapacity : cause;
+  const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
+  const WorkspaceLoad::Limits limits{policy.max_active_requests,
+                                     r.spec.quota_exempt ? std::nullopt : policy.gpu_quota};
+  static const WorkspaceLoad kEmptyLoad;
+  auto load_it = loads_.find(r.spec.workspace);
+  const WorkspaceLoad& load = load_it == loads_.end() ? kEmptyLoad : load_it->second;
+  return internal::PlanWaitCause(plan.start, now, not_before, cause, r.spec,
+                                 plan.gpus_per_node * r.spec.nodes, load, limits, rank,
+                                 std::nullopt);
 }
 
 void Scheduler::KeepPlan(RequestRecord& r, Plan plan, std::int32_t rank, Time now) {
   r.rank = rank;
-  r.wait_cause = KeptCause(r, plan, now);
+  r.wait_cause = KeptCause(r, plan, rank, now);
   inventory::Booking b = PlanBooking(r.spec, r.id, plan, rank);
   // CheckPlan found these nodes free for it against the bookings ahead of it (as they were when
   // a kept plan was booked, or now for a moved one), and the pool holds none behind it.
@@ -325,6 +350,7 @@ void Scheduler::ReplanKeeping(std::span<const core::RequestId> tail, ReuseState&
   BackfillPolicy::Walk walk;  // conservative backfill reads none (BeginReuse)
   Plan moved;
   std::optional<inventory::NodeFit> own_now;
+  bool under_rules = false;
   for (std::size_t k = 0; k < tail.size(); ++k) {
     const core::RequestId id = tail[k];
     const std::int32_t rank = reuse.ranks[k];
@@ -342,9 +368,9 @@ void Scheduler::ReplanKeeping(std::span<const core::RequestId> tail, ReuseState&
       NoteReplaced(r, old, reuse);
       continue;
     }
-    const Reuse verdict = previous
-                              ? CheckPlan(current, *previous, rank, k, now, reuse, &moved, &own_now)
-                              : Reuse::kPlace;
+    const Reuse verdict = previous ? CheckPlan(current, *previous, rank, k, now, reuse, &moved,
+                                               &own_now, &under_rules)
+                                   : Reuse::kPlace;
     if (verdict == Reuse::kKeep) {
       if (!booked) {
         if (own_now) {
@@ -358,12 +384,13 @@ void Scheduler::ReplanKeeping(std::span<const core::RequestId> tail, ReuseState&
           plan.free = own_now->free;
           plan.previous_end = own_now->previous_end;
         }
-        if (const WaitCause cause = KeptCause(current, *previous, now);
+        if (const WaitCause cause = KeptCause(current, *previous, rank, now);
             cause != current.wait_cause) {
           requests_.at(id).wait_cause = cause;
         }
       }
       ++kept_plans_;
+      if (under_rules) ++kept_under_rules_;
       continue;
     }
     std::optional<Plan> old = previous;

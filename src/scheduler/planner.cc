@@ -80,7 +80,7 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
                                pool.id.value(), spec.nodes, gpus, pool.nodes.size());
       return opt;
     }
-    if (fit->start > t) cause = WaitCause::kCapacity;
+    if (!opt.first_fit) opt.first_fit = fit->start;
     auto ws_start =
         load.EarliestStart(fit->start, spec.duration, total_gpus, limits, load_rank, ignore);
     if (!ws_start) {
@@ -96,16 +96,11 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
       opt.node_previous_end = fit->previous_end;
       break;
     }
-    // The workspace rules moved it: find which one for the explanation.
-    WorkspaceLoad::Limits count_only{limits.max_active, std::nullopt};
-    auto by_count =
-        load.EarliestStart(fit->start, spec.duration, total_gpus, count_only, load_rank, ignore);
-    cause = (by_count && *by_count == *ws_start) ? WaitCause::kMaxActive : WaitCause::kQuota;
-    t = *ws_start;
+    t = *ws_start;  // the workspace rules moved it
   }
   opt.wait = *opt.start - now;
-  if (*opt.start == now) cause = WaitCause::kNone;
-  opt.cause = cause;
+  opt.cause = internal::PlanWaitCause(*opt.start, now, not_before, cause, spec, total_gpus, load,
+                                      limits, load_rank, ignore);
   if (shape.price_per_gpu_hour) {
     opt.price = *shape.price_per_gpu_hour * total_gpus * common::ToHours(spec.duration);
   }
@@ -181,6 +176,9 @@ Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestS
   plan.gpus_per_node = core::GpusPerNode(spec, shapes_.at(best->shape).gpus_per_node);
   plan.free = best->node_free;
   plan.previous_end = best->node_previous_end;
+  plan.shaped_by_rules = std::any_of(options.begin(), options.end(), [&](const QuoteOption& o) {
+    return o.first_fit && *o.first_fit < plan.start;
+  });
   result.plan = std::move(plan);
   result.cause = best->cause;
   return result;

@@ -16,6 +16,7 @@
 #include "core/workspace.h"
 #include "inventory/inventory.h"
 #include "scheduler/request_record.h"
+#include "scheduler/workspace_load.h"
 
 namespace egs::scheduler::internal {
 
@@ -91,6 +92,28 @@ inline std::pair<core::Time, WaitCause> EarliestAllowed(const core::RequestSpec&
     cause = WaitCause::kEarliestStart;
   }
   return {earliest, cause};
+}
+
+// The wait cause of a plan starting at `start` in a pool where the request may start from
+// `not_before` on (for `allowed_cause`, EarliestAllowed's): nothing when it starts at `now`;
+// the allowed cause when it starts as early as allowed; a workspace rule when the rules
+// (`limits` over `load`, counting the plans ranked below `load_rank`) forbid starting an
+// instant earlier, max-active if the count alone does; capacity otherwise. A function of the
+// plan and what it counts, so that a kept plan and a placed one read the same.
+inline WaitCause PlanWaitCause(core::Time start, core::Time now, core::Time not_before,
+                               WaitCause allowed_cause, const core::RequestSpec& spec,
+                               int total_gpus, const WorkspaceLoad& load,
+                               const WorkspaceLoad::Limits& limits, std::int32_t load_rank,
+                               std::optional<core::RequestId> ignore) {
+  if (start == now) return WaitCause::kNone;
+  if (start <= not_before) return allowed_cause;
+  const core::Time before = start - core::Duration(1);
+  const auto ws = load.EarliestStart(before, spec.duration, total_gpus, limits, load_rank, ignore);
+  if (ws && *ws == before) return WaitCause::kCapacity;
+  const WorkspaceLoad::Limits count_only{limits.max_active, std::nullopt};
+  const auto by_count =
+      load.EarliestStart(before, spec.duration, total_gpus, count_only, load_rank, ignore);
+  return by_count && *by_count != before ? WaitCause::kMaxActive : WaitCause::kQuota;
 }
 
 }  // namespace egs::scheduler::internal

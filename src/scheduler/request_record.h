@@ -40,8 +40,17 @@ struct Plan {
   // compares them with the node's present ones. free is -1 for a gang, or when unknown.
   int free = -1;
   core::Time previous_end = common::kInfinitePast;
+  // Whether the workspace rules may have moved the start: when the plan was made, some pool it
+  // may use had room for it earlier (Scheduler::Place), or a kept plan had it set. Plan reuse
+  // reads it; it is not part of what the plan is (operator== leaves it out), since a kept
+  // plan may carry a true that placing it again would no longer give.
+  bool shaped_by_rules = false;
 
-  friend bool operator==(const Plan&, const Plan&) = default;
+  friend bool operator==(const Plan& a, const Plan& b) {
+    return a.start == b.start && a.nodes == b.nodes && a.pool == b.pool && a.shape == b.shape &&
+           a.cluster == b.cluster && a.gpus_per_node == b.gpus_per_node && a.free == b.free &&
+           a.previous_end == b.previous_end;
+  }
 };
 
 struct PendingExtension {

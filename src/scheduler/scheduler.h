@@ -110,6 +110,9 @@ struct QuoteOption {
   // One node: its free GPUs at the start and previous booking end (inventory::Fit).
   int node_free = -1;
   core::Time node_previous_end = common::kInfinitePast;
+  // The earliest start the pool's nodes alone offered, before the workspace rules moved it
+  // (nullopt: none by the search's cap).
+  std::optional<core::Time> first_fit;
 };
 
 struct QuoteResult {
@@ -329,6 +332,8 @@ class Scheduler {
   std::size_t kept_plan_count() const { return kept_plans_; }
   // Plans that plan reuse moved to a changed node without a search (also counted as placements).
   std::size_t moved_plan_count() const { return moved_plans_; }
+  // Of the kept plans, those of requests whose workspace rules could have shaped them.
+  std::size_t kept_under_rules_count() const { return kept_under_rules_; }
   const quota::UsageLedger& ledger() const { return ledger_; }
   // Re-plans the queue from `position` on, placing every request again whatever changed
   // (benchmarks of a full re-plan; the loop re-plans incrementally on its own). Returns the
@@ -459,12 +464,15 @@ class Scheduler {
   // holds, moves (to `*moved`) or needs a placement. A plan that holds on a node whose values
   // at its start changed (Plan::free, ::previous_end) holds with those in `*own_now`. The
   // inventory may still hold plans ranked at or after `rank`; they are not counted.
+  // `*under_rules` says whether the workspace rules could have shaped the plan (then it is only
+  // ever kept or placed again, never moved).
   Reuse CheckPlan(const RequestRecord& r, const Plan& previous, std::int32_t rank,
                   std::size_t position, core::Time now, const ReuseState& reuse, Plan* moved,
-                  std::optional<inventory::NodeFit>* own_now) const;
-  // The wait cause of a kept or moved plan: what EvaluatePoolUpTo gives when the workspace rules
-  // do not move the start.
-  WaitCause KeptCause(const RequestRecord& r, const Plan& plan, core::Time now) const;
+                  std::optional<inventory::NodeFit>* own_now, bool* under_rules) const;
+  // The wait cause of a kept or moved plan ranked `rank`: what EvaluatePoolUpTo gives for it
+  // (internal::PlanWaitCause).
+  WaitCause KeptCause(const RequestRecord& r, const Plan& plan, std::int32_t rank,
+                      core::Time now) const;
   // Books a plan that CheckPlan kept after a pool clear unbooked it, or the plan it moved to
   // (the inventory must hold no plan behind it in that pool).
   void KeepPlan(RequestRecord& r, Plan plan, std::int32_t rank, core::Time now);
@@ -586,6 +594,7 @@ class Scheduler {
   std::size_t placements_ = 0;
   std::size_t kept_plans_ = 0;
   std::size_t moved_plans_ = 0;
+  std::size_t kept_under_rules_ = 0;
   mutable std::vector<std::uint32_t> reuse_slots_;  // CheckPlan's scratch
   // Per request id: the change-log sequence number at the re-plan that last made or kept its
   // plan (plan reuse); beside the records, so that keeping a plan writes no record.

@@ -259,6 +259,7 @@ TEST(SchedulerPropertyTest, KeptPlansAreThePlansOfPlacingEveryRequestAgain) {
   place_all.reuse_plans = false;
   std::size_t kept = 0;
   std::size_t moved = 0;
+  std::size_t kept_under_rules = 0;
   for (std::uint64_t seed = 1; seed <= 120; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     PropertyRun reusing(seed);
@@ -309,6 +310,7 @@ TEST(SchedulerPropertyTest, KeptPlansAreThePlansOfPlacingEveryRequestAgain) {
     }
     kept += reusing.harness().sched->kept_plan_count();
     moved += reusing.harness().sched->moved_plan_count();
+    kept_under_rules += reusing.harness().sched->kept_under_rules_count();
     EXPECT_EQ(placing.harness().sched->kept_plan_count(), 0u);
     EXPECT_EQ(placing.harness().sched->moved_plan_count(), 0u);
   }
@@ -316,6 +318,9 @@ TEST(SchedulerPropertyTest, KeptPlansAreThePlansOfPlacingEveryRequestAgain) {
   // search), or the comparison says nothing.
   EXPECT_GT(kept, 1000u);
   EXPECT_GT(moved, 100u);
+  // Workspaces 1-3 hold few requests at once, and 2 has a GPU quota.
+  EXPECT_GT(kept_under_rules, 100u);
+  std::printf("kept %zu (under workspace rules %zu), moved %zu\n", kept, kept_under_rules, moved);
 }
 
 }  // namespace
