@@ -60,6 +60,36 @@ core::RequestSpec RegularSpec(common::Rng& rng) {
   return s;
 }
 
+// `clusters` clusters and `shapes` shapes of 8 GPUs, with `nodes_per_pool` nodes of each shape
+// in each cluster; node ids run from 1 in (shape, cluster) order.
+void AddFleet(scheduler::Scheduler& s, int clusters, int shapes, int nodes_per_pool) {
+  std::uint32_t node_id = 1;
+  for (int c = 1; c <= clusters; ++c) {
+    core::Cluster cl;
+    cl.id = core::ClusterId(static_cast<std::uint32_t>(c));
+    cl.name = "cluster-" + std::to_string(c);
+    EGS_CHECK(s.AddCluster(cl).ok());
+  }
+  for (int sh = 1; sh <= shapes; ++sh) {
+    core::GpuShape shape;
+    shape.id = core::ShapeId(static_cast<std::uint32_t>(sh));
+    shape.name = "shape-" + std::to_string(sh);
+    shape.gpus_per_node = 8;
+    EGS_CHECK(s.AddShape(shape).ok());
+    for (int c = 1; c <= clusters; ++c) {
+      for (int i = 0; i < nodes_per_pool; ++i) {
+        core::Node n;
+        n.id = core::NodeId(node_id++);
+        n.name = "node-" + std::to_string(n.id.value());
+        n.cluster = core::ClusterId(static_cast<std::uint32_t>(c));
+        n.shape = shape.id;
+        n.gpus.resize(8);
+        EGS_CHECK(s.AddNode(n).ok());
+      }
+    }
+  }
+}
+
 World& TheWorld() {
   static World* world = [] {
     auto* w = new World();  // NOLINT: intentionally leaked, shared by every benchmark
@@ -71,31 +101,7 @@ World& TheWorld() {
     options.max_decisions = 1'000'000;
     w->sched = std::make_unique<scheduler::Scheduler>(w->clock, w->connector, options);
     auto& s = *w->sched;
-    std::uint32_t node_id = 1;
-    for (int c = 1; c <= kClusters; ++c) {
-      core::Cluster cl;
-      cl.id = core::ClusterId(static_cast<std::uint32_t>(c));
-      cl.name = "cluster-" + std::to_string(c);
-      EGS_CHECK(s.AddCluster(cl).ok());
-    }
-    for (int sh = 1; sh <= kShapesPerCluster; ++sh) {
-      core::GpuShape shape;
-      shape.id = core::ShapeId(static_cast<std::uint32_t>(sh));
-      shape.name = "shape-" + std::to_string(sh);
-      shape.gpus_per_node = 8;
-      EGS_CHECK(s.AddShape(shape).ok());
-      for (int c = 1; c <= kClusters; ++c) {
-        for (int i = 0; i < kNodesPerPool; ++i) {
-          core::Node n;
-          n.id = core::NodeId(node_id++);
-          n.name = "node-" + std::to_string(n.id.value());
-          n.cluster = core::ClusterId(static_cast<std::uint32_t>(c));
-          n.shape = shape.id;
-          n.gpus.resize(8);
-          EGS_CHECK(s.AddNode(n).ok());
-        }
-      }
-    }
+    AddFleet(s, kClusters, kShapesPerCluster, kNodesPerPool);
     for (std::uint32_t ws = 1; ws <= 21; ++ws) {
       core::Workspace w_;
       w_.id = core::WorkspaceId(ws);
@@ -292,31 +298,7 @@ QuotaWorld& TheQuotaWorld(bool limits) {
   options.max_decisions = 1'000'000;
   world->sched = std::make_unique<scheduler::Scheduler>(world->clock, world->connector, options);
   auto& s = *world->sched;
-  std::uint32_t node_id = 1;
-  for (std::uint32_t c = 1; c <= 2; ++c) {
-    core::Cluster cl;
-    cl.id = core::ClusterId(c);
-    cl.name = "cluster-" + std::to_string(c);
-    EGS_CHECK(s.AddCluster(cl).ok());
-  }
-  for (std::uint32_t sh = 1; sh <= 2; ++sh) {
-    core::GpuShape shape;
-    shape.id = core::ShapeId(sh);
-    shape.name = "shape-" + std::to_string(sh);
-    shape.gpus_per_node = 8;
-    EGS_CHECK(s.AddShape(shape).ok());
-    for (std::uint32_t c = 1; c <= 2; ++c) {
-      for (int i = 0; i < 250; ++i) {
-        core::Node n;
-        n.id = core::NodeId(node_id++);
-        n.name = "node-" + std::to_string(n.id.value());
-        n.cluster = core::ClusterId(c);
-        n.shape = shape.id;
-        n.gpus.resize(8);
-        EGS_CHECK(s.AddNode(n).ok());
-      }
-    }
-  }
+  AddFleet(s, 2, 2, 250);
   for (std::uint32_t ws = 1; ws <= 10; ++ws) {
     core::Workspace w;
     w.id = core::WorkspaceId(ws);

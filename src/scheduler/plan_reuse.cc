@@ -116,14 +116,10 @@ Scheduler::Reuse Scheduler::CheckPlan(const RequestRecord& r, const Plan& previo
   //    was: no change of the workspace since (of any of its entries, ahead or behind; every
   //    entry that joined or left the load left one). Where the rules count, the plan is only
   //    kept or placed again, never moved (they may forbid the changed node's earlier start).
-  const WorkspaceLoad::Limits limits{policy.max_active_requests,
-                                     spec.quota_exempt ? std::nullopt : policy.gpu_quota};
-  static const WorkspaceLoad kEmptyLoad;
-  auto load_it = loads_.find(spec.workspace);
-  const WorkspaceLoad& load = load_it == loads_.end() ? kEmptyLoad : load_it->second;
-  const std::size_t entries = load.size();
+  const WorkspaceLoad::Limits limits = internal::LimitsFor(spec, policy);
+  const WorkspaceLoad& load = internal::LoadOf(loads_, spec.workspace);
   const bool can_bind =
-      limits.gpu_quota || static_cast<std::int64_t>(entries) + 1 > limits.max_active;
+      limits.gpu_quota || static_cast<std::int64_t>(load.size()) + 1 > limits.max_active;
   if (previous.shaped_by_rules) {
     const auto& all = reuse.workspaces;
     const auto first_change = std::partition_point(all.begin(), all.end(),
@@ -271,15 +267,10 @@ WaitCause Scheduler::KeptCause(const RequestRecord& r, const Plan& plan, std::in
   const auto [not_before, cause] =
       internal::EarliestAllowed(r.spec, *inventory_.FindPool(plan.pool), shapes_.at(plan.shape),
                                 now, backfill_->NotBefore({}, now), LeadOf(r));
-  const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
-  const WorkspaceLoad::Limits limits{policy.max_active_requests,
-                                     r.spec.quota_exempt ? std::nullopt : policy.gpu_quota};
-  static const WorkspaceLoad kEmptyLoad;
-  auto load_it = loads_.find(r.spec.workspace);
-  const WorkspaceLoad& load = load_it == loads_.end() ? kEmptyLoad : load_it->second;
-  return internal::PlanWaitCause(plan.start, now, not_before, cause, r.spec,
-                                 plan.gpus_per_node * r.spec.nodes, load, limits, rank,
-                                 std::nullopt);
+  return internal::PlanWaitCause(
+      plan.start, now, not_before, cause, r.spec, plan.gpus_per_node * r.spec.nodes,
+      internal::LoadOf(loads_, r.spec.workspace),
+      internal::LimitsFor(r.spec, workspaces_.at(r.spec.workspace).policy), rank, std::nullopt);
 }
 
 void Scheduler::KeepPlan(RequestRecord& r, Plan plan, std::int32_t rank, Time now) {

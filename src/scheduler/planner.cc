@@ -49,8 +49,7 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
                              shape.gpus_per_node, gpus);
     return opt;
   }
-  WorkspaceLoad::Limits limits{ws.policy.max_active_requests,
-                               spec.quota_exempt ? std::nullopt : ws.policy.gpu_quota};
+  const WorkspaceLoad::Limits limits = internal::LimitsFor(spec, ws.policy);
   const int total_gpus = gpus * spec.nodes;
   auto [not_before, cause] =
       internal::EarliestAllowed(spec, pool, shape, now, not_before_in, in.lead);
@@ -63,9 +62,7 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
   q.max_plan_rank = max_rank;
   q.ignore_request = ignore;
   q.latest_start = latest_start;
-  static const WorkspaceLoad kEmptyLoad;
-  auto load_it = in.loads.find(spec.workspace);
-  const WorkspaceLoad& load = load_it == in.loads.end() ? kEmptyLoad : load_it->second;
+  const WorkspaceLoad& load = internal::LoadOf(in.loads, spec.workspace);
   // Alternate between the two constraints until both agree on a start; each round moves the
   // candidate strictly later, to a boundary of some booking, so the loop ends.
   Time t = not_before;

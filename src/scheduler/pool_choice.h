@@ -94,6 +94,21 @@ inline std::pair<core::Time, WaitCause> EarliestAllowed(const core::RequestSpec&
   return {earliest, cause};
 }
 
+// The workspace rules a request is held to: its workspace's cap on requests at once, and its
+// GPU quota unless the request is exempt.
+inline WorkspaceLoad::Limits LimitsFor(const core::RequestSpec& spec,
+                                       const core::WorkspacePolicy& policy) {
+  return {policy.max_active_requests, spec.quota_exempt ? std::nullopt : policy.gpu_quota};
+}
+
+// A workspace's load in `loads`, or an empty one if it has none.
+inline const WorkspaceLoad& LoadOf(const std::map<core::WorkspaceId, WorkspaceLoad>& loads,
+                                   core::WorkspaceId workspace) {
+  static const WorkspaceLoad kEmpty;
+  auto it = loads.find(workspace);
+  return it == loads.end() ? kEmpty : it->second;
+}
+
 // The wait cause of a plan starting at `start` in a pool where the request may start from
 // `not_before` on (for `allowed_cause`, EarliestAllowed's): nothing when it starts at `now`;
 // the allowed cause when it starts as early as allowed; a workspace rule when the rules

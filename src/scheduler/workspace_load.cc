@@ -27,9 +27,9 @@ core::Time Slide(core::Time not_before, core::Duration length, int gpus,
   return candidate;
 }
 
-}  // namespace
-
-namespace {
+auto IsOf(core::RequestId request) {
+  return [request](const WorkspaceLoad::Entry& e) { return e.request == request; };
+}
 
 bool RankLess(const WorkspaceLoad::Entry& a, const WorkspaceLoad::Entry& b) {
   if (a.rank != b.rank) return a.rank < b.rank;
@@ -39,13 +39,11 @@ bool RankLess(const WorkspaceLoad::Entry& a, const WorkspaceLoad::Entry& b) {
 }  // namespace
 
 std::vector<WorkspaceLoad::Entry>::iterator WorkspaceLoad::FindEntry(core::RequestId request) {
-  return std::find_if(entries_.begin(), entries_.end(),
-                      [&](const Entry& e) { return e.request == request; });
+  return std::find_if(entries_.begin(), entries_.end(), IsOf(request));
 }
 
 const WorkspaceLoad::Entry* WorkspaceLoad::Find(core::RequestId request) const {
-  auto it = std::find_if(entries_.begin(), entries_.end(),
-                         [&](const Entry& e) { return e.request == request; });
+  auto it = std::find_if(entries_.begin(), entries_.end(), IsOf(request));
   return it == entries_.end() ? nullptr : &*it;
 }
 
@@ -166,31 +164,23 @@ void WorkspaceLoad::Rebuild() const {
 }
 
 void WorkspaceLoad::MoveHorizon(std::int32_t rank) const {
-  if (!valid_) {
-    horizon_ = rank;
-    Rebuild();
-    return;
-  }
-  if (rank == horizon_) return;
-  // Reservations (rank -1) count only under a horizon >= 0: crossing it changes them all.
-  if ((rank >= 0) != (horizon_ >= 0)) {
-    horizon_ = rank;
-    Rebuild();
-    return;
-  }
-  // The plans ranked between the two horizons change sides.
+  if (valid_ && rank == horizon_) return;
+  // The plans ranked between the two horizons change sides, one by one unless that is more than
+  // half of the entries. Reservations (rank -1) count only under a horizon >= 0, so crossing
+  // it changes them all.
   const auto first = FirstOfRank(std::max(std::min(rank, horizon_), 0));
   const auto last = FirstOfRank(std::max(std::max(rank, horizon_), 0));
-  if (2 * static_cast<std::size_t>(last - first) > entries_.size()) {
-    horizon_ = rank;
+  const bool rebuild = !valid_ || (rank >= 0) != (horizon_ >= 0) ||
+                       2 * static_cast<std::size_t>(last - first) > entries_.size();
+  const int sign = rank > horizon_ ? 1 : -1;
+  horizon_ = rank;
+  if (rebuild) {
     Rebuild();
     return;
   }
-  const int sign = rank > horizon_ ? 1 : -1;
   for (auto it = first; it != last; ++it) {
     if (!it->window.empty()) Apply(*it, sign);
   }
-  horizon_ = rank;
 }
 
 std::optional<core::Time> WorkspaceLoad::EarliestStart(
