@@ -9,8 +9,13 @@ add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${EGS_WARNINGS}>")
 
 option(EGS_SANITIZE "Build with ASan and UBSan" OFF)
 if(EGS_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
-                      -fno-sanitize-recover=all)
+  # UBSan's null and alignment checks instrument every member access and pointer use: without
+  # them (and with line tables only, -g1, in the asan preset) the whole asan build took 948 s
+  # instead of 1,359 s on 2 cores, and its tests 185 s instead of 304 s, which keeps CI inside
+  # its time budget. A null dereference still stops the run (ASan reports
+  # the SEGV with its stack), and x86 tolerates misaligned loads. Every other UBSan check stays.
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize=null,alignment
+                      -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=address,undefined)
 endif()
 option(EGS_TSAN "Build with TSan" OFF)

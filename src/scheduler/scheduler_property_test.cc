@@ -19,8 +19,11 @@ using testing::SchedulerHarness;
 
 class PropertyRun {
  public:
-  explicit PropertyRun(std::uint64_t seed, SchedulerOptions options = {})
-      : rng_(seed), h_(options) {
+  // A run with check_invariants false only plans after each step: the lockstep test uses one as
+  // the reference beside a checked run (the invariants of both are those of the same schedule).
+  explicit PropertyRun(std::uint64_t seed, SchedulerOptions options = {},
+                       bool check_invariants = true)
+      : rng_(seed), h_(options), check_invariants_(check_invariants) {
     h_.AddCluster(1);
     h_.AddCluster(2);
     h_.AddShape(1, 8);
@@ -205,6 +208,7 @@ class PropertyRun {
 
   void CheckInvariants() {
     h_.sched->EnsurePlanned();
+    if (!check_invariants_) return;
     auto inv = h_.sched->inventory().CheckInvariants();
     ASSERT_TRUE(inv.ok()) << inv.ToString();
     std::size_t queued = 0;
@@ -234,6 +238,7 @@ class PropertyRun {
 
   common::Rng rng_;
   SchedulerHarness h_;
+  bool check_invariants_;
   std::vector<core::RequestId> submitted_;
   std::set<core::NodeId> unhealthy_;
 };
@@ -263,7 +268,7 @@ TEST(SchedulerPropertyTest, KeptPlansAreThePlansOfPlacingEveryRequestAgain) {
   for (std::uint64_t seed = 1; seed <= 120; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     PropertyRun reusing(seed);
-    PropertyRun placing(seed, place_all);
+    PropertyRun placing(seed, place_all, /*check_invariants=*/false);
     for (int i = 0; i < 300; ++i) {
       reusing.Step();
       placing.Step();
