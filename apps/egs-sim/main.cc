@@ -24,6 +24,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -35,6 +37,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -100,7 +103,28 @@ common::Result<T> ParseNumber(const std::string& flag, const std::string& text) 
   return value;
 }
 
+// The flags that take a value (ParseFlag reads each of them).
+constexpr std::array<std::string_view, 13> kValuedFlags = {"--trace",
+                                                           "--traces-dir",
+                                                           "--fleet",
+                                                           "--out",
+                                                           "--policy",
+                                                           "--load",
+                                                           "--seed",
+                                                           "--max-jobs",
+                                                           "--max-planned",
+                                                           "--preemptible-below",
+                                                           "--lb-jobs",
+                                                           "--lb-windows",
+                                                           "--fair-share-age-limit"};
+
+bool IsValuedFlag(std::string_view flag) {
+  return std::find(kValuedFlags.begin(), kValuedFlags.end(), flag) != kValuedFlags.end();
+}
+
 common::Status ParseFlag(Args& args, const std::string& flag, const std::string& value) {
+  if (!IsValuedFlag(flag))
+    return common::InvalidArgumentError(fmt::format("unknown flag '{}'", flag));
   if (flag == "--trace") {
     args.trace = value;
   } else if (flag == "--traces-dir") {
@@ -113,22 +137,38 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
     args.policies.clear();
     for (const std::string& name : SplitCommas(value)) {
       EGS_ASSIGN_OR_RETURN(sim::Policy p, sim::ParsePolicy(name));
+      if (std::find(args.policies.begin(), args.policies.end(), p) != args.policies.end()) {
+        return common::InvalidArgumentError(
+            fmt::format("--policy: '{}' is given twice (each policy runs once per load)", name));
+      }
       args.policies.push_back(p);
     }
   } else if (flag == "--load") {
     args.loads = SplitCommas(value);
+    std::vector<double> rhos;
     for (const std::string& load : args.loads) {
-      if (load == "trace") continue;
+      if (load == "trace") {
+        if (std::count(args.loads.begin(), args.loads.end(), "trace") > 1) {
+          return common::InvalidArgumentError("--load: 'trace' is given twice");
+        }
+        continue;
+      }
       EGS_ASSIGN_OR_RETURN(double rho, ParseNumber<double>("--load", load));
       if (!(rho > 0 && rho < 100)) {
         return common::InvalidArgumentError(
             fmt::format("--load: '{}' must be 'trace' or a load in (0, 100)", load));
       }
+      if (std::find(rhos.begin(), rhos.end(), rho) != rhos.end()) {
+        return common::InvalidArgumentError(
+            fmt::format("--load: {} is given twice (each load runs once per policy)", load));
+      }
+      rhos.push_back(rho);
     }
   } else if (flag == "--seed") {
     EGS_ASSIGN_OR_RETURN(args.seed, ParseNumber<std::uint64_t>(flag, value));
   } else if (flag == "--max-jobs") {
     EGS_ASSIGN_OR_RETURN(args.max_jobs, ParseNumber<std::size_t>(flag, value));
+    if (args.max_jobs < 1) return common::InvalidArgumentError("--max-jobs: must be >= 1");
   } else if (flag == "--max-planned") {
     EGS_ASSIGN_OR_RETURN(args.max_planned, ParseNumber<std::size_t>(flag, value));
   } else if (flag == "--preemptible-below") {
@@ -147,8 +187,6 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
   } else if (flag == "--lb-windows") {
     EGS_ASSIGN_OR_RETURN(args.lb_windows, ParseNumber<std::size_t>(flag, value));
     if (args.lb_windows < 1) return common::InvalidArgumentError("--lb-windows: must be >= 1");
-  } else {
-    return common::InvalidArgumentError(fmt::format("unknown flag '{}'", flag));
   }
   return common::OkStatus();
 }
@@ -181,6 +219,8 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
       flag.resize(eq);
     } else if (i + 1 < argc) {
       value = argv[++i];
+    } else if (!IsValuedFlag(flag)) {
+      return common::InvalidArgumentError(fmt::format("unknown flag '{}'", flag));
     } else {
       return common::InvalidArgumentError(fmt::format("{}: missing value", flag));
     }

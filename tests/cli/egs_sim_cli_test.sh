@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# egs-sim's command line: every bad flag exits 2 with a message that names the flag and the
+# reason, and creates nothing; a good run exits 0 and writes its report.
+# Usage: egs_sim_cli_test.sh EGS_SIM TRACE_CSV   (EGS_TRACES_DIR: the shared traces)
+set -uo pipefail
+sim=$1
+trace=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+# bad ARGS... -- EXPECTED: egs-sim must exit 2, print EXPECTED on stderr, create no --out.
+bad() {
+  local expected=${*: -1}
+  local args=("${@:1:$#-2}")
+  local out="$work/out"
+  rm -rf "$out"
+  "$sim" --trace "$trace" --fleet 4x8 --out "$out" "${args[@]}" >"$work/stdout" 2>"$work/stderr"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then
+    echo "FAIL: ${args[*]}: exit $rc, want 2" >&2
+    failures=$((failures + 1))
+  elif ! grep -qF -- "$expected" "$work/stderr"; then
+    echo "FAIL: ${args[*]}: stderr does not say '$expected':" >&2
+    cat "$work/stderr" >&2
+    failures=$((failures + 1))
+  elif [[ -e $out ]]; then
+    echo "FAIL: ${args[*]}: created $out" >&2
+    failures=$((failures + 1))
+  fi
+}
+
+bad --policy egs,egs -- "--policy: 'egs' is given twice"
+bad --policy egs,nosuch -- "--policy: unknown policy 'nosuch'"
+bad --load 0.9,0.90 -- "--load: 0.90 is given twice"
+bad --load trace,trace -- "--load: 'trace' is given twice"
+bad --load 0 -- "--load: '0' must be 'trace' or a load in (0, 100)"
+bad --load 0.9x -- "--load: '0.9x' is not a number"
+bad --max-jobs 0 -- "--max-jobs: must be >= 1"
+bad --seed -1 -- "--seed: '-1' is not a number"
+bad --lb-jobs 0 -- "--lb-jobs: must be >= 1"
+bad --fair-share-age-limit 0 -- "--fair-share-age-limit: '0' must be hours in (0, 8760]"
+bad --bogus -- "unknown flag '--bogus'"
+bad --bogus 1 -- "unknown flag '--bogus'"
+bad --seed -- "--seed: missing value"
+bad --fleet 0x8 -- "--fleet: '0x8' is neither philly, openb, tiresias nor NxG"
+
+# A good run: one policy, one load, the report and the per-request CSV.
+if ! "$sim" --trace "$trace" --fleet 4x8 --policy egs,fifo --load 0.9 --out "$work/good" \
+    >"$work/stdout" 2>"$work/stderr"; then
+  echo "FAIL: good run exited non-zero:" >&2
+  cat "$work/stderr" >&2
+  failures=$((failures + 1))
+else
+  for f in summary.json report.md; do
+    [[ -s $work/good/$f ]] || { echo "FAIL: good run wrote no $f" >&2; failures=$((failures + 1)); }
+  done
+fi
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures egs-sim command-line check(s) failed" >&2
+  exit 1
+fi
+echo "egs-sim command line: all checks passed"
