@@ -34,6 +34,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -432,6 +433,15 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
              static_cast<double>(result->jobs.size()) * rate,
              static_cast<double>(result->stats.placements) * rate,
              summary.metrics.overall.wait_mean_s);
+  // Requests refused at submit (they can never fit the fleet) are counted as never started in
+  // the report; say here how many and why, so that a fleet that does not match the trace shows.
+  std::map<std::string, std::size_t> rejected;
+  for (const sim::JobOutcome& job : result->jobs) {
+    if (job.rejected) ++rejected[job.reject_reason];
+  }
+  for (const auto& [reason, count] : rejected) {
+    fmt::print(stderr, "      {} of them rejected at submit: {}\n", count, reason);
+  }
   if (args.lower_bound) {
     if (!state.bounds) state.bounds = ComputeBounds(args, *result, setup.total_gpus, clock);
     summary.lower_bound = sim::CompareToBounds(*result, *state.bounds);

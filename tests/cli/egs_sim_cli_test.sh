@@ -57,6 +57,17 @@ else
   done
 fi
 
+# Jobs that can never fit the fleet (8 GPUs on one 4-GPU node) are rejected, and said so.
+if ! "$sim" --trace "$trace" --fleet 1x4 --policy egs --load 0.9 --out "$work/small" \
+    >"$work/stdout" 2>"$work/stderr"; then
+  echo "FAIL: small-fleet run exited non-zero" >&2
+  failures=$((failures + 1))
+elif ! grep -qE '^ +[0-9]+ of them rejected at submit: .*cannot hold 2 node' "$work/stderr"; then
+  echo "FAIL: small-fleet run does not report its rejected jobs:" >&2
+  cat "$work/stderr" >&2
+  failures=$((failures + 1))
+fi
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures egs-sim command-line check(s) failed" >&2
   exit 1
