@@ -104,20 +104,49 @@ Result<bool> CsvReader::Next() {
   return false;
 }
 
-Status CsvReader::Split(std::string_view line, std::vector<std::string_view>& out) const {
-  if (line.find('"') != std::string_view::npos) {
-    return RowError("quoted fields are not supported (found '\"')");
-  }
+Status CsvReader::Split(std::string_view line, std::vector<std::string_view>& out) {
   out.clear();
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = line.find(',', start);
-    if (comma == std::string_view::npos) {
-      out.push_back(line.substr(start));
-      return common::OkStatus();
+  unquoted_.clear();
+  std::size_t i = 0;
+  for (;;) {
+    const std::size_t field = out.size() + 1;
+    if (i < line.size() && line[i] == '"') {
+      std::string& text = unquoted_.emplace_back();
+      std::size_t from = i + 1;
+      for (;;) {
+        const std::size_t quote = line.find('"', from);
+        if (quote == std::string_view::npos) {
+          return RowError(fmt::format(
+              "field {}: its quote does not close on this line (fields over several lines are "
+              "not supported)",
+              field));
+        }
+        text.append(line.substr(from, quote - from));
+        if (quote + 1 < line.size() && line[quote + 1] == '"') {  // "" is one quote
+          text.push_back('"');
+          from = quote + 2;
+          continue;
+        }
+        i = quote + 1;
+        break;
+      }
+      out.push_back(text);
+      if (i == line.size()) return common::OkStatus();
+      if (line[i] != ',') {
+        return RowError(fmt::format("field {}: text after its closing quote", field));
+      }
+      ++i;
+      continue;
     }
-    out.push_back(line.substr(start, comma - start));
-    start = comma + 1;
+    const std::size_t comma = line.find(',', i);
+    const std::string_view text =
+        line.substr(i, comma == std::string_view::npos ? std::string_view::npos : comma - i);
+    if (text.find('"') != std::string_view::npos) {
+      return RowError(fmt::format("field {}: a quote inside an unquoted field", field));
+    }
+    out.push_back(text);
+    if (comma == std::string_view::npos) return common::OkStatus();
+    i = comma + 1;
   }
 }
 

@@ -1,9 +1,12 @@
 // CsvReader: the small line-by-line CSV reader behind the trace loaders (module-internal to sim).
 //
-// The trace files are plain CSV: one record per line, fields split on ',', no quoting or
-// escaping. A '"' anywhere is rejected (InvalidArgument) rather than misread. Lines may end in
-// "\r\n"; a UTF-8 byte-order mark before the header is ignored; blank lines are not records and
-// are skipped. Line numbers are 1-based physical lines of the file (the header is line 1).
+// The trace files are CSV (RFC 4180) with one record per line: fields split on ','; a field may
+// be quoted ("a,b" is one field a,b; "" inside quotes is one "), as exporters such as pandas
+// write fields that hold a comma or a quote. A quote that does not close on its line (a field
+// over several lines), text after a closing quote, or a quote inside an unquoted field is
+// rejected (InvalidArgument) rather than misread. Lines may end in "\r\n"; a UTF-8 byte-order
+// mark before the header is ignored; blank lines are not records and are skipped. Line numbers
+// are 1-based physical lines of the file (the header is line 1).
 //
 // Every error names the place: "<path>:<line>: column <name>: <reason>".
 //
@@ -11,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <fstream>
 #include <initializer_list>
 #include <string>
@@ -29,7 +33,7 @@ class CsvReader {
   CsvReader& operator=(const CsvReader&) = delete;
 
   // Opens `path` and reads its header line. NotFound if the file cannot be opened;
-  // InvalidArgument if it is empty or the header holds a quote.
+  // InvalidArgument if it is empty or its header is malformed (see above).
   common::Status Open(const std::string& path);
 
   // Header index of each named column, in the order given. InvalidArgument naming the first
@@ -38,7 +42,8 @@ class CsvReader {
   const std::vector<std::string>& header() const { return header_; }
 
   // Advances to the next record: true if there is one, false at the end of the file.
-  // InvalidArgument if the record holds a quote or its field count differs from the header's.
+  // InvalidArgument if the record is malformed (see above) or its field count differs from the
+  // header's.
   common::Result<bool> Next();
 
   int line() const { return line_number_; }
@@ -63,14 +68,16 @@ class CsvReader {
   common::Status RowError(std::string_view reason) const;
 
  private:
-  // Splits `line` on ',' into `out` (views into `line`); InvalidArgument on a quote.
-  common::Status Split(std::string_view line, std::vector<std::string_view>& out) const;
+  // Splits `line` into `out`: views into `line`, or into unquoted_ for a quoted field.
+  common::Status Split(std::string_view line, std::vector<std::string_view>& out);
 
   std::string path_;
   std::ifstream in_;
   std::vector<std::string> header_;
   std::string line_;  // current record; fields_ view into it
   std::vector<std::string_view> fields_;
+  std::deque<std::string> unquoted_;  // the current record's quoted fields, unquoted (a deque:
+                                      // views into it stay valid as it grows)
   int line_number_ = 0;
 };
 

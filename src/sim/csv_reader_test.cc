@@ -62,7 +62,7 @@ TEST(CsvReaderTest, EmptyFileAndMissingColumnAreInvalid) {
   EXPECT_THAT(cols.error().message(), HasSubstr("h.csv:1: missing column 'c'"));
 }
 
-TEST(CsvReaderTest, QuoteAndWrongFieldCountAreErrorsWithLine) {
+TEST(CsvReaderTest, WrongFieldCountIsAnErrorWithLine) {
   TempDir dir;
   CsvReader csv;
   ASSERT_OK(csv.Open(dir.Write("q.csv", "a,b\n1,2\n1,2,3\n")));
@@ -70,12 +70,48 @@ TEST(CsvReaderTest, QuoteAndWrongFieldCountAreErrorsWithLine) {
   auto more = csv.Next();
   EXPECT_THAT(more, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(more.error().message(), HasSubstr("q.csv:3: expected 2 columns"));
+}
 
-  CsvReader quoted;
-  ASSERT_OK(quoted.Open(dir.Write("q2.csv", "a,b\n\"1\",2\n")));
-  more = quoted.Next();
-  EXPECT_THAT(more, StatusIs(StatusCode::kInvalidArgument));
-  EXPECT_THAT(more.error().message(), HasSubstr("q2.csv:2: quoted fields are not supported"));
+TEST(CsvReaderTest, QuotedFieldsHoldCommasAndQuotes) {
+  TempDir dir;
+  CsvReader csv;
+  ASSERT_OK(csv.Open(dir.Write("q.csv",
+                               "\"a\",b,c\n"
+                               "\"1,5\",\"say \"\"hi\"\"\",\"\"\n"
+                               "x,\"\",\"y\"\r\n")));
+  EXPECT_THAT(csv.header(), ElementsAre("a", "b", "c"));
+  auto more = csv.Next();
+  ASSERT_OK(more);
+  ASSERT_TRUE(*more);
+  EXPECT_EQ(csv.Text(0), "1,5");
+  EXPECT_EQ(csv.Text(1), "say \"hi\"");
+  EXPECT_EQ(csv.Text(2), "");
+  more = csv.Next();
+  ASSERT_OK(more);
+  ASSERT_TRUE(*more);
+  EXPECT_EQ(csv.Text(0), "x");
+  EXPECT_EQ(csv.Text(1), "");
+  EXPECT_EQ(csv.Text(2), "y");
+  more = csv.Next();
+  ASSERT_OK(more);
+  EXPECT_FALSE(*more);
+}
+
+TEST(CsvReaderTest, MalformedQuotesAreErrorsWithLineAndField) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"\"open,2", "bad.csv:2: field 1: its quote does not close on this line"},
+      {"1,\"a\"b", "bad.csv:2: field 2: text after its closing quote"},
+      {"1,a\"b", "bad.csv:2: field 2: a quote inside an unquoted field"},
+  };
+  for (const auto& [row, message] : cases) {
+    SCOPED_TRACE(row);
+    TempDir dir;
+    CsvReader csv;
+    ASSERT_OK(csv.Open(dir.Write("bad.csv", "a,b\n" + row + "\n")));
+    auto more = csv.Next();
+    ASSERT_THAT(more, StatusIs(StatusCode::kInvalidArgument));
+    EXPECT_THAT(more.error().message(), HasSubstr(message));
+  }
 }
 
 // Reads the single data row of a one-column file "v" holding `value`.
