@@ -13,7 +13,8 @@
 //             workspace's GPU quota); priorities drawn from DefaultPriorityMix() with --seed.
 //   openb     alibaba-gpu-v2023/openb_pod_list_default.csv; priorities from QoS.
 //   tiresias  tiresias/60_job.csv; priorities drawn like Philly's.
-//   PATH.csv  any of the three formats, told apart by the header.
+//   PATH.csv  any of the three formats, told apart by the header; its teams have no quotas
+//             (the VC table is Philly's own).
 // Fleets: philly = 420 nodes x 8 GPUs (the node count of helios/philly_node_sequence.csv; the VC
 // table covers 352 of them, the rest is shared capacity); openb = its GPU node list
 // (openb_node_list_gpu_node.csv); tiresias = tiresias/cluster_spec.csv; NxG = N nodes of G GPUs.
@@ -353,7 +354,9 @@ common::Result<Setup> Prepare(const Args& args) {
     EGS_ASSIGN_OR_RETURN(s.trace,
                          sim::AssignPriorityMix(s.trace, sim::DefaultPriorityMix(), args.seed));
   }
-  if (file.second == sim::TraceFormat::kPhilly) {
+  // Philly's virtual-cluster table describes Philly's teams only: another trace in its format
+  // (PATH.csv) has teams of its own, with equal fair-share weights and no quotas.
+  if (args.trace == "philly") {
     EGS_ASSIGN_OR_RETURN(s.quotas,
                          sim::LoadPhillyVcQuotas(args.traces_dir + "/helios/philly_vc.csv"));
   }

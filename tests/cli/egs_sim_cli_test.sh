@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # egs-sim's command line: every bad flag exits 2 with a message that names the flag and the
 # reason, and creates nothing; a good run exits 0 and writes its report.
-# Usage: egs_sim_cli_test.sh EGS_SIM TRACE_CSV   (EGS_TRACES_DIR: the shared traces)
+# Usage: egs_sim_cli_test.sh EGS_SIM TRACE_CSV   (needs no shared traces)
 set -uo pipefail
 sim=$1
 trace=$2
@@ -44,6 +44,7 @@ bad --bogus -- "unknown flag '--bogus'"
 bad --bogus 1 -- "unknown flag '--bogus'"
 bad --seed -- "--seed: missing value"
 bad --fleet 0x8 -- "--fleet: '0x8' is neither philly, openb, tiresias nor NxG"
+bad --hard-quota -- "--hard-quota: trace '$trace' has no team quotas"
 
 # A good run: one policy, one load, the report and the per-request CSV.
 if ! "$sim" --trace "$trace" --fleet 4x8 --policy egs,fifo --load 0.9 --out "$work/good" \
