@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "api/json_body.h"
 #include "api/k8s_status.h"
 
 namespace egs::api {
@@ -355,15 +356,6 @@ std::optional<ApiError> CheckJsonContentType(const HttpRequest& req) {
   std::string type = MediaType(req.Header("Content-Type"));
   if (type.empty() || type == "application/json") return std::nullopt;
   return UnsupportedMediaType(type);
-}
-
-Result<json> ParseBody(std::string_view body) {
-  try {
-    return json::parse(body);
-  } catch (const json::exception& e) {
-    return common::InvalidArgumentError(
-        fmt::format("error decoding the request body as JSON: {}", e.what()));
-  }
 }
 
 // dryRun=All -> true; absent -> false; anything else is a 400.
@@ -1359,7 +1351,7 @@ HttpResponse ApiServer::CreateObject(const HttpRequest& req, const Target& t,
   bool dry_run = false;
   if (auto e = ParseDryRun(req, &dry_run)) return ToResponse(*e);
   if (auto e = CheckJsonContentType(req)) return ToResponse(*e);
-  auto body = ParseBody(req.body);
+  auto body = ParseJsonBody(req.body);
   if (!body) return ToResponse(BadRequest(body.error().message()));
   if (auto e = CheckEnvelope(*body, r, t.ns)) return ToResponse(*e);
   ErrorContext ctx{r.plural, r.kind, NameIn(*body)};
@@ -1378,7 +1370,7 @@ HttpResponse ApiServer::UpdateObject(const HttpRequest& req, const Target& t,
   bool dry_run = false;
   if (auto e = ParseDryRun(req, &dry_run)) return ToResponse(*e);
   if (auto e = CheckJsonContentType(req)) return ToResponse(*e);
-  auto body = ParseBody(req.body);
+  auto body = ParseJsonBody(req.body);
   if (!body) return ToResponse(BadRequest(body.error().message()));
   if (auto e = CheckEnvelope(*body, r, t.ns)) return ToResponse(*e);
   if (std::string name = NameIn(*body); !name.empty() && name != t.name) {
@@ -1418,7 +1410,7 @@ HttpResponse ApiServer::PatchObject(const HttpRequest& req, const Target& t, con
       type != "application/strategic-merge-patch+json") {
     return ToResponse(UnsupportedMediaType(type));
   }
-  auto patch = ParseBody(req.body);
+  auto patch = ParseJsonBody(req.body);
   if (!patch) return ToResponse(BadRequest(patch.error().message()));
   if (json_patch && !patch->is_array()) {
     return ToResponse(BadRequest("a JSON patch must be an array of operations"));
@@ -1490,7 +1482,7 @@ HttpResponse ApiServer::DeleteObject(const HttpRequest& req, const Target& t,
   std::optional<std::int64_t> expected_version;
   std::string expected_uid;
   if (!Trim(req.body).empty()) {  // DeleteOptions
-    auto opts = ParseBody(req.body);
+    auto opts = ParseJsonBody(req.body);
     if (!opts) return ToResponse(BadRequest(opts.error().message()));
     if (!opts->is_object()) return ToResponse(BadRequest("DeleteOptions must be a JSON object"));
     if (auto dr = opts->find("dryRun"); dr != opts->end() && dr->is_array()) {
@@ -1546,7 +1538,7 @@ HttpResponse ApiServer::RunAction(const HttpRequest& req, const Target& t, const
   if (auto e = CheckJsonContentType(req)) return ToResponse(*e);
   json body = json::object();
   if (!Trim(req.body).empty()) {
-    auto parsed = ParseBody(req.body);
+    auto parsed = ParseJsonBody(req.body);
     if (!parsed) return ToResponse(BadRequest(parsed.error().message()));
     if (!parsed->is_object())
       return ToResponse(BadRequest("the request body must be a JSON object"));
@@ -1567,7 +1559,7 @@ HttpResponse ApiServer::RunQuote(const HttpRequest& req, const Target& t, const 
   ErrorContext ctx{"quotes", "Quote", ""};
   if (Status s = Authorize(who, "quote", t, ""); !s.ok()) return ErrorResponse(s, ctx);
   if (auto e = CheckJsonContentType(req)) return ToResponse(*e);
-  auto body = ParseBody(req.body);
+  auto body = ParseJsonBody(req.body);
   if (!body) return ToResponse(BadRequest(body.error().message()));
   if (!body->is_object()) return ToResponse(BadRequest("the request body must be a JSON object"));
   for (auto it = body->begin(); it != body->end(); ++it) {

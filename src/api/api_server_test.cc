@@ -623,6 +623,27 @@ TEST_F(ApiServerTest, MergePatch) {
   EXPECT_EQ(Patch(std::string(kGprs) + "/train", "{").status, 400);
 }
 
+// A body nested deeper than kMaxJsonDepth is refused before merge_patch (which recurses once per
+// level) walks it: 120,000 nested objects once overflowed the handler thread's stack.
+TEST_F(ApiServerTest, DeeplyNestedBodiesAreRefusedAndChangeNothing) {
+  SeedWorkspace("team-a");
+  ASSERT_EQ(Post(kGprs, GprJson("train").dump()).status, 201);
+  const std::string before = Get(std::string(kGprs) + "/train").body;
+  std::string deep;
+  for (int i = 0; i < 120'000; ++i) deep += R"({"a":)";
+  deep += "1";
+  deep.append(120'000, '}');
+  for (const char* type : {"application/merge-patch+json", "application/json-patch+json"}) {
+    HttpResponse r = Patch(std::string(kGprs) + "/train", deep, type);
+    EXPECT_EQ(r.status, 400) << type;
+    EXPECT_THAT(r.body, HasSubstr("deeper than 64 levels")) << type;
+  }
+  HttpResponse r = Post(kGprs, deep);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("deeper than 64 levels"));
+  EXPECT_EQ(Get(std::string(kGprs) + "/train").body, before);
+}
+
 TEST_F(ApiServerTest, MergePatchRetriesOnConcurrentWrite) {
   SeedWorkspace("team-a");
   ASSERT_EQ(Post(kGprs, GprJson("train").dump()).status, 201);

@@ -10,6 +10,7 @@
 
 #include "api/agent_report.h"
 #include "api/codec.h"
+#include "api/json_body.h"
 #include "api/k8s_status.h"
 
 namespace egs::api {
@@ -155,10 +156,9 @@ HttpResponse Ingest(const TelemetrySources& src, const Principal& who, const Htt
   std::optional<std::vector<telemetry::GpuInfo>> gpus = src.node_gpus(node);
   if (!gpus) return ToResponse(ObjectNotFound(ErrorContext{"nodes", "Node", std::string(node)}));
   // 3. Parse and validate every sample before adding any.
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    return ToResponse(BadRequest("request body is not valid JSON"));
-  }
+  auto parsed = ParseJsonBody(req.body);
+  if (!parsed) return ToResponse(BadRequest(parsed.error().message()));
+  json& body = *parsed;
   if (!body.is_object() || !body.contains("samples") || !body["samples"].is_array()) {
     return error(common::InvalidArgumentError("samples: expected an array of samples"));
   }

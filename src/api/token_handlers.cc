@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "api/json_body.h"
 #include "api/k8s_status.h"
 
 namespace egs::api {
@@ -132,10 +133,9 @@ Result<IssueArgs> ParseIssueBody(const json& body, common::Time now) {
 }
 
 HttpResponse IssueToken(TokenService& tokens, const HttpRequest& req) {
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    return ToResponse(BadRequest("request body is not valid JSON"));
-  }
+  auto parsed = ParseJsonBody(req.body);
+  if (!parsed) return ToResponse(BadRequest(parsed.error().message()));
+  const json& body = *parsed;
   auto args = ParseIssueBody(body, tokens.clock().Now());
   if (!args) return Error(args.error());
   auto issued = tokens.Issue(std::move(args->user), args->role, std::move(args->workspaces),

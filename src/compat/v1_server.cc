@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "api/json_body.h"
 
 namespace egs::compat {
 namespace {
@@ -150,13 +151,15 @@ api::HttpResponse V1Server::Handle(const api::HttpRequest& req) {
       return Field("Authorization", "rate limit exceeded for this token: retry shortly", 429);
     }
     if (IsMutating(req.method) && !req.body.empty()) {
-      call.body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-      if (call.body.is_discarded() || !call.body.is_object()) {
+      auto parsed = api::ParseJsonBody(req.body);
+      if (!parsed || !parsed->is_object()) {
         call.body = json::object();
-        api::HttpResponse r = Field("body", "must be a JSON object");
+        api::HttpResponse r =
+            Field("body", parsed ? "must be a JSON object" : parsed.error().message());
         Audit(req, call, r);
         return r;
       }
+      call.body = std::move(*parsed);
     }
     api::HttpResponse r = Route(req, call);
     if (IsMutating(req.method)) Audit(req, call, r);
@@ -225,8 +228,10 @@ api::HttpResponse V1Server::Route(const api::HttpRequest& req, Call& call) {
 // ---- Auth ---------------------------------------------------------------------------------------
 
 api::HttpResponse V1Server::Auth(const api::HttpRequest& req) {
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) return Field("body", "must be a JSON object");
+  auto parsed = api::ParseJsonBody(req.body);
+  if (!parsed) return Field("body", parsed.error().message());
+  if (!parsed->is_object()) return Field("body", "must be a JSON object");
+  const json& body = *parsed;
   if (auto st = OnlyKeys(body, {"apiKey"}); !st.ok()) return Error(st);
   auto key = body.find("apiKey");
   if (key == body.end() || key->is_null()) return Field("apiKey", "required");

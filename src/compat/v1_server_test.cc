@@ -254,6 +254,14 @@ TEST_F(V1ServerTest, BadInputChangesNothing) {
   expect_400(b, "colour");
   expect_400(json("[1,2]"), "body");
   expect_400(json("{not json"), "body");
+  // Nested deeper than api::kMaxJsonDepth: refused before anything recurses through it.
+  std::string deep;
+  for (int i = 0; i < 120'000; ++i) deep += R"({"gprName":)";
+  deep += "1" + std::string(120'000, '}');
+  expect_400(json(deep), "body");
+  EXPECT_NE(Call("POST", "/api/v1/gpr", alice_, json(deep))["message"].get<std::string>().find(
+                "deeper than 64 levels"),
+            std::string::npos);
 
   json put = Call("PUT", "/api/v1/gpr", alice_,
                   json{{"gprId", "team-a.gpr-x"}, {"priority", 5}, {"gprName", "y"}});

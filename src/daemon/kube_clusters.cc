@@ -9,6 +9,7 @@
 
 #include "api/codec.h"
 #include "api/httplib_server.h"
+#include "api/json_body.h"
 #include "api/k8s_status.h"
 #include "daemon/control_plane_impl.h"
 #include "daemon/kube_member.h"
@@ -493,10 +494,11 @@ api::HttpResponse KubeClusters::HandleWebhook(const api::HttpRequest& request) c
     return api::ErrorResponse(
         common::InvalidArgumentError("POST an AdmissionReview (admission.k8s.io/v1)"));
   }
-  const json review = json::parse(request.body, nullptr, false);
-  if (review.is_discarded()) {
-    return api::ErrorResponse(common::InvalidArgumentError("body: not valid JSON"));
+  auto parsed = api::ParseJsonBody(request.body);
+  if (!parsed) {
+    return api::ErrorResponse(common::InvalidArgumentError("body: " + parsed.error().message()));
   }
+  const json& review = *parsed;
   k8s::AdmissionPolicy policy;
   policy.deny_without_reservation = settings_.webhook.deny_without_reservation;
   const auto snap = scheduler_.snapshot();

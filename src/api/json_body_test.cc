@@ -1,0 +1,59 @@
+#include "api/json_body.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace egs::api {
+namespace {
+
+using ::testing::HasSubstr;
+
+// `levels` arrays, one inside the other, around 1.
+std::string Nested(int levels) {
+  return std::string(static_cast<std::size_t>(levels), '[') + "1" +
+         std::string(static_cast<std::size_t>(levels), ']');
+}
+
+TEST(ParseJsonBodyTest, AcceptsUpToTheDepthLimit) {
+  auto ok = ParseJsonBody(Nested(kMaxJsonDepth));
+  ASSERT_TRUE(ok.ok()) << ok.error().ToString();
+  const nlohmann::json* inner = &*ok;
+  for (int i = 0; i < kMaxJsonDepth; ++i) {
+    ASSERT_TRUE(inner->is_array());
+    inner = &(*inner)[0];
+  }
+  EXPECT_EQ(*inner, 1);
+
+  auto object = ParseJsonBody(R"({"spec":{"shapes":["a"],"nodes":2},"metadata":{"name":"x"}})");
+  ASSERT_TRUE(object.ok());
+  EXPECT_EQ((*object)["spec"]["nodes"], 2);
+}
+
+TEST(ParseJsonBodyTest, RefusesDeeperBodies) {
+  for (int levels : {kMaxJsonDepth + 1, 1000, 200'000}) {
+    SCOPED_TRACE(levels);
+    auto deep = ParseJsonBody(Nested(levels));
+    ASSERT_FALSE(deep.ok());
+    EXPECT_EQ(deep.error().code(), common::StatusCode::kInvalidArgument);
+    EXPECT_THAT(deep.error().message(), HasSubstr("deeper than 64 levels"));
+  }
+  // Objects count like arrays, and so does a deep value beside shallow ones.
+  std::string objects = R"({"ok":1,"deep":)";
+  for (int i = 0; i < kMaxJsonDepth; ++i) objects += R"({"a":)";
+  objects += "1" + std::string(static_cast<std::size_t>(kMaxJsonDepth + 1), '}');
+  EXPECT_FALSE(ParseJsonBody(objects).ok());
+}
+
+TEST(ParseJsonBodyTest, NamesWhatIsWrongWithInvalidJson) {
+  for (const char* text : {"", "{", "[1,]", "nul"}) {
+    SCOPED_TRACE(text);
+    auto bad = ParseJsonBody(text);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(bad.error().message(), HasSubstr("error decoding the request body as JSON"));
+  }
+}
+
+}  // namespace
+}  // namespace egs::api
