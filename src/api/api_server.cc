@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -1005,11 +1006,9 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   if (!fields) return ToResponse(BadRequest(fields.error().message()));
   std::size_t limit = 0;
   if (auto l = req.Query("limit"); l && !l->empty()) {
-    char* end = nullptr;
-    long long v = std::strtoll(l->c_str(), &end, 10);
-    if (*end != '\0' || v < 0)
-      return ToResponse(BadRequest(fmt::format("invalid limit \"{}\"", *l)));
-    limit = static_cast<std::size_t>(v);
+    const std::optional<std::int64_t> v = ParseInt64(*l);  // overflow is an error, not a clamp
+    if (!v || *v < 0) return ToResponse(BadRequest(fmt::format("invalid limit \"{}\"", *l)));
+    limit = static_cast<std::size_t>(*v);
   }
   std::optional<ContinueToken> token;
   if (auto c = req.Query("continue"); c && !c->empty()) {
@@ -1130,12 +1129,13 @@ HttpResponse ApiServer::StartWatch(const HttpRequest& req, const Target& t, cons
   }
   common::Duration timeout = options_.default_watch_timeout;
   if (auto ts = req.Query("timeoutSeconds"); ts && !ts->empty()) {
-    char* end = nullptr;
-    long long v = std::strtoll(ts->c_str(), &end, 10);
-    if (*end != '\0' || v < 0) {
+    const std::optional<std::int64_t> v = ParseInt64(*ts);
+    if (!v || *v < 0) {
       return ToResponse(BadRequest(fmt::format("invalid timeoutSeconds \"{}\"", *ts)));
     }
-    if (v > 0) timeout = common::Seconds(v);
+    // Capped before it becomes microseconds (a huge value would overflow them).
+    const std::int64_t max_s = options_.max_watch_timeout.count() / 1'000'000 + 1;
+    if (*v > 0) timeout = common::Seconds(std::min(*v, max_s));
   }
   // The client's own request deadline (kubectl --request-timeout) also ends the stream.
   if (auto to = req.Query("timeout"); to && !to->empty()) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -13,6 +14,14 @@
 #include "core/workspace.h"
 
 namespace egs::api {
+
+std::optional<std::int64_t> ParseInt64(std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
 namespace {
 
 using common::Duration;
@@ -563,11 +572,11 @@ bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) co
       case LabelRequirement::Op::kGreaterThan:
       case LabelRequirement::Op::kLessThan: {
         if (!has) return false;
-        char* end = nullptr;
-        long long v = std::strtoll(it->second.c_str(), &end, 10);
-        if (it->second.empty() || *end != '\0') return false;
-        long long bound = std::stoll(req.values.front());
-        ok = req.op == LabelRequirement::Op::kGreaterThan ? v > bound : v < bound;
+        // Parse checked the bound; a label value that is not an int64 matches neither.
+        const std::optional<std::int64_t> v = ParseInt64(it->second);
+        const std::optional<std::int64_t> bound = ParseInt64(req.values.front());
+        if (!v || !bound) return false;
+        ok = req.op == LabelRequirement::Op::kGreaterThan ? *v > *bound : *v < *bound;
         break;
       }
     }
@@ -679,10 +688,8 @@ Result<LabelRequirement> ParseRequirement(std::string_view raw) {
     req.op =
         rest.front() == '>' ? LabelRequirement::Op::kGreaterThan : LabelRequirement::Op::kLessThan;
     value = Trim(rest.substr(1));
-    char* end = nullptr;
     std::string v(value);
-    std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0') return bad("expected an integer after '>' or '<'");
+    if (!ParseInt64(v)) return bad("expected an integer (int64) after '>' or '<'");
     req.values.push_back(std::move(v));
     return req;
   } else {

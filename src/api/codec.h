@@ -43,6 +43,10 @@ inline constexpr std::string_view kApiVersion = "egs.dev/v1alpha1";
 // ns; e.g. "1h30m", "90m", "45s", "2h", "1.5h", "0". Rejects negatives, an empty string, a
 // missing or unknown unit ("4x", "10") and overflow. InvalidArgument "invalid duration \"4x\"".
 common::Result<common::Duration> ParseDuration(std::string_view text);
+
+// `text` as a whole decimal number that fits in int64 (an optional '-' and digits, nothing
+// else); nullopt otherwise, including on overflow (strtoll would clamp it).
+std::optional<std::int64_t> ParseInt64(std::string_view text);
 // The shortest Go-style form: "1h30m", "2h", "45s", "1m0.5s" -> "1m0.5s", "0s". Negative
 // durations get a leading '-'.
 std::string FormatDuration(common::Duration d);

@@ -135,13 +135,16 @@ TEST(LabelSelectorTest, EveryOperator) {
   EXPECT_TRUE(matches("!missing"));
   EXPECT_TRUE(matches("prio>3"));
   EXPECT_FALSE(matches("prio<3"));
+  EXPECT_TRUE(matches("prio>-9223372036854775808"));
+  EXPECT_FALSE(matches("app>3"));  // a value that is not a number matches neither bound
+  EXPECT_FALSE(matches("app<3"));
   EXPECT_TRUE(matches("app=train,tier in (gpu),!spot"));
   EXPECT_FALSE(matches("app=train,tier=cpu"));
 }
 
 TEST(LabelSelectorTest, RejectsMalformed) {
-  for (const char* bad :
-       {"app=", "=x", "app in (a", "app in a", "app~x", "app>x", "Bad Key=x", "app=a b", ","}) {
+  for (const char* bad : {"app=", "=x", "app in (a", "app in a", "app~x", "app>x", "Bad Key=x",
+                          "app=a b", ",", "app>99999999999999999999", "app<3.5"}) {
     if (std::string(bad) == "app=") {
       // An empty value is legal ("app=" selects app="").
       EXPECT_THAT(ParseLabelSelector(bad), IsOk());
