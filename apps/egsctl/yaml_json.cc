@@ -59,7 +59,20 @@ json ParseInteger(const std::string& text, int base) {
   return -static_cast<double>(v);
 }
 
-common::Result<json> Convert(const YAML::Node& node, std::string_view source);
+// Manifests nest a handful of levels, and egsd refuses bodies nested deeper than 64
+// (api/json_body.h): deeper files are refused here before anything recurses through them.
+constexpr int kMaxDepth = 64;
+// Values one file may expand to (about 13,000 requests of 15 fields). Aliases can make a small file
+// huge ("billion laughs": ten aliases of ten aliases ...) or endless (an alias inside the node it
+// names).
+constexpr std::size_t kMaxValues = 200'000;
+
+struct Budget {
+  std::size_t values = 0;
+};
+
+common::Result<json> Convert(const YAML::Node& node, std::string_view source, Budget& budget,
+                             int depth);
 
 common::Status ErrorAt(std::string_view source, const YAML::Mark& mark, std::string_view what) {
   if (mark.is_null()) return common::InvalidArgumentError(fmt::format("{}: {}", source, what));
@@ -90,7 +103,19 @@ common::Result<json> ConvertScalar(const YAML::Node& node, std::string_view sour
   return resolved;
 }
 
-common::Result<json> Convert(const YAML::Node& node, std::string_view source) {
+common::Result<json> Convert(const YAML::Node& node, std::string_view source, Budget& budget,
+                             int depth) {
+  if (++budget.values > kMaxValues) {
+    return ErrorAt(
+        source, node.Mark(),
+        fmt::format("the file expands to more than {} values (through aliases)", kMaxValues));
+  }
+  if ((node.IsSequence() || node.IsMap()) && depth >= kMaxDepth) {
+    return ErrorAt(source, node.Mark(),
+                   fmt::format("nested deeper than {} levels (or an alias inside the node it "
+                               "names)",
+                               kMaxDepth));
+  }
   switch (node.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -100,7 +125,7 @@ common::Result<json> Convert(const YAML::Node& node, std::string_view source) {
     case YAML::NodeType::Sequence: {
       json out = json::array();
       for (const YAML::Node& item : node) {
-        EGS_ASSIGN_OR_RETURN(json v, Convert(item, source));
+        EGS_ASSIGN_OR_RETURN(json v, Convert(item, source, budget, depth + 1));
         out.push_back(std::move(v));
       }
       return out;
@@ -111,7 +136,7 @@ common::Result<json> Convert(const YAML::Node& node, std::string_view source) {
         if (!kv.first.IsScalar()) {
           return ErrorAt(source, kv.first.Mark(), "mapping keys must be scalars");
         }
-        EGS_ASSIGN_OR_RETURN(json v, Convert(kv.second, source));
+        EGS_ASSIGN_OR_RETURN(json v, Convert(kv.second, source, budget, depth + 1));
         out[kv.first.Scalar()] = std::move(v);
       }
       return out;
@@ -136,8 +161,24 @@ std::pair<int, int> LineColumn(std::string_view text, std::size_t offset) {
 }
 
 common::Result<std::vector<json>> ParseJson(std::string_view text, std::string_view source) {
+  // Each value sees the depth of its container (0 for the outermost): one that opens a level
+  // past kMaxDepth is dropped and the file refused.
+  bool too_deep = false;
+  const json::parser_callback_t guard = [&too_deep](int depth, json::parse_event_t event,
+                                                    json& /*parsed*/) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxDepth) {
+      too_deep = true;
+      return false;
+    }
+    return true;
+  };
   try {
-    json j = json::parse(text);
+    json j = json::parse(text, guard);
+    if (too_deep) {
+      return common::InvalidArgumentError(
+          fmt::format("{}: nested deeper than {} levels", source, kMaxDepth));
+    }
     if (j.is_array()) return j.get<std::vector<json>>();
     return std::vector<json>{std::move(j)};
   } catch (const json::parse_error& e) {
@@ -235,8 +276,9 @@ common::Result<std::vector<json>> ParseDocuments(std::string_view text, std::str
     return ErrorAt(source, e.mark, e.msg);
   }
   std::vector<json> docs;
+  Budget budget;
   for (const YAML::Node& node : nodes) {
-    EGS_ASSIGN_OR_RETURN(json j, Convert(node, source));
+    EGS_ASSIGN_OR_RETURN(json j, Convert(node, source, budget, 0));
     if (!j.is_null()) docs.push_back(std::move(j));
   }
   return docs;

@@ -87,6 +87,35 @@ TEST(YamlJsonTest, MalformedYamlNamesFileAndLine) {
   EXPECT_THAT(bad_json.error().message(), HasSubstr("bad.json:3:"));
 }
 
+// An alias inside the node it names never ends, ten aliases of ten aliases grow tenfold per
+// level, and a deep JSON file would overflow the stack of whatever recurses through it: each is
+// an error naming the file, not a crash or a hang.
+TEST(YamlJsonTest, EndlessHugeOrDeepFilesAreErrors) {
+  auto self = ParseDocuments("x: &a [*a]\n", "self.yaml");
+  ASSERT_THAT(self, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(self.error().message(), HasSubstr("self.yaml:1:4: nested deeper than 64 levels"));
+
+  std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 10; ++i) {
+    laughs += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) laughs += (k > 0 ? ", *a" : "*a") + std::to_string(i - 1);
+    laughs += "]\n";
+  }
+  auto huge = ParseDocuments(laughs, "laughs.yaml");
+  ASSERT_THAT(huge, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(huge.error().message(), HasSubstr("more than 200000 values"));
+
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  auto deep_json = ParseDocuments(deep, "deep.json");
+  ASSERT_THAT(deep_json, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(deep_json.error().message(), HasSubstr("deep.json: nested deeper than 64 levels"));
+
+  // Aliases that expand to a sane size still work.
+  auto shared = ParseDocuments("a: &a {b: 1}\nc: *a\nd: *a\n", "shared.yaml");
+  ASSERT_TRUE(shared.ok()) << shared.error().ToString();
+  EXPECT_EQ((*shared)[0]["d"]["b"], 1);
+}
+
 TEST(YamlJsonTest, ToYamlRoundTripsTypes) {
   json j = json::parse(R"({"s": "true", "n": "12", "e": "", "i": 3, "f": 2.5, "b": false,
                            "z": null, "l": [], "o": {}, "nested": {"a": ["x", {"y": "multi\nline"}]},
