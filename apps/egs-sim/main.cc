@@ -147,24 +147,22 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
     }
   } else if (flag == "--load") {
     args.loads = SplitCommas(value);
-    std::vector<double> rhos;
+    std::vector<double> seen;  // the loads so far; -1 for 'trace'
     for (const std::string& load : args.loads) {
-      if (load == "trace") {
-        if (std::count(args.loads.begin(), args.loads.end(), "trace") > 1) {
-          return common::InvalidArgumentError("--load: 'trace' is given twice");
+      double rho = -1;
+      if (load != "trace") {
+        EGS_ASSIGN_OR_RETURN(rho, ParseNumber<double>("--load", load));
+        if (!(rho > 0 && rho < 100)) {
+          return common::InvalidArgumentError(
+              fmt::format("--load: '{}' must be 'trace' or a load in (0, 100)", load));
         }
-        continue;
       }
-      EGS_ASSIGN_OR_RETURN(double rho, ParseNumber<double>("--load", load));
-      if (!(rho > 0 && rho < 100)) {
+      if (std::find(seen.begin(), seen.end(), rho) != seen.end()) {
         return common::InvalidArgumentError(
-            fmt::format("--load: '{}' must be 'trace' or a load in (0, 100)", load));
+            fmt::format("--load: {} is given twice (each load runs once per policy)",
+                        rho < 0 ? "'trace'" : load));
       }
-      if (std::find(rhos.begin(), rhos.end(), rho) != rhos.end()) {
-        return common::InvalidArgumentError(
-            fmt::format("--load: {} is given twice (each load runs once per policy)", load));
-      }
-      rhos.push_back(rho);
+      seen.push_back(rho);
     }
   } else if (flag == "--seed") {
     EGS_ASSIGN_OR_RETURN(args.seed, ParseNumber<std::uint64_t>(flag, value));

@@ -104,49 +104,51 @@ Result<bool> CsvReader::Next() {
   return false;
 }
 
+Status CsvReader::ReadQuoted(std::string_view line, std::size_t* i, std::size_t field,
+                             std::string& text) const {
+  std::size_t from = *i + 1;
+  for (;;) {
+    const std::size_t quote = line.find('"', from);
+    if (quote == std::string_view::npos) {
+      return RowError(fmt::format(
+          "field {}: its quote does not close on this line (fields over several lines are not "
+          "supported)",
+          field));
+    }
+    text.append(line.substr(from, quote - from));
+    if (quote + 1 >= line.size() || line[quote + 1] != '"') {
+      *i = quote + 1;
+      return common::OkStatus();
+    }
+    text.push_back('"');  // "" is one quote
+    from = quote + 2;
+  }
+}
+
 Status CsvReader::Split(std::string_view line, std::vector<std::string_view>& out) {
   out.clear();
   unquoted_.clear();
-  std::size_t i = 0;
-  for (;;) {
+  for (std::size_t i = 0;;) {
     const std::size_t field = out.size() + 1;
+    std::size_t end = 0;  // the comma after the field, or npos at the end of the line
     if (i < line.size() && line[i] == '"') {
       std::string& text = unquoted_.emplace_back();
-      std::size_t from = i + 1;
-      for (;;) {
-        const std::size_t quote = line.find('"', from);
-        if (quote == std::string_view::npos) {
-          return RowError(fmt::format(
-              "field {}: its quote does not close on this line (fields over several lines are "
-              "not supported)",
-              field));
-        }
-        text.append(line.substr(from, quote - from));
-        if (quote + 1 < line.size() && line[quote + 1] == '"') {  // "" is one quote
-          text.push_back('"');
-          from = quote + 2;
-          continue;
-        }
-        i = quote + 1;
-        break;
-      }
-      out.push_back(text);
-      if (i == line.size()) return common::OkStatus();
-      if (line[i] != ',') {
+      EGS_RETURN_IF_ERROR(ReadQuoted(line, &i, field, text));
+      if (i < line.size() && line[i] != ',') {
         return RowError(fmt::format("field {}: text after its closing quote", field));
       }
-      ++i;
-      continue;
+      out.push_back(text);
+      end = i < line.size() ? i : std::string_view::npos;
+    } else {
+      end = line.find(',', i);
+      const std::string_view text = line.substr(i, end == std::string_view::npos ? end : end - i);
+      if (text.find('"') != std::string_view::npos) {
+        return RowError(fmt::format("field {}: a quote inside an unquoted field", field));
+      }
+      out.push_back(text);
     }
-    const std::size_t comma = line.find(',', i);
-    const std::string_view text =
-        line.substr(i, comma == std::string_view::npos ? std::string_view::npos : comma - i);
-    if (text.find('"') != std::string_view::npos) {
-      return RowError(fmt::format("field {}: a quote inside an unquoted field", field));
-    }
-    out.push_back(text);
-    if (comma == std::string_view::npos) return common::OkStatus();
-    i = comma + 1;
+    if (end == std::string_view::npos) return common::OkStatus();
+    i = end + 1;
   }
 }
 

@@ -70,6 +70,10 @@ class CsvReader {
  private:
   // Splits `line` into `out`: views into `line`, or into unquoted_ for a quoted field.
   common::Status Split(std::string_view line, std::vector<std::string_view>& out);
+  // Appends the quoted field (number `field`) that opens at line[*i] to `text`, unquoted, and
+  // moves *i past its closing quote.
+  common::Status ReadQuoted(std::string_view line, std::size_t* i, std::size_t field,
+                            std::string& text) const;
 
   std::string path_;
   std::ifstream in_;
