@@ -208,7 +208,9 @@ struct FieldSelector {
   }
 };
 
-Result<FieldSelector> ParseFieldSelector(std::string_view text) {
+// Each field must be a scalar field of `r`'s schema (IsSelectableField): a misspelt one is an
+// error, as in Kubernetes, not a selector that silently matches nothing.
+Result<FieldSelector> ParseFieldSelector(std::string_view text, const ResourceInfo& r) {
   FieldSelector sel;
   if (Trim(text).empty()) return sel;
   // Split on unescaped commas; values may escape ',', '=' and '\' with '\'.
@@ -254,6 +256,12 @@ Result<FieldSelector> ParseFieldSelector(std::string_view text) {
           return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_';
         })) {
       return bad;
+    }
+    if (!IsSelectableField(r, req.path)) {
+      return common::InvalidArgumentError(fmt::format(
+          "invalid fieldSelector \"{}\": field label not supported: {} (not a string, number or "
+          "boolean field of {})",
+          term, req.path, r.kind));
     }
     std::string_view raw = Trim(std::string_view(term).substr(op + op_len));
     for (std::size_t i = 0; i < raw.size(); ++i) {
@@ -1001,7 +1009,7 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   if (Status s = Authorize(who, "list", t, ""); !s.ok()) return ErrorResponse(s, t.context());
   auto labels = ParseLabelSelector(req.Query("labelSelector").value_or(""));
   if (!labels) return ToResponse(BadRequest(labels.error().message()));
-  auto fields = ParseFieldSelector(req.Query("fieldSelector").value_or(""));
+  auto fields = ParseFieldSelector(req.Query("fieldSelector").value_or(""), r);
   if (!fields) return ToResponse(BadRequest(fields.error().message()));
   std::size_t limit = 0;
   if (auto l = req.Query("limit"); l && !l->empty()) {
@@ -1114,7 +1122,7 @@ HttpResponse ApiServer::StartWatch(const HttpRequest& req, const Target& t, cons
   auto labels = ParseLabelSelector(req.Query("labelSelector").value_or(""));
   if (!labels) return ToResponse(BadRequest(labels.error().message()));
   spec.labels = std::move(*labels);
-  auto fields = ParseFieldSelector(req.Query("fieldSelector").value_or(""));
+  auto fields = ParseFieldSelector(req.Query("fieldSelector").value_or(""), r);
   if (!fields) return ToResponse(BadRequest(fields.error().message()));
   spec.fields = std::move(*fields);
   if (!t.name.empty()) spec.fields.requirements.push_back({"metadata.name", true, t.name});

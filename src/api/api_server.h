@@ -9,8 +9,9 @@
 //   GET|PUT|PATCH|DELETE  .../{plural}/{name}
 //   POST              .../{plural}/{name}/{action}                (approve, release, fail, ...)
 //   POST              /apis/egs.dev/v1alpha1/namespaces/{ns}/quotes
-//   GET on a collection lists (labelSelector, fieldSelector, limit, continue; a meta.k8s.io
-//   Table when the Accept header asks for one) or, with watch=1|true, streams changes as
+//   GET on a collection lists (labelSelector, fieldSelector on any scalar field of the kind's
+//   schema, else 400; limit, continue; a meta.k8s.io Table when the Accept header asks for one)
+//   or, with watch=1|true, streams changes as
 //   newline-delimited {"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}.
 //   Namespaced kinds are listed across namespaces through the path without /namespaces/{ns}.
 //   PATCH accepts merge patches (application/merge-patch+json, and strategic merge patches

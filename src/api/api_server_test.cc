@@ -496,6 +496,22 @@ TEST_F(ApiServerTest, ListWithSelectors) {
 
   EXPECT_EQ(Get(kGprs, {{"labelSelector", "app in (x"}}).status, 400);
   EXPECT_EQ(Get(kGprs, {{"fieldSelector", "metadata.name"}}).status, 400);
+  // A field the kind does not have, or one that is not a scalar, is an error naming it (as in
+  // Kubernetes), for lists and watches alike, not a selector that matches nothing.
+  for (const char* selector : {"status.phse=Queued", "spec=x", "metadata.labels=x",
+                               "metadata.labels.app=train", "spec.shapes=a", "a2"}) {
+    SCOPED_TRACE(selector);
+    for (const char* watch : {"false", "true"}) {
+      HttpResponse bad = Get(kGprs, {{"fieldSelector", selector}, {"watch", watch}});
+      EXPECT_EQ(bad.status, 400);
+      if (std::string_view(selector) != "a2") {
+        EXPECT_THAT(bad.body, HasSubstr("field label not supported"));
+      }
+    }
+  }
+  EXPECT_THAT(Get(kGprs, {{"fieldSelector", "status.phse=Queued"}}).body, HasSubstr("status.phse"));
+  EXPECT_THAT(ListNames(kGprs, {{"fieldSelector", "spec.nodes=2,metadata.name!=a1"}}),
+              ElementsAre("a2", "a3"));
   EXPECT_EQ(Get(kGprs, {{"limit", "-1"}}).status, 400);
   EXPECT_EQ(Get(kGprs, {{"limit", "99999999999999999999"}}).status, 400);  // overflows int64
   EXPECT_EQ(Get(kGprs, {{"limit", "2x"}}).status, 400);

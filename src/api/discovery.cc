@@ -641,6 +641,45 @@ const std::string& OpenApiV3Document() {
   return kDoc;
 }
 
+bool IsSelectableField(const ResourceInfo& r, std::string_view path) {
+  static const json kDoc = json::parse(OpenApiV3Document());
+  const json& schemas = kDoc["components"]["schemas"];
+  // A $ref, or an allOf wrapper around one (a $ref with a description), stands for its target.
+  auto resolve = [&schemas](const json* node) -> const json* {
+    for (int hops = 0; node != nullptr && hops < 8; ++hops) {
+      if (auto all = node->find("allOf"); all != node->end() && all->size() == 1) {
+        node = &all->front();
+      } else if (auto ref = node->find("$ref"); ref != node->end()) {
+        constexpr std::string_view kPrefix = "#/components/schemas/";
+        const std::string& target = ref->get_ref<const std::string&>();
+        auto it = schemas.find(target.substr(kPrefix.size()));
+        node = it == schemas.end() ? nullptr : &*it;
+      } else {
+        return node;
+      }
+    }
+    return nullptr;
+  };
+  auto kind = schemas.find(SchemaName(r.kind));
+  if (kind == schemas.end() || path.empty()) return false;
+  const json* node = resolve(&*kind);
+  for (std::size_t begin = 0; begin <= path.size();) {
+    const std::size_t end = std::min(path.find('.', begin), path.size());
+    const std::string_view key = path.substr(begin, end - begin);
+    begin = end + 1;
+    if (node == nullptr) return false;
+    auto props = node->find("properties");
+    if (props == node->end()) return false;
+    auto field = props->find(key);
+    node = field == props->end() ? nullptr : resolve(&*field);
+  }
+  if (node == nullptr) return false;
+  auto type = node->find("type");
+  if (type == node->end() || !type->is_string()) return false;
+  const std::string& t = type->get_ref<const std::string&>();
+  return t == "string" || t == "integer" || t == "number" || t == "boolean";
+}
+
 const std::string& OpenApiV3Hash() {
   static const std::string kHash = [] {
     std::uint64_t h = 1469598103934665603ULL;  // FNV-1a

@@ -72,6 +72,11 @@ const std::string& OpenApiV3Document();
 // A short hash of OpenApiV3Document(), used in the index's serverRelativeURL.
 const std::string& OpenApiV3Hash();
 
+// Whether `path` ("status.phase", "metadata.name") names a scalar field (string, integer,
+// number or boolean) of `r`'s schema in OpenApiV3Document(): what a fieldSelector may compare.
+// Objects, arrays, map entries and fields the schema does not have are not selectable.
+bool IsSelectableField(const ResourceInfo& r, std::string_view path);
+
 // Table columns (meta.k8s.io/v1 TableColumnDefinition objects) for `r`, and the cells of one
 // object's row. `now` is for ages.
 nlohmann::json TableColumns(const ResourceInfo& r);
