@@ -280,7 +280,8 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
   auto uniform = sim::UniformFleet(name);
   if (!uniform.ok()) {
     return common::InvalidArgumentError(
-        fmt::format("--fleet: '{}' is neither philly, openb, tiresias nor NxG (e.g. 32x8)", name));
+        fmt::format("--fleet: '{}' is neither philly, openb, tiresias nor NxG ({})", name,
+                    uniform.error().message()));
   }
   description = fmt::format("{} nodes x {} GPUs", uniform->size(), uniform->front().gpus);
   return uniform;

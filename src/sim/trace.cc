@@ -22,8 +22,11 @@ using common::Status;
 // Relative trace times ("seconds from trace start") are placed at the Unix epoch.
 constexpr core::Time kRelativeEpoch = common::FromUnixMicros(0);
 
-// Caps the node count a cluster spec may expand to, so a corrupt file cannot exhaust memory.
+// Caps the node count a cluster spec or NxG may expand to, so that a corrupt file or a typo
+// cannot exhaust memory (99999999x8 took all of it, building nodes).
 constexpr long long kMaxSpecNodes = 1'000'000;
+// GPUs on one node, as in egsd's fleet files (cluster/fleet_file.cc): more is a typo, not a node.
+constexpr int kMaxGpusPerNode = 64;
 
 std::string TraceName(const std::string& path) {
   return std::filesystem::path(path).stem().string();
@@ -211,6 +214,10 @@ Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path) {
     if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
     if (gpus == 0) continue;  // CPU-only node; documented in the header.
+    if (gpus > kMaxGpusPerNode) {
+      return csv.ColumnError(col[1], fmt::format("{} is more than the {} GPUs a node may have",
+                                                 gpus, kMaxGpusPerNode));
+    }
     if (csv.IsEmpty(col[2])) {
       return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
     }
@@ -236,6 +243,10 @@ Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& pa
     for (int i = 0; i < 3; ++i) {
       EGS_ASSIGN_OR_RETURN(counts[i], csv.Count(col[static_cast<std::size_t>(i)]));
       if (counts[i] < 1) return csv.ColumnError(col[static_cast<std::size_t>(i)], "must be >= 1");
+    }
+    if (counts[2] > kMaxGpusPerNode) {
+      return csv.ColumnError(col[2], fmt::format("{} is more than the {} GPUs a node may have",
+                                                 counts[2], kMaxGpusPerNode));
     }
     long long total = (static_cast<long long>(next_switch) + counts[0]) * counts[1];
     if (total > kMaxSpecNodes) {
@@ -352,6 +363,10 @@ common::Result<std::vector<FleetNodeSpec>> UniformFleet(std::string_view spec,
   if (!nodes || !gpus) {
     return common::InvalidArgumentError(
         fmt::format("fleet '{}': expected NxG, N nodes of G GPUs (e.g. 32x8)", spec));
+  }
+  if (*nodes > kMaxSpecNodes || *gpus > kMaxGpusPerNode) {
+    return common::InvalidArgumentError(fmt::format(
+        "fleet '{}': at most {} nodes of at most {} GPUs", spec, kMaxSpecNodes, kMaxGpusPerNode));
   }
   std::vector<FleetNodeSpec> fleet;
   fleet.reserve(static_cast<std::size_t>(*nodes));

@@ -100,18 +100,20 @@ struct FleetNodeSpec {
   int gpus = 0;           // >= 1
 };
 
-// "NxG": N nodes of G GPUs each (N, G >= 1), named n0, n1, ..., cluster `cluster`, model
-// unknown. InvalidArgument naming `spec` otherwise.
+// "NxG": N nodes of G GPUs each (1 <= N <= 1,000,000; 1 <= G <= 64, as in egsd's fleet files),
+// named n0, n1, ..., cluster `cluster`, model unknown. InvalidArgument naming `spec` otherwise.
 common::Result<std::vector<FleetNodeSpec>> UniformFleet(std::string_view spec,
                                                         std::string_view cluster = "sim");
 
 // openb node list (sn, gpu, model; other columns ignored), cluster "openb". CPU-only nodes
-// (gpu 0) are left out: EGS books GPUs only. A GPU node without a model is InvalidArgument.
+// (gpu 0) are left out: EGS books GPUs only. A GPU node without a model, or with more than 64
+// GPUs, is InvalidArgument.
 common::Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path);
 
 // Tiresias cluster shape (tiresias/cluster_spec.csv, n32g4.csv, ...): num_switch x
 // num_node_p_switch nodes of num_gpu_p_node GPUs each, named "s<switch>-n<node>", cluster
-// "tiresias", model unknown. Every count must be >= 1. Several rows add more switches.
+// "tiresias", model unknown. Every count must be >= 1, GPUs per node <= 64 and the nodes
+// <= 1,000,000 in all. Several rows add more switches.
 common::Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& path);
 
 // A team's GPU quota.

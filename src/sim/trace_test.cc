@@ -148,6 +148,13 @@ TEST(UniformFleetTest, NodesTimesGpusOrANamedError) {
   for (std::string_view bad : {"", "3", "3x", "x4", "0x8", "3x0", "3x8x1", "-1x8", "ax8"}) {
     ExpectInvalid(UniformFleet(bad), "expected NxG");
   }
+  // Sizes no fleet has (a typo) are refused before any node is built: 99999999x8 took all the
+  // memory, and a node of 99,999 GPUs overflowed the inventory's 16-bit free-GPU counts.
+  ASSERT_OK(UniformFleet("2x64"));
+  ExpectInvalid(UniformFleet("1000001x8"),
+                "fleet '1000001x8': at most 1000000 nodes of at most 64");
+  ExpectInvalid(UniformFleet("99999999x8"), "at most 1000000 nodes");
+  ExpectInvalid(UniformFleet("4x65"), "fleet '4x65': at most");
 }
 
 TEST(LoadOpenbPodsTest, LoadsFractionsPriorityAndConstraints) {
@@ -225,6 +232,9 @@ TEST(LoadOpenbNodesTest, KeepsGpuNodes) {
 
   std::string bad = dir.Write("bad.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,2,\n");
   ExpectInvalid(LoadOpenbNodes(bad), "bad.csv:2: column model: is empty for a node with 2 GPUs");
+  std::string big = dir.Write("big.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,65,G2\n");
+  ExpectInvalid(LoadOpenbNodes(big),
+                "big.csv:2: column gpu: 65 is more than the 64 GPUs a node may have");
 }
 
 TEST(LoadTiresiasClusterSpecTest, ExpandsSwitchesAndNodes) {
@@ -244,6 +254,9 @@ TEST(LoadTiresiasClusterSpecTest, ExpandsSwitchesAndNodes) {
 
   ExpectInvalid(LoadTiresiasClusterSpec(dir.Write("z.csv", std::string(kHeader) + "1,0,4,1,1\n")),
                 "z.csv:2: column num_node_p_switch: must be >= 1");
+  ExpectInvalid(
+      LoadTiresiasClusterSpec(dir.Write("g.csv", std::string(kHeader) + "1,2,99999,1,1\n")),
+      "g.csv:2: column num_gpu_p_node: 99999 is more than the 64 GPUs a node may have");
   ExpectInvalid(LoadTiresiasClusterSpec(dir.Write("e.csv", std::string(kHeader))),
                 "no cluster rows");
 }

@@ -44,6 +44,7 @@ bad --bogus -- "unknown flag '--bogus'"
 bad --bogus 1 -- "unknown flag '--bogus'"
 bad --seed -- "--seed: missing value"
 bad --fleet 0x8 -- "--fleet: '0x8' is neither philly, openb, tiresias nor NxG"
+bad --fleet 99999999x8 -- "--fleet: '99999999x8' is neither philly, openb, tiresias nor NxG (fleet '99999999x8': at most 1000000 nodes"
 bad --hard-quota -- "--hard-quota: trace '$trace' has no team quotas"
 
 # A good run: one policy, one load, the report and the per-request CSV.
