@@ -1,11 +1,17 @@
 #include "core/fleet.h"
 
+#include <fmt/format.h>
+
 namespace egs::core {
 
 common::Status ValidateShape(const GpuShape& shape) {
   if (shape.name.empty()) return common::InvalidArgumentError("shape.name: must not be empty");
   if (shape.gpus_per_node < 1) {
     return common::InvalidArgumentError("shape.gpusPerNode: must be >= 1");
+  }
+  if (shape.gpus_per_node > kMaxGpusPerNode) {
+    return common::InvalidArgumentError(
+        fmt::format("shape.gpusPerNode: {} is more than {}", shape.gpus_per_node, kMaxGpusPerNode));
   }
   if (shape.memory_per_gpu_mib < 0) {
     return common::InvalidArgumentError("shape.memoryPerGpuMiB: must be >= 0");

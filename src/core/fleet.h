@@ -68,7 +68,12 @@ struct Node {
   Duration provisioning_lead_time = Duration(0);
 };
 
-// InvalidArgument naming the field when the shape is unusable (gpus_per_node < 1, empty name).
+// The most GPUs a shape may have per node (the REST API's bound; the inventory counts a node's
+// free GPUs in 16 bits).
+inline constexpr int kMaxGpusPerNode = 1024;
+
+// InvalidArgument naming the field when the shape is unusable (gpus_per_node outside
+// [1, kMaxGpusPerNode], empty name).
 common::Status ValidateShape(const GpuShape& shape);
 
 }  // namespace egs::core

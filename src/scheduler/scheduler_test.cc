@@ -140,6 +140,20 @@ TEST(SchedulerTest, QuoteDoesNotChangeState) {
   EXPECT_EQ(h.sched->queue().size(), 1u);
 }
 
+TEST(SchedulerTest, ShapesOutsideOneToTheMostGpusPerNodeAreRefused) {
+  SchedulerHarness h;
+  core::GpuShape s;
+  s.id = core::ShapeId(1);
+  s.name = "huge";
+  s.gpus_per_node = core::kMaxGpusPerNode + 1;
+  EXPECT_THAT(h.sched->AddShape(s), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(h.sched->AddShape(s).message(), "shape.gpusPerNode: 1025 is more than 1024");
+  s.gpus_per_node = 0;
+  EXPECT_THAT(h.sched->AddShape(s), StatusIs(StatusCode::kInvalidArgument));
+  s.gpus_per_node = core::kMaxGpusPerNode;
+  EXPECT_OK(h.sched->AddShape(s));
+}
+
 TEST(SchedulerTest, QuoteListsEveryAcceptablePool) {
   SchedulerHarness h;
   h.AddCluster(1);
