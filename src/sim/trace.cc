@@ -26,7 +26,7 @@ constexpr core::Time kRelativeEpoch = common::FromUnixMicros(0);
 // cannot exhaust memory (99999999x8 took all of it, building nodes).
 constexpr long long kMaxSpecNodes = 1'000'000;
 // GPUs on one node, as in egsd's fleet files (cluster/fleet_file.cc): more is a typo, not a node.
-constexpr int kMaxGpusPerNode = 64;
+constexpr int kMaxFleetGpusPerNode = 64;
 
 std::string TraceName(const std::string& path) {
   return std::filesystem::path(path).stem().string();
@@ -214,9 +214,9 @@ Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path) {
     if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
     if (gpus == 0) continue;  // CPU-only node; documented in the header.
-    if (gpus > kMaxGpusPerNode) {
+    if (gpus > kMaxFleetGpusPerNode) {
       return csv.ColumnError(col[1], fmt::format("{} is more than the {} GPUs a node may have",
-                                                 gpus, kMaxGpusPerNode));
+                                                 gpus, kMaxFleetGpusPerNode));
     }
     if (csv.IsEmpty(col[2])) {
       return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
@@ -244,9 +244,9 @@ Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& pa
       EGS_ASSIGN_OR_RETURN(counts[i], csv.Count(col[static_cast<std::size_t>(i)]));
       if (counts[i] < 1) return csv.ColumnError(col[static_cast<std::size_t>(i)], "must be >= 1");
     }
-    if (counts[2] > kMaxGpusPerNode) {
+    if (counts[2] > kMaxFleetGpusPerNode) {
       return csv.ColumnError(col[2], fmt::format("{} is more than the {} GPUs a node may have",
-                                                 counts[2], kMaxGpusPerNode));
+                                                 counts[2], kMaxFleetGpusPerNode));
     }
     long long total = (static_cast<long long>(next_switch) + counts[0]) * counts[1];
     if (total > kMaxSpecNodes) {
@@ -364,9 +364,10 @@ common::Result<std::vector<FleetNodeSpec>> UniformFleet(std::string_view spec,
     return common::InvalidArgumentError(
         fmt::format("fleet '{}': expected NxG, N nodes of G GPUs (e.g. 32x8)", spec));
   }
-  if (*nodes > kMaxSpecNodes || *gpus > kMaxGpusPerNode) {
-    return common::InvalidArgumentError(fmt::format(
-        "fleet '{}': at most {} nodes of at most {} GPUs", spec, kMaxSpecNodes, kMaxGpusPerNode));
+  if (*nodes > kMaxSpecNodes || *gpus > kMaxFleetGpusPerNode) {
+    return common::InvalidArgumentError(
+        fmt::format("fleet '{}': at most {} nodes of at most {} GPUs", spec, kMaxSpecNodes,
+                    kMaxFleetGpusPerNode));
   }
   std::vector<FleetNodeSpec> fleet;
   fleet.reserve(static_cast<std::size_t>(*nodes));
