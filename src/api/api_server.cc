@@ -273,6 +273,18 @@ Result<FieldSelector> ParseFieldSelector(std::string_view text, const ResourceIn
   return sel;
 }
 
+// The resourceVersion a list or watch asks for: nullopt when absent, empty or "0" (any state);
+// InvalidArgument unless a non-negative int64.
+Result<std::optional<std::int64_t>> ParseResourceVersion(const HttpRequest& req) {
+  const std::optional<std::string> rv = req.Query("resourceVersion");
+  if (!rv || rv->empty() || *rv == "0") return std::optional<std::int64_t>();
+  const std::optional<std::int64_t> v = ParseInt64(*rv);
+  if (!v || *v < 0) {
+    return common::InvalidArgumentError(fmt::format("invalid resourceVersion \"{}\"", *rv));
+  }
+  return std::optional<std::int64_t>(*v);
+}
+
 // ---- Objects -----------------------------------------------------------------------------------
 
 // A stored object as served: its JSON with apiVersion, kind and the store's metadata.
@@ -1011,6 +1023,8 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   if (!labels) return ToResponse(BadRequest(labels.error().message()));
   auto fields = ParseFieldSelector(req.Query("fieldSelector").value_or(""), r);
   if (!fields) return ToResponse(BadRequest(fields.error().message()));
+  auto min_revision = ParseResourceVersion(req);
+  if (!min_revision) return ToResponse(BadRequest(min_revision.error().message()));
   std::size_t limit = 0;
   if (auto l = req.Query("limit"); l && !l->empty()) {
     const std::optional<std::int64_t> v = ParseInt64(*l);  // overflow is an error, not a clamp
@@ -1039,6 +1053,11 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   auto listed =
       store_.List(r.kind, t.ns_in_path ? std::optional<std::string_view>(t.ns) : std::nullopt);
   if (!listed) return ErrorResponse(listed.error(), t.context());
+  // A state at least as new as the one asked for: the current one, unless the client has seen
+  // a newer revision than the store holds (a store restored from a backup).
+  if (*min_revision && **min_revision > listed->revision) {
+    return ToResponse(TooLargeResourceVersion(**min_revision, listed->revision));
+  }
   std::int64_t revision = token ? token->revision : listed->revision;
   Format f = ParseAccept(req.Header("Accept"), /*allow_table=*/true, /*allow_discovery=*/false);
   // Without selectors, a JSON list is assembled from bytes serialized once per object version
@@ -1126,14 +1145,9 @@ HttpResponse ApiServer::StartWatch(const HttpRequest& req, const Target& t, cons
   if (!fields) return ToResponse(BadRequest(fields.error().message()));
   spec.fields = std::move(*fields);
   if (!t.name.empty()) spec.fields.requirements.push_back({"metadata.name", true, t.name});
-  if (auto rv = req.Query("resourceVersion"); rv && !rv->empty() && *rv != "0") {
-    char* end = nullptr;
-    long long v = std::strtoll(rv->c_str(), &end, 10);
-    if (*end != '\0' || v < 0) {
-      return ToResponse(BadRequest(fmt::format("invalid resourceVersion \"{}\"", *rv)));
-    }
-    spec.from_revision = v;
-  }
+  auto from = ParseResourceVersion(req);
+  if (!from) return ToResponse(BadRequest(from.error().message()));
+  spec.from_revision = *from;
   common::Duration timeout = options_.default_watch_timeout;
   if (auto ts = req.Query("timeoutSeconds"); ts && !ts->empty()) {
     const std::optional<std::int64_t> v = ParseInt64(*ts);
@@ -1244,6 +1258,12 @@ void ApiServer::RunWatch(const WatchSpec& spec, StreamSink& sink) {
   auto listed =
       store_.List(r.kind, spec.ns ? std::optional<std::string_view>(*spec.ns) : std::nullopt);
   if (!listed) return send_error(listed.error());
+  // Watching from a revision the store has not reached (a store restored from a backup) would
+  // skip the changes numbered up to it: the client is told to list again instead.
+  if (spec.from_revision && *spec.from_revision > listed->revision) {
+    send("ERROR", ToJson(TooLargeResourceVersion(*spec.from_revision, listed->revision)));
+    return;
+  }
   std::int64_t last = spec.from_revision.value_or(listed->revision);
   for (const auto& o : listed->objects) {
     if (spec.from_revision && o.resource_version > *spec.from_revision) {

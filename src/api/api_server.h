@@ -14,6 +14,9 @@
 //   or, with watch=1|true, streams changes as
 //   newline-delimited {"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}.
 //   Namespaced kinds are listed across namespaces through the path without /namespaces/{ns}.
+//   A resourceVersion newer than the store's (a store restored from a backup) is a 504
+//   "Too large resource version" for a list and an ERROR event for a watch, as in Kubernetes,
+//   whose clients then list again; a watch from it would skip the changes numbered up to it.
 //   PATCH accepts merge patches (application/merge-patch+json, and strategic merge patches
 //   treated as merge patches) and JSON patches (application/json-patch+json); server-side apply
 //   (application/apply-patch+yaml) and YAML bodies are 415.

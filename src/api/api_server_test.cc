@@ -1201,6 +1201,40 @@ TEST_F(ApiServerTest, WatchTooOldIs410ErrorEvent) {
   runner.Join();
 }
 
+// A resourceVersion newer than the store's (a client that saw a store since restored from an
+// older backup): a watch from it would skip every change numbered up to it, and a list would
+// answer with an older state than asked for. Both say so, as Kubernetes does.
+TEST_F(ApiServerTest, TooLargeResourceVersionIs504WithItsCause) {
+  SeedWorkspace("team-a");
+  ASSERT_EQ(Post(kGprs, GprJson("a").dump()).status, 201);
+  HttpResponse list = Get(kGprs);
+  const std::string current = json::parse(list.body)["metadata"]["resourceVersion"];
+  const std::string ahead = std::to_string(std::stoll(current) + 1000);
+
+  HttpResponse w = Get(kGprs, {{"watch", "1"}, {"resourceVersion", ahead}});
+  RecordingSink sink(/*close_after=*/10);
+  StreamRunner runner(w, sink);
+  Drive([&] { return runner.done(); });
+  auto events = sink.Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "ERROR");
+  EXPECT_EQ(events[0]["object"]["code"], 504);
+  EXPECT_EQ(events[0]["object"]["reason"], "Timeout");
+  EXPECT_EQ(events[0]["object"]["message"],
+            "Timeout: Too large resource version: " + ahead + ", current: " + current);
+  EXPECT_EQ(events[0]["object"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+  runner.Join();
+
+  HttpResponse too_new = Get(kGprs, {{"resourceVersion", ahead}});
+  EXPECT_EQ(too_new.status, 504);
+  EXPECT_THAT(too_new.body, HasSubstr("Too large resource version"));
+  EXPECT_EQ(Get(kGprs, {{"resourceVersion", current}}).status, 200);
+  EXPECT_EQ(Get(kGprs, {{"resourceVersion", "0"}}).status, 200);
+  EXPECT_EQ(Get(kGprs, {{"resourceVersion", "abc"}}).status, 400);
+  EXPECT_EQ(Get(kGprs, {{"resourceVersion", "99999999999999999999"}}).status, 400);
+  EXPECT_EQ(Get(kGprs, {{"watch", "1"}, {"resourceVersion", "99999999999999999999"}}).status, 400);
+}
+
 TEST_F(ApiServerTest, WatchBookmarksAndTimeout) {
   ApiServerOptions opts;
   opts.bookmark_interval = common::Seconds(10);

@@ -175,6 +175,15 @@ ApiError TooManyRequests(std::string message, int retry_after_seconds) {
   return e;
 }
 
+ApiError TooLargeResourceVersion(std::int64_t requested, std::int64_t current) {
+  ApiError e =
+      Make(504, "Timeout",
+           fmt::format("Timeout: Too large resource version: {}, current: {}", requested, current));
+  e.causes.push_back({"ResourceVersionTooLarge", "Too large resource version", ""});
+  e.retry_after_seconds = 1;
+  return e;
+}
+
 ApiError NoRoute() {
   return Make(404, "NotFound", "the server could not find the requested resource");
 }

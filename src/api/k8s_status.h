@@ -25,7 +25,9 @@
 // Errors with no StatusCode of their own are built directly: 400 BadRequest (malformed JSON, bad
 // selector or continue token), 405 MethodNotAllowed, 406 NotAcceptable, 410 Expired (too old
 // resourceVersion or continue token), 413 RequestEntityTooLarge, 415 UnsupportedMediaType, 429
-// TooManyRequests with Retry-After (rate limit, too many watches).
+// TooManyRequests with Retry-After (rate limit, too many watches), 504 Timeout with the cause
+// ResourceVersionTooLarge (a resourceVersion newer than the store's, as after a restore from a
+// backup: Kubernetes clients relist on it).
 //
 // Thread-safety: free functions of values.
 #pragma once
@@ -81,6 +83,9 @@ ApiError UnsupportedMediaType(std::string_view content_type);
 ApiError RequestEntityTooLarge(std::size_t limit_bytes);
 ApiError Expired(std::string message);
 ApiError TooManyRequests(std::string message, int retry_after_seconds);
+// 504 "Timeout: Too large resource version: <requested>, current: <current>", as Kubernetes says
+// it, with Retry-After: 1.
+ApiError TooLargeResourceVersion(std::int64_t requested, std::int64_t current);
 // 404 for a path no route serves: "the server could not find the requested resource".
 ApiError NoRoute();
 // 404 for a missing object: `gpuprovisionrequests.egs.dev "x" not found`.
