@@ -1025,6 +1025,11 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   if (!fields) return ToResponse(BadRequest(fields.error().message()));
   auto min_revision = ParseResourceVersion(req);
   if (!min_revision) return ToResponse(BadRequest(min_revision.error().message()));
+  // A continue token carries the revision of its first page; another one beside it contradicts
+  // it (Kubernetes refuses the pair too).
+  if (*min_revision && req.Query("continue").value_or("") != "") {
+    return ToResponse(BadRequest("specifying resource version is not allowed when using continue"));
+  }
   std::size_t limit = 0;
   if (auto l = req.Query("limit"); l && !l->empty()) {
     const std::optional<std::int64_t> v = ParseInt64(*l);  // overflow is an error, not a clamp

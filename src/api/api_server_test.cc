@@ -559,6 +559,18 @@ TEST_F(ApiServerTest, PagingWithContinue) {
                 {{"limit", "1"}, {"continue", first["metadata"]["continue"]}})
                 .status,
             400);
+  // The token holds its snapshot's revision: another one beside it is refused, as in Kubernetes.
+  HttpResponse both = Get(kGprs, {{"limit", "1"},
+                                  {"continue", first["metadata"]["continue"]},
+                                  {"resourceVersion", first["metadata"]["resourceVersion"]}});
+  EXPECT_EQ(both.status, 400);
+  EXPECT_THAT(both.body,
+              HasSubstr("specifying resource version is not allowed when using continue"));
+  EXPECT_EQ(
+      Get(kGprs,
+          {{"limit", "1"}, {"continue", first["metadata"]["continue"]}, {"resourceVersion", "0"}})
+          .status,
+      200);
 }
 
 TEST_F(ApiServerTest, ExpiredContinueIs410) {

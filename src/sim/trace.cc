@@ -23,7 +23,7 @@ using common::Status;
 constexpr core::Time kRelativeEpoch = common::FromUnixMicros(0);
 
 // Caps the node count a cluster spec or NxG may expand to, so that a corrupt file or a typo
-// cannot exhaust memory (99999999x8 took all of it, building nodes).
+// cannot exhaust memory (99999999x8 asks for 100 million nodes, far more than fits).
 constexpr long long kMaxSpecNodes = 1'000'000;
 // GPUs on one node, as in egsd's fleet files (cluster/fleet_file.cc): more is a typo, not a node.
 constexpr int kMaxFleetGpusPerNode = 64;
