@@ -1025,11 +1025,6 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   if (!fields) return ToResponse(BadRequest(fields.error().message()));
   auto min_revision = ParseResourceVersion(req);
   if (!min_revision) return ToResponse(BadRequest(min_revision.error().message()));
-  // A continue token carries the revision of its first page; another one beside it contradicts
-  // it (Kubernetes refuses the pair too).
-  if (*min_revision && req.Query("continue").value_or("") != "") {
-    return ToResponse(BadRequest("specifying resource version is not allowed when using continue"));
-  }
   std::size_t limit = 0;
   if (auto l = req.Query("limit"); l && !l->empty()) {
     const std::optional<std::int64_t> v = ParseInt64(*l);  // overflow is an error, not a clamp
@@ -1045,6 +1040,12 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
                                            : decoded.error().message()));
     }
     token = *decoded;
+    // The token carries the revision of its first page; another one beside it contradicts it
+    // (Kubernetes refuses the pair too).
+    if (*min_revision) {
+      return ToResponse(
+          BadRequest("specifying resource version is not allowed when using continue"));
+    }
     // Pages after the first are read from the current state; the token's snapshot must still
     // be within the change feed, as a Kubernetes continue token must be within etcd's history.
     auto changes = store_.ChangesSince(token->revision, 1);

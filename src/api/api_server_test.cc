@@ -344,6 +344,18 @@ class ApiServerTest : public ::testing::Test {
     ASSERT_TRUE(pred());
   }
 
+  // Opens a watch of the GPRs with `query`, drives the clock until it ends (after `close_after`
+  // events at most) and returns what it sent.
+  std::vector<json> WatchToEnd(const std::multimap<std::string, std::string>& query,
+                               int close_after) {
+    HttpResponse w = Get(kGprs, query);
+    RecordingSink sink(close_after);
+    StreamRunner runner(w, sink);
+    Drive([&] { return runner.done(); });
+    runner.Join();
+    return sink.Events();
+  }
+
   common::SimulatedClock clock_;
   std::unique_ptr<store::FakeStore> store_;
   FakeControlPlane cp_;
@@ -1184,33 +1196,23 @@ TEST_F(ApiServerTest, WatchReportsObjectsThatLeftTheSelectorBeforeItStarted) {
   // Between the client's list and its watch, "a" stops matching.
   ASSERT_EQ(Patch(std::string(kGprs) + "/a", R"({"metadata":{"labels":{"app":"serve"}}})").status,
             200);
-  HttpResponse w =
-      Get(kGprs, {{"watch", "1"}, {"resourceVersion", rv}, {"labelSelector", "app=train"}});
-  RecordingSink sink(/*close_after=*/1);
-  StreamRunner runner(w, sink);
-  Drive([&] { return runner.done(); });
-  auto events = sink.Events();
+  auto events =
+      WatchToEnd({{"watch", "1"}, {"resourceVersion", rv}, {"labelSelector", "app=train"}}, 1);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["type"], "DELETED");
   EXPECT_EQ(events[0]["object"]["metadata"]["name"], "a");
-  runner.Join();
 }
 
 TEST_F(ApiServerTest, WatchTooOldIs410ErrorEvent) {
   Reset({.change_retention_revisions = 2}, {});
   SeedWorkspace("team-a");
   for (const char* n : {"a", "b", "c", "d"}) ASSERT_EQ(Post(kGprs, GprJson(n).dump()).status, 201);
-  HttpResponse w = Get(kGprs, {{"watch", "1"}, {"resourceVersion", "1"}});
-  RecordingSink sink(/*close_after=*/10);
-  StreamRunner runner(w, sink);
-  Drive([&] { return runner.done(); });
-  auto events = sink.Events();
+  auto events = WatchToEnd({{"watch", "1"}, {"resourceVersion", "1"}}, 10);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["type"], "ERROR");
   EXPECT_EQ(events[0]["object"]["kind"], "Status");
   EXPECT_EQ(events[0]["object"]["code"], 410);
   EXPECT_EQ(events[0]["object"]["reason"], "Expired");
-  runner.Join();
 }
 
 // A resourceVersion newer than the store's (a client that saw a store since restored from an
@@ -1223,11 +1225,7 @@ TEST_F(ApiServerTest, TooLargeResourceVersionIs504WithItsCause) {
   const std::string current = json::parse(list.body)["metadata"]["resourceVersion"];
   const std::string ahead = std::to_string(std::stoll(current) + 1000);
 
-  HttpResponse w = Get(kGprs, {{"watch", "1"}, {"resourceVersion", ahead}});
-  RecordingSink sink(/*close_after=*/10);
-  StreamRunner runner(w, sink);
-  Drive([&] { return runner.done(); });
-  auto events = sink.Events();
+  auto events = WatchToEnd({{"watch", "1"}, {"resourceVersion", ahead}}, 10);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["type"], "ERROR");
   EXPECT_EQ(events[0]["object"]["code"], 504);
@@ -1235,7 +1233,6 @@ TEST_F(ApiServerTest, TooLargeResourceVersionIs504WithItsCause) {
   EXPECT_EQ(events[0]["object"]["message"],
             "Timeout: Too large resource version: " + ahead + ", current: " + current);
   EXPECT_EQ(events[0]["object"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
-  runner.Join();
 
   HttpResponse too_new = Get(kGprs, {{"resourceVersion", ahead}});
   EXPECT_EQ(too_new.status, 504);

@@ -610,7 +610,7 @@ void AddPaths(const ResourceInfo& r, json& paths) {
   }
 }
 
-std::string BuildOpenApiV3() {
+json BuildOpenApiV3() {
   json schemas = MetaSchemas();
   json paths = json::object();
   auto specs = KindSchemas();
@@ -631,19 +631,24 @@ std::string BuildOpenApiV3() {
               {"info", {{"title", "EGS"}, {"version", kVersion}}},
               {"paths", std::move(paths)},
               {"components", {{"schemas", std::move(schemas)}}}};
-  return doc.dump();
+  return doc;
+}
+
+// The document as built, read by IsSelectableField; OpenApiV3Document serializes it.
+const json& OpenApiV3Json() {
+  static const json kDoc = BuildOpenApiV3();
+  return kDoc;
 }
 
 }  // namespace
 
 const std::string& OpenApiV3Document() {
-  static const std::string kDoc = BuildOpenApiV3();
+  static const std::string kDoc = OpenApiV3Json().dump();
   return kDoc;
 }
 
 bool IsSelectableField(const ResourceInfo& r, std::string_view path) {
-  static const json kDoc = json::parse(OpenApiV3Document());
-  const json& schemas = kDoc["components"]["schemas"];
+  const json& schemas = OpenApiV3Json().at("components").at("schemas");
   // A $ref, or an allOf wrapper around one (a $ref with a description), stands for its target.
   auto resolve = [&schemas](const json* node) -> const json* {
     for (int hops = 0; node != nullptr && hops < 8; ++hops) {

@@ -297,7 +297,10 @@ Status Parser::ParseShapes(const YAML::Node& root, FleetSpec& spec) {
     EGS_RETURN_IF_ERROR(Get(n, path, "interconnect", s.interconnect));
     EGS_RETURN_IF_ERROR(Get(n, path, "pricePerGpuHour", s.price_per_gpu_hour));
     EGS_RETURN_IF_ERROR(Get(n, path, "provisioningLeadTime", s.provisioning_lead_time));
-    if (s.gpus_per_node > 64) return Error(Join(path, "gpusPerNode"), "must be <= 64");
+    if (s.gpus_per_node > core::kMaxFleetGpusPerNode) {
+      return Error(Join(path, "gpusPerNode"),
+                   fmt::format("must be <= {}", core::kMaxFleetGpusPerNode));
+    }
     if (Status st = core::ValidateShape(s); !st.ok()) {
       // "shape.gpusPerNode: must be >= 1" -> "shapes[0].gpusPerNode: must be >= 1".
       std::string_view msg = st.message();

@@ -71,6 +71,9 @@ struct Node {
 // The most GPUs a shape may have per node (the REST API's bound; the inventory counts a node's
 // free GPUs in 16 bits).
 inline constexpr int kMaxGpusPerNode = 1024;
+// The most GPUs per node a fleet description may give (egsd's fleet files, the simulator's
+// fleets): more is a typo, not a node.
+inline constexpr int kMaxFleetGpusPerNode = 64;
 
 // InvalidArgument naming the field when the shape is unusable (gpus_per_node outside
 // [1, kMaxGpusPerNode], empty name).

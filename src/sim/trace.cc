@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/fleet.h"
 #include "sim/csv_reader.h"
 
 namespace egs::sim {
@@ -25,8 +26,14 @@ constexpr core::Time kRelativeEpoch = common::FromUnixMicros(0);
 // Caps the node count a cluster spec or NxG may expand to, so that a corrupt file or a typo
 // cannot exhaust memory (99999999x8 asks for 100 million nodes, far more than fits).
 constexpr long long kMaxSpecNodes = 1'000'000;
-// GPUs on one node, as in egsd's fleet files (cluster/fleet_file.cc): more is a typo, not a node.
-constexpr int kMaxFleetGpusPerNode = 64;
+using core::kMaxFleetGpusPerNode;
+
+// A node list's GPUs per node (column `col` of the current row) within the fleet limit.
+Status CheckNodeGpus(const CsvReader& csv, int col, int gpus) {
+  if (gpus <= kMaxFleetGpusPerNode) return common::OkStatus();
+  return csv.ColumnError(
+      col, fmt::format("{} is more than the {} GPUs a node may have", gpus, kMaxFleetGpusPerNode));
+}
 
 std::string TraceName(const std::string& path) {
   return std::filesystem::path(path).stem().string();
@@ -214,10 +221,7 @@ Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path) {
     if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
     if (gpus == 0) continue;  // CPU-only node; documented in the header.
-    if (gpus > kMaxFleetGpusPerNode) {
-      return csv.ColumnError(col[1], fmt::format("{} is more than the {} GPUs a node may have",
-                                                 gpus, kMaxFleetGpusPerNode));
-    }
+    EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[1], gpus));
     if (csv.IsEmpty(col[2])) {
       return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
     }
@@ -244,10 +248,7 @@ Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& pa
       EGS_ASSIGN_OR_RETURN(counts[i], csv.Count(col[static_cast<std::size_t>(i)]));
       if (counts[i] < 1) return csv.ColumnError(col[static_cast<std::size_t>(i)], "must be >= 1");
     }
-    if (counts[2] > kMaxFleetGpusPerNode) {
-      return csv.ColumnError(col[2], fmt::format("{} is more than the {} GPUs a node may have",
-                                                 counts[2], kMaxFleetGpusPerNode));
-    }
+    EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[2], counts[2]));
     long long total = (static_cast<long long>(next_switch) + counts[0]) * counts[1];
     if (total > kMaxSpecNodes) {
       return csv.RowError(
