@@ -29,7 +29,8 @@ common::Result<std::optional<int>> IntFlag(const Context& ctx, const char* name,
   return std::optional<int>(out);
 }
 
-// A duration flag, validated and passed on as typed (the server reads Go-style durations).
+// A duration flag, validated and passed on in the Go-style form the server reads (egsctl also
+// takes days: "2d" goes as "48h").
 common::Result<std::optional<std::string>> DurationFlag(const Context& ctx, const char* name) {
   auto v = ctx.args.Get(name);
   if (!v) return std::optional<std::string>();
@@ -38,7 +39,7 @@ common::Result<std::optional<std::string>> DurationFlag(const Context& ctx, cons
     return common::InvalidArgumentError(fmt::format("--{}: {}", name, d.error().message()));
   if (d->count() <= 0)
     return common::InvalidArgumentError(fmt::format("--{} must be positive", name));
-  return v;
+  return std::optional<std::string>(common::FormatGoDuration(*d));
 }
 
 std::string Money(const json& v) {

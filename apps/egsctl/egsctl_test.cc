@@ -298,7 +298,8 @@ TEST_F(EgsctlTest, ActionsPostToTheirEndpoints) {
   Outcome r = Egsctl({"approve", "a", "--reason", "ok by me", "-n", "team-a"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out, "gpuprovisionrequest/a approved\n");
-  r = Egsctl({"extend", "a", "--by", "2h", "-n", "team-a"});
+  // egsctl takes days; the server reads Go-style durations, which have none.
+  r = Egsctl({"extend", "a", "--by", "1d2h", "-n", "team-a"});
   EXPECT_EQ(r.exit, 0) << r.err;
   r = Egsctl({"move", "a", "--before", "b", "-n", "team-a"});
   EXPECT_EQ(r.exit, 0) << r.err;
@@ -312,7 +313,7 @@ TEST_F(EgsctlTest, ActionsPostToTheirEndpoints) {
   ASSERT_EQ(reqs.size(), 5u);
   EXPECT_EQ(reqs[4].Json(), json({{"other", "b"}}));
   EXPECT_EQ(reqs[0].Json(), json({{"reason", "ok by me"}}));
-  EXPECT_EQ(reqs[1].Json(), json({{"duration", "2h"}}));
+  EXPECT_EQ(reqs[1].Json(), json({{"duration", "26h"}}));
   EXPECT_EQ(reqs[2].Json(), json({{"before", "b"}}));
 }
 

@@ -385,7 +385,10 @@ bool IsQualifiedNamePart(std::string_view s) {
 
 Result<Duration> ParseDuration(std::string_view text) {
   auto bad = [&] {
-    return common::InvalidArgumentError(fmt::format("invalid duration \"{}\"", text));
+    return common::InvalidArgumentError(fmt::format(
+        "invalid duration \"{}\": want a Go-style duration, numbers with units ns, us, ms, s, "
+        "m, h (e.g. 90m, 4h, 1h30m; 2 days is 48h)",
+        text));
   };
   if (text.empty()) return bad();
   if (text == "0") return Duration(0);
@@ -429,30 +432,6 @@ Result<Duration> ParseDuration(std::string_view text) {
     if (total_ns > 9.2e18) return bad();  // beyond int64 nanoseconds, as Go
   }
   return Duration(static_cast<std::int64_t>(std::llround(total_ns / 1e3)));
-}
-
-std::string FormatDuration(Duration d) {
-  if (d.count() == 0) return "0s";
-  std::string out;
-  std::int64_t us = d.count();
-  if (us < 0) {
-    out = "-";
-    us = -us;
-  }
-  std::int64_t hours = us / 3'600'000'000;
-  std::int64_t minutes = (us / 60'000'000) % 60;
-  std::int64_t secs = (us / 1'000'000) % 60;
-  std::int64_t frac = us % 1'000'000;
-  if (hours) out += fmt::format("{}h", hours);
-  if (minutes) out += fmt::format("{}m", minutes);
-  if (frac) {
-    std::string f = fmt::format("{:06d}", frac);
-    while (!f.empty() && f.back() == '0') f.pop_back();
-    out += fmt::format("{}.{}s", secs, f);
-  } else if (secs) {
-    out += fmt::format("{}s", secs);
-  }
-  return out;
 }
 
 Result<Time> ParseTime(std::string_view text) {
@@ -934,7 +913,7 @@ json ToJson(const GpuShapeDoc& d) {
   PutIf(spec, "interconnect", d.interconnect);
   PutIf(spec, "pricePerGpuHour", d.price_per_gpu_hour);
   if (d.provisioning_lead_time.count() != 0) {
-    spec["provisioningLeadTime"] = FormatDuration(d.provisioning_lead_time);
+    spec["provisioningLeadTime"] = common::FormatGoDuration(d.provisioning_lead_time);
   }
   j["spec"] = std::move(spec);
   return j;
@@ -1017,7 +996,7 @@ json ToJson(const NodeDoc& d) {
   }
   j["spec"] = {{"cluster", d.cluster}, {"shape", d.shape}, {"gpus", std::move(gpus)}};
   if (d.provisioning_lead_time.count() != 0) {
-    j["spec"]["provisioningLeadTime"] = FormatDuration(d.provisioning_lead_time);
+    j["spec"]["provisioningLeadTime"] = common::FormatGoDuration(d.provisioning_lead_time);
   }
   json status = json::object();
   PutIf(status, "health", d.health);
@@ -1077,21 +1056,21 @@ json ToJson(const WorkspacePolicyDoc& p) {
   j["minPriority"] = p.min_priority;
   j["maxPriority"] = p.max_priority;
   PutIf(j, "maxNodesPerRequest", p.max_nodes_per_request);
-  if (p.max_duration) j["maxDuration"] = FormatDuration(*p.max_duration);
+  if (p.max_duration) j["maxDuration"] = common::FormatGoDuration(*p.max_duration);
   j["maxActiveRequests"] = p.max_active_requests;
   j["shareNodes"] = p.share_nodes;
   j["preemptible"] = p.preemptible;
   j["requeueOnPreemption"] = p.requeue_on_preemption;
-  j["minRuntime"] = FormatDuration(p.min_runtime);
-  j["preemptionNotice"] = FormatDuration(p.preemption_notice);
+  j["minRuntime"] = common::FormatGoDuration(p.min_runtime);
+  j["preemptionNotice"] = common::FormatGoDuration(p.preemption_notice);
   j["onNodeFailure"] = p.on_node_failure;
   j["idleCountsDouble"] = p.idle_counts_double;
   j["mayBurst"] = p.may_burst;
-  if (p.idle_timeout) j["idleTimeout"] = FormatDuration(*p.idle_timeout);
+  if (p.idle_timeout) j["idleTimeout"] = common::FormatGoDuration(*p.idle_timeout);
   j["idleThresholdPercent"] = p.idle_threshold_percent;
-  j["idleGrace"] = FormatDuration(p.idle_grace);
-  j["promiseTolerance"] = FormatDuration(p.promise_tolerance);
-  j["fairShareHalfLife"] = FormatDuration(p.fair_share_half_life);
+  j["idleGrace"] = common::FormatGoDuration(p.idle_grace);
+  j["promiseTolerance"] = common::FormatGoDuration(p.promise_tolerance);
+  j["fairShareHalfLife"] = common::FormatGoDuration(p.fair_share_half_life);
   return j;
 }
 
@@ -1179,7 +1158,7 @@ json ToJson(const GprSpecDoc& s) {
   PutIf(j, "clusters", s.clusters);
   j["nodes"] = s.nodes;
   j["gpusPerNode"] = s.gpus_per_node;
-  j["duration"] = FormatDuration(s.duration);
+  j["duration"] = common::FormatGoDuration(s.duration);
   j["priority"] = s.priority;
   PutIf(j, "earliestStart", s.earliest_start);
   return j;
@@ -1242,7 +1221,7 @@ json ToJson(const GprStatusDoc& s) {
   PutIf(j, "cluster", s.cluster);
   PutIf(j, "shape", s.shape);
   if (s.pending_extension) {
-    j["pendingExtension"] = {{"duration", FormatDuration(s.pending_extension->duration)},
+    j["pendingExtension"] = {{"duration", common::FormatGoDuration(s.pending_extension->duration)},
                              {"reason", s.pending_extension->reason}};
   }
   if (s.requeues) j["requeues"] = s.requeues;

@@ -47,9 +47,6 @@ common::Result<common::Duration> ParseDuration(std::string_view text);
 // `text` as a whole decimal number that fits in int64 (an optional '-' and digits, nothing
 // else); nullopt otherwise, including on overflow (strtoll would clamp it).
 std::optional<std::int64_t> ParseInt64(std::string_view text);
-// The shortest Go-style form: "1h30m", "2h", "45s", "1m0.5s" -> "1m0.5s", "0s". Negative
-// durations get a leading '-'.
-std::string FormatDuration(common::Duration d);
 
 // RFC 3339: "2026-11-22T10:00:00Z", "2026-11-22T12:00:00+02:00", "...:00.123456Z". Fractional
 // seconds beyond microseconds are truncated. InvalidArgument "invalid time \"...\"".

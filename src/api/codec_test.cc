@@ -26,6 +26,14 @@ std::string ErrorOf(const common::Result<T>& r) {
   return r ? "" : r.error().message();
 }
 
+// What ParseDuration says of `text`: the value, and the form it wants.
+std::string BadDuration(std::string_view text) {
+  return fmt::format(
+      "invalid duration \"{}\": want a Go-style duration, numbers with units ns, us, ms, s, m, h "
+      "(e.g. 90m, 4h, 1h30m; 2 days is 48h)",
+      text);
+}
+
 // ---- Durations and times -----------------------------------------------------------------------
 
 TEST(DurationTest, ParsesGoStyle) {
@@ -45,23 +53,16 @@ TEST(DurationTest, RejectsNegativesAndGarbage) {
     auto r = ParseDuration(bad);
     EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument)) << bad;
     if (!r) {
-      EXPECT_EQ(r.error().message(), fmt::format("invalid duration \"{}\"", bad));
+      EXPECT_EQ(r.error().message(), BadDuration(bad));
     }
   }
   EXPECT_THAT(ParseDuration("9999999999h"), StatusIs(StatusCode::kInvalidArgument));
 }
 
-TEST(DurationTest, FormatsShortestForm) {
-  EXPECT_EQ(FormatDuration(Minutes(90)), "1h30m");
-  EXPECT_EQ(FormatDuration(Hours(2)), "2h");
-  EXPECT_EQ(FormatDuration(Seconds(45)), "45s");
-  EXPECT_EQ(FormatDuration(Hours(49)), "49h");
-  EXPECT_EQ(FormatDuration(common::Duration(0)), "0s");
-  EXPECT_EQ(FormatDuration(std::chrono::milliseconds(1500)), "1.5s");
-  EXPECT_EQ(FormatDuration(-Minutes(5)), "-5m");
+TEST(DurationTest, ReadsBackTheGoForm) {
   for (common::Duration d : {Minutes(90), Hours(2), Seconds(45), Seconds(3661),
                              common::Duration(std::chrono::milliseconds(1))}) {
-    EXPECT_EQ(*ParseDuration(FormatDuration(d)), d);
+    EXPECT_EQ(*ParseDuration(common::FormatGoDuration(d)), d);
   }
 }
 
@@ -346,8 +347,9 @@ TEST(CodecErrorsTest, GprSpec) {
       {{{"nodes", 0}}, "spec.nodes: must be >= 1"},
       {{{"nodes", "2"}}, "spec.nodes: expected integer, got string"},
       {{{"nodes", 1.5}}, "spec.nodes: expected integer, got number"},
-      {{{"duration", "4x"}}, "spec.duration: invalid duration \"4x\""},
-      {{{"duration", "-1h"}}, "spec.duration: invalid duration \"-1h\""},
+      {{{"duration", "4x"}}, "spec.duration: " + BadDuration("4x")},
+      {{{"duration", "-1h"}}, "spec.duration: " + BadDuration("-1h")},
+      {{{"duration", "2d"}}, "spec.duration: " + BadDuration("2d")},
       {{{"duration", "0s"}}, "spec.duration: must be > 0"},
       {{{"duration", nullptr}}, "spec.duration: is required"},
       {{{"duration", 3600}}, "spec.duration: expected duration string, got integer"},
@@ -417,7 +419,7 @@ TEST(CodecErrorsTest, WorkspacePolicy) {
       {{{"maxActiveRequests", 0}}, "spec.policy.maxActiveRequests: must be >= 1"},
       {{{"gpuQuota", -1}}, "spec.policy.gpuQuota: must be >= 0"},
       {{{"maxDuration", "0s"}}, "spec.policy.maxDuration: must be > 0"},
-      {{{"idleTimeout", "soon"}}, "spec.policy.idleTimeout: invalid duration \"soon\""},
+      {{{"idleTimeout", "soon"}}, "spec.policy.idleTimeout: " + BadDuration("soon")},
       {{{"idleThresholdPercent", 101}}, "spec.policy.idleThresholdPercent: must be <= 100"},
       {{{"minPriority", 10}, {"maxPriority", 5}},
        "spec.policy.maxPriority: must be >= minPriority"},
@@ -425,7 +427,7 @@ TEST(CodecErrorsTest, WorkspacePolicy) {
       {{{"quota", 5}}, "spec.policy.quota: unknown field"},
       {{{"onNodeFailure", "Retry"}},
        "spec.policy.onNodeFailure: must be \"Continue\" or \"Requeue\""},
-      {{{"minRuntime", "-1h"}}, "spec.policy.minRuntime: invalid duration \"-1h\""},
+      {{{"minRuntime", "-1h"}}, "spec.policy.minRuntime: " + BadDuration("-1h")},
   };
   for (const auto& c : cases) {
     json bad = ws;

@@ -34,4 +34,28 @@ std::string FormatDuration(Duration d) {
   return out;
 }
 
+std::string FormatGoDuration(Duration d) {
+  if (d.count() == 0) return "0s";
+  std::string out;
+  std::int64_t us = d.count();
+  if (us < 0) {
+    out = "-";
+    us = -us;
+  }
+  std::int64_t hours = us / 3'600'000'000;
+  std::int64_t minutes = (us / 60'000'000) % 60;
+  std::int64_t secs = (us / 1'000'000) % 60;
+  std::int64_t frac = us % 1'000'000;
+  if (hours) out += fmt::format("{}h", hours);
+  if (minutes) out += fmt::format("{}m", minutes);
+  if (frac) {
+    std::string f = fmt::format("{:06d}", frac);
+    while (!f.empty() && f.back() == '0') f.pop_back();
+    out += fmt::format("{}.{}s", secs, f);
+  } else if (secs) {
+    out += fmt::format("{}s", secs);
+  }
+  return out;
+}
+
 }  // namespace egs::common

@@ -78,7 +78,10 @@ struct Interval {
 // RFC 3339 UTC, e.g. "2026-11-22T09:30:00Z" (microseconds shown only when non-zero).
 // Sentinels print as "-inf" / "+inf".
 std::string FormatTime(Time t);
-// "1h30m", "45s", "2d3h", "0s"; negative durations get a leading '-'.
+// "1h30m", "45s", "2d3h", "0s"; negative durations get a leading '-'. For people to read.
 std::string FormatDuration(Duration d);
+// The shortest Go-style form, as Go's time.ParseDuration and the REST API read it: "1h30m",
+// "2h", "49h" (no days), "45s", "1.5s", "0s". Negative durations get a leading '-'.
+std::string FormatGoDuration(Duration d);
 
 }  // namespace egs::common

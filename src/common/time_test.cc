@@ -24,6 +24,17 @@ TEST(TimeTest, FormatsDurations) {
   EXPECT_EQ(FormatDuration(Duration(0)), "0s");
 }
 
+TEST(TimeTest, FormatsGoDurations) {
+  EXPECT_EQ(FormatGoDuration(Minutes(90)), "1h30m");
+  EXPECT_EQ(FormatGoDuration(Hours(2)), "2h");
+  EXPECT_EQ(FormatGoDuration(Seconds(45)), "45s");
+  EXPECT_EQ(FormatGoDuration(Hours(49)), "49h");  // no days: Go has none
+  EXPECT_EQ(FormatGoDuration(Duration(0)), "0s");
+  EXPECT_EQ(FormatGoDuration(std::chrono::milliseconds(1500)), "1.5s");
+  EXPECT_EQ(FormatGoDuration(Seconds(61) + std::chrono::microseconds(5)), "1m1.000005s");
+  EXPECT_EQ(FormatGoDuration(-Minutes(5)), "-5m");
+}
+
 TEST(IntervalTest, HalfOpen) {
   Interval a{FromUnixMicros(0), FromUnixMicros(10)};
   Interval b{FromUnixMicros(10), FromUnixMicros(20)};

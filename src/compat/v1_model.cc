@@ -500,7 +500,7 @@ common::Result<json> ToGprObject(const json& body, std::string_view name,
   if (duration <= common::Duration(0)) {
     return common::InvalidArgumentError("exitDuration: must be longer than 0d0h0m");
   }
-  spec["duration"] = api::FormatDuration(duration);
+  spec["duration"] = common::FormatGoDuration(duration);
   if (auto p = body.find("priority"); p != body.end() && p->is_number_integer()) {
     spec["priority"] = p->get<int>();
   }

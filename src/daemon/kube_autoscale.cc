@@ -66,7 +66,7 @@ common::Status KubeClusters::ValidateAutoscaledPools(const KubernetesSettings& s
           return common::InvalidArgumentError(fmt::format(
               "{}.leadTime: {} differs from the {} of its slot {} registered before (a Node's "
               "spec cannot change): name the pool anew for another lead time",
-              field, api::FormatDuration(p.lead_time),
+              field, common::FormatGoDuration(p.lead_time),
               node.value("/spec/provisioningLeadTime"_json_pointer, std::string("0s")), name));
         }
       }
@@ -111,7 +111,7 @@ common::Status KubeClusters::RegisterSlots(const std::string& field,
       EGS_RETURN_IF_ERROR(control_plane.CreateFleet(missing).WithContext(
           fmt::format("{}.autoscaledPools[{}]", field, j)));
       spdlog::info("cluster {}: registered {} slot(s) of autoscaled pool {} (lead time {})", c.name,
-                   missing.size(), p.name, api::FormatDuration(p.lead_time));
+                   missing.size(), p.name, common::FormatGoDuration(p.lead_time));
     }
     // 2. The connector's view of the pool.
     k8s::AutoscaledPool pool;
@@ -225,7 +225,7 @@ void KubeClusters::BackOffPool(Member& m, const std::string& pool, core::Request
   }
   if (p == nullptr) return;
   spdlog::warn("cluster {}: {}; free slots of the pool take no plans for {}", m.settings.name,
-               message, api::FormatDuration(p->failure_backoff));
+               message, common::FormatGoDuration(p->failure_backoff));
   const auto snap = scheduler_.snapshot();
   const common::Time now = clock_.Now();
   const common::Interval window{now, now + p->failure_backoff};

@@ -355,7 +355,7 @@ bool Dispatcher::DeliverOnce() {
     backoff = std::min(backoff, options_.max_backoff);
     d.due = now + backoff;
     st.last_error += fmt::format(" (attempt {} of {}; next in {})", d.attempts,
-                                 options_.max_attempts, api::FormatDuration(backoff));
+                                 options_.max_attempts, common::FormatGoDuration(backoff));
     queue_.emplace(std::make_pair(d.due, d.seq), std::move(d));
     work_cv_.notify_one();
   } else {

@@ -47,9 +47,9 @@ SendOutcome HttpWebhookSender::Send(const WebhookRequest& request, common::Durat
     const httplib::Error e = res.error();
     const std::string what = httplib::to_string(e);
     if (e == httplib::Error::Read || e == httplib::Error::Write) {
-      out.status = common::DeadlineExceededError(fmt::format("{}: no answer within {} ({})",
-                                                             request.url.scheme_host_port(),
-                                                             api::FormatDuration(timeout), what));
+      out.status = common::DeadlineExceededError(
+          fmt::format("{}: no answer within {} ({})", request.url.scheme_host_port(),
+                      common::FormatGoDuration(timeout), what));
     } else {
       out.status = common::UnavailableError(
           fmt::format("{}: {} error", request.url.scheme_host_port(), what));
