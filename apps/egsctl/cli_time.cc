@@ -32,7 +32,7 @@ bool Expect(std::string_view s, std::size_t& pos, char c) {
 common::Result<common::Duration> ParseDuration(std::string_view text) {
   auto bad = [&] {
     return common::InvalidArgumentError(
-        fmt::format("invalid duration \"{}\": use e.g. 90s, 45m, 4h, 1h30m", text));
+        fmt::format("invalid duration \"{}\": use e.g. 90s, 45m, 4h, 1h30m, 2d", text));
   };
   if (text.empty()) return bad();
   if (text == "0") return common::Duration(0);
