@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -117,6 +118,21 @@ class HttpServer::Impl {
 
   ~Impl() { Stop(); }
 
+  // Why binding failed without an errno: httplib resolves the host first and gives up quietly
+  // when it does not resolve.
+  std::string WhyNoBind() const {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* found = nullptr;
+    const int rc = getaddrinfo(options_.host.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) freeaddrinfo(found);
+    if (rc != 0)
+      return fmt::format("host \"{}\" does not resolve ({})", options_.host, gai_strerror(rc));
+    return "bind failed";
+  }
+
   common::Status Start() {
     if (!options_.tls_cert_file.empty()) {
       auto tls = std::make_unique<BacklogServer<httplib::SSLServer>>(options_.tls_cert_file.c_str(),
@@ -146,7 +162,7 @@ class HttpServer::Impl {
     if (port_ < 0) {
       int err = errno;
       return common::UnavailableError(fmt::format("cannot listen on {}: {}", address,
-                                                  err != 0 ? std::strerror(err) : "bind failed"));
+                                                  err != 0 ? std::strerror(err) : WhyNoBind()));
     }
     if (!set_backlog_(options_.listen_backlog)) {
       int err = errno;
