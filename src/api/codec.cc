@@ -429,7 +429,11 @@ Result<Duration> ParseDuration(std::string_view text) {
     if (unit == nullptr) return bad();
     s.remove_prefix(unit->name.size());
     total_ns += value * unit->ns;
-    if (total_ns > 9.2e18) return bad();  // beyond int64 nanoseconds, as Go
+    // Go's limit: int64 nanoseconds (2562047h47m16.854775807s).
+    if (total_ns > 9223372036854775807.0) {
+      return common::InvalidArgumentError(fmt::format(
+          "invalid duration \"{}\": too long, at most 2562047h47m16s (Go's limit)", text));
+    }
   }
   return Duration(static_cast<std::int64_t>(std::llround(total_ns / 1e3)));
 }
