@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <set>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "common/simulated_clock.h"
 #include "scheduler/fake_cluster_connector.h"
@@ -80,8 +81,13 @@ bool ModelAllowed(const std::string& models, const std::string& model) {
   return false;
 }
 
-// The request for a job: every shape of one node size whose GPU model the job accepts (a request
-// has one node layout, so all its shapes must have the same GPUs per node).
+// The request for a job. A job that fits on one node may use any node with room for it: one
+// node x its GPUs on every shape it accepts with at least that many GPUs per node (a request has
+// one layout, N nodes x g GPUs, which holds on each of them). The shapes are listed smallest
+// nodes first: the planner takes the earliest start over them and, between equal starts, the
+// shape listed first, so a small job splits a large node only when that starts it sooner. A job
+// larger than every node it accepts takes whole nodes of the largest size (SplitGpus). Where the
+// shapes it accepts have one size, the layout is SplitGpus's for that size.
 core::RequestSpec JobSpec(const TraceJob& job, const FleetModel& fleet, core::WorkspaceId ws,
                           core::Duration max_booking) {
   core::RequestSpec spec;
@@ -89,20 +95,23 @@ core::RequestSpec JobSpec(const TraceJob& job, const FleetModel& fleet, core::Wo
   spec.workspace = ws;
   spec.priority = job.priority;
   spec.duration = RoundUpBooking(job.hold, max_booking);
-  // Node size: the smallest that holds the whole job, else the largest (a multi-node job).
-  std::set<int> sizes;
+  std::vector<std::pair<int, core::ShapeId>> accepted;  // (GPUs per node, shape)
   for (const auto& [shape, info] : fleet.shape_info) {
-    if (ModelAllowed(job.gpu_model, info.first)) sizes.insert(info.second);
+    if (ModelAllowed(job.gpu_model, info.first)) accepted.emplace_back(info.second, shape);
   }
-  if (sizes.empty()) return spec;  // no shape: the caller reports it
-  auto fit = sizes.lower_bound(job.gpus);
-  const int node_gpus = fit != sizes.end() ? *fit : *sizes.rbegin();
-  for (const auto& [shape, info] : fleet.shape_info) {
-    if (info.second == node_gpus && ModelAllowed(job.gpu_model, info.first)) {
-      spec.shapes.push_back(shape);
-    }
+  if (accepted.empty()) return spec;  // no shape: the caller reports it
+  std::sort(accepted.begin(), accepted.end());
+  const int largest = accepted.back().first;
+  const int least = std::min(job.gpus, largest);  // the node size a shape needs
+  int smallest = largest;
+  for (const auto& [gpus, shape] : accepted) {
+    if (gpus < least) continue;
+    spec.shapes.push_back(shape);
+    smallest = std::min(smallest, gpus);
   }
-  NodeSplit split = SplitGpus(job.gpus, std::max(node_gpus, 1));
+  const NodeSplit split = job.gpus <= largest && smallest < largest
+                              ? NodeSplit{.nodes = 1, .gpus_per_node = job.gpus}
+                              : SplitGpus(job.gpus, largest);
   spec.nodes = split.nodes;
   spec.gpus_per_node = split.gpus_per_node;
   return spec;

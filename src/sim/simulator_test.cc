@@ -183,6 +183,33 @@ TEST(SimulatorTest, JobsLargerThanTheFleetAreRejectedNotDropped) {
   EXPECT_FALSE(r->jobs[1].reject_reason.empty());
 }
 
+TEST(SimulatorTest, JobsThatFitOneNodeMayUseAnyNodeWithRoom) {
+  // One 1-GPU node and two 8-GPU nodes. Four 1-GPU jobs submitted together start at once, on
+  // whichever nodes have room, instead of queueing for the one node of their own size; a 4-GPU
+  // job starts at once beside them; a 16-GPU job takes the two large nodes once they are free.
+  std::vector<FleetNodeSpec> fleet = {
+      {"small", "c", "", 1}, {"big0", "c", "", 8}, {"big1", "c", "", 8}};
+  Trace t;
+  t.jobs = {Job("a", 0, 1, 3600), Job("b", 0, 1, 3600), Job("c", 0, 1, 3600),
+            Job("d", 0, 1, 3600), Job("e", 0, 4, 3600), Job("gang", 10, 16, 600)};
+  for (Policy p : {Policy::kEgs, Policy::kConservative, Policy::kEasy, Policy::kFifo}) {
+    SimConfig cfg;
+    cfg.policy = p;
+    auto r = RunSimulation(t, fleet, cfg);
+    ASSERT_TRUE(r.ok()) << PolicyName(p);
+    for (const JobOutcome& j : r->jobs) {
+      ASSERT_FALSE(j.rejected) << PolicyName(p) << " " << j.id;
+      ASSERT_TRUE(j.start.has_value()) << PolicyName(p) << " " << j.id;
+      if (j.id == "gang") {
+        // Both large nodes hold a one-hour booking until 1 h after the start.
+        EXPECT_EQ(*j.start, S(3600)) << PolicyName(p);
+      } else {
+        EXPECT_EQ(*j.start, j.submit) << PolicyName(p) << " " << j.id;
+      }
+    }
+  }
+}
+
 TEST(SimulatorTest, BadInputIsAnError) {
   Trace empty;
   EXPECT_FALSE(RunSimulation(empty, Nodes(1, 8), SimConfig{}).ok());
