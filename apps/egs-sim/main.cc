@@ -2,7 +2,8 @@
 // offered loads, and writes the benchmark report (src/sim/report.h) into --out.
 //
 //   egs-sim --trace {philly|openb|tiresias|PATH.csv} [--traces-dir DIR]
-//           [--fleet {philly|openb|tiresias|NxG}] [--policy egs,conservative,easy,priority,fifo]
+//           [--fleet {philly|openb|tiresias|alibaba-spot|NxG|PATH.csv|PATH.yaml}]
+//           [--policy egs,conservative,easy,priority,fifo]
 //           [--load 0.5,0.7,0.9,1.1|trace] [--seed N] --out DIR [--max-jobs N]
 //           [--max-planned N] [--lower-bound] [--lb-jobs N] [--lb-windows K]
 //           [--preemptible-below P] [--fair-share-age-limit HOURS] [--hard-quota]
@@ -17,7 +18,10 @@
 //             (the VC table is Philly's own).
 // Fleets: philly = 420 nodes x 8 GPUs (the node count of helios/philly_node_sequence.csv; the VC
 // table covers 352 of them, the rest is shared capacity); openb = its GPU node list
-// (openb_node_list_gpu_node.csv); tiresias = tiresias/cluster_spec.csv; NxG = N nodes of G GPUs.
+// (openb_node_list_gpu_node.csv); tiresias = tiresias/cluster_spec.csv; alibaba-spot =
+// alibaba-spot-gpu-v2026/node_info_df.csv (4,278 nodes of six GPU models); NxG = N nodes of G
+// GPUs; PATH.csv = a node list in one of those CSV formats (told apart by its header);
+// PATH.yaml = an egsd fleet file (its clusters and node pools; its workspaces are not used).
 // The default fleet is the trace's own. --load rescales inter-arrival times to each offered load
 // (RescaleToLoad); 'trace' keeps the recorded arrivals.
 //
@@ -43,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/fleet_file.h"
 #include "common/clock.h"
 #include "sim/lower_bound.h"
 #include "sim/priority_mix.h"
@@ -78,8 +83,8 @@ struct Args {
 
 constexpr const char* kUsage =
     "usage: egs-sim --trace {philly|openb|tiresias|PATH.csv} --out DIR [--traces-dir DIR]\n"
-    "               [--fleet {philly|openb|tiresias|NxG}] [--policy egs,conservative,easy,"
-    "priority,fifo]\n"
+    "               [--fleet {philly|openb|tiresias|alibaba-spot|NxG|PATH.csv|PATH.yaml}]\n"
+    "               [--policy egs,conservative,easy,priority,fifo]\n"
     "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
     "               [--lower-bound] [--lb-jobs N] [--lb-windows K] [--preemptible-below P]\n"
     "               [--fair-share-age-limit HOURS] [--hard-quota]\n";
@@ -253,6 +258,36 @@ common::Result<std::pair<std::string, sim::TraceFormat>> TraceFile(const Args& a
   return std::pair{args.trace, *format};
 }
 
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// The nodes of an egsd fleet file (cluster/fleet_file.h): each node with its cluster's name and
+// its shape's GPU model and GPUs. The file's projects and workspaces are not used: the
+// simulator makes one workspace per team of the trace.
+common::Result<std::vector<sim::FleetNodeSpec>> FleetFileNodes(const std::string& path,
+                                                               std::string& description) {
+  EGS_ASSIGN_OR_RETURN(cluster::FleetSpec spec, cluster::LoadFleetFile(path));
+  std::map<core::ClusterId, std::string> clusters;
+  for (const core::Cluster& c : spec.clusters) clusters[c.id] = c.name;
+  std::map<core::ShapeId, const core::GpuShape*> shapes;
+  for (const core::GpuShape& s : spec.shapes) shapes[s.id] = &s;
+  std::vector<sim::FleetNodeSpec> fleet;
+  for (const core::Node& n : spec.nodes) {
+    const core::GpuShape& shape = *shapes.at(n.shape);
+    fleet.push_back({n.name, clusters.at(n.cluster), shape.gpu_model, shape.gpus_per_node});
+  }
+  if (fleet.empty()) return common::InvalidArgumentError(fmt::format("{}: no nodes", path));
+  description = fmt::format("{}: {} nodes in {} cluster(s)", path, fleet.size(), clusters.size());
+  if (!spec.workspaces.empty()) {
+    fmt::print(stderr,
+               "egs-sim: {}: its {} workspace(s) are not used; the simulator makes one workspace "
+               "per team of the trace\n",
+               path, spec.workspaces.size());
+  }
+  return fleet;
+}
+
 common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim::TraceFormat format,
                                                           std::string& description) {
   std::string name = args.fleet;
@@ -269,19 +304,33 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
     description = fmt::format("philly: {} nodes x {} GPUs", kPhillyNodes, sim::kPhillyGpusPerNode);
     return fleet;
   }
-  if (name == "openb" || name == "tiresias") {
-    auto nodes = name == "openb"
-                     ? sim::LoadOpenbNodes(args.traces_dir +
-                                           "/alibaba-gpu-v2023/openb_node_list_gpu_node.csv")
-                     : sim::LoadTiresiasClusterSpec(args.traces_dir + "/tiresias/cluster_spec.csv");
+  if (name == "openb" || name == "tiresias" || name == "alibaba-spot") {
+    auto nodes =
+        name == "openb" ? sim::LoadOpenbNodes(args.traces_dir +
+                                              "/alibaba-gpu-v2023/openb_node_list_gpu_node.csv")
+        : name == "tiresias"
+            ? sim::LoadTiresiasClusterSpec(args.traces_dir + "/tiresias/cluster_spec.csv")
+            : sim::LoadSpotNodes(args.traces_dir + "/alibaba-spot-gpu-v2026/node_info_df.csv");
     if (nodes.ok()) description = fmt::format("{}: {} nodes", name, nodes->size());
+    return nodes;
+  }
+  if (EndsWith(name, ".yaml") || EndsWith(name, ".yml")) {
+    auto nodes = FleetFileNodes(name, description);
+    if (!nodes.ok()) return nodes.error().WithContext("--fleet");
+    return nodes;
+  }
+  if (EndsWith(name, ".csv")) {
+    auto nodes = sim::LoadNodeList(name);
+    if (!nodes.ok()) return nodes.error().WithContext("--fleet");
+    description = fmt::format("{}: {} nodes", name, nodes->size());
     return nodes;
   }
   auto uniform = sim::UniformFleet(name);
   if (!uniform.ok()) {
     return common::InvalidArgumentError(
-        fmt::format("--fleet: '{}' is neither philly, openb, tiresias nor NxG ({})", name,
-                    uniform.error().message()));
+        fmt::format("--fleet: '{}' is neither philly, openb, tiresias, alibaba-spot, a node list "
+                    "(.csv), an egsd fleet file (.yaml) nor NxG ({})",
+                    name, uniform.error().message()));
   }
   description = fmt::format("{} nodes x {} GPUs", uniform->size(), uniform->front().gpus);
   return uniform;

@@ -267,6 +267,58 @@ Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& pa
   return nodes;
 }
 
+Result<std::vector<FleetNodeSpec>> LoadSpotNodes(const std::string& path) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
+                       csv.Columns({"node_name", "gpu_capacity_num", "gpu_model"}));
+  std::vector<FleetNodeSpec> nodes;
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
+    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
+    if (gpus == 0) continue;  // CPU-only node, as in LoadOpenbNodes
+    EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[1], gpus));
+    if (csv.IsEmpty(col[2])) {
+      return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
+    }
+    nodes.push_back(FleetNodeSpec{.name = std::string(csv.Text(col[0])),
+                                  .cluster = "spot",
+                                  .gpu_model = std::string(csv.Text(col[2])),
+                                  .gpus = gpus});
+  }
+  return nodes;
+}
+
+Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path) {
+  std::vector<std::string> header;
+  {
+    CsvReader csv;
+    EGS_RETURN_IF_ERROR(csv.Open(path));
+    header = csv.header();
+  }
+  auto has = [&](std::string_view column) {
+    return std::find(header.begin(), header.end(), column) != header.end();
+  };
+  Result<std::vector<FleetNodeSpec>> nodes = InvalidArgumentError(
+      fmt::format("{}:1: cannot tell the node list's format from its header (openb: sn,gpu,model; "
+                  "alibaba-spot: node_name,gpu_capacity_num,gpu_model; tiresias: num_switch,"
+                  "num_node_p_switch,num_gpu_p_node)",
+                  path));
+  if (has("sn")) {
+    nodes = LoadOpenbNodes(path);
+  } else if (has("gpu_capacity_num")) {
+    nodes = LoadSpotNodes(path);
+  } else if (has("num_switch")) {
+    nodes = LoadTiresiasClusterSpec(path);
+  }
+  if (nodes.ok() && nodes->empty()) {
+    return InvalidArgumentError(fmt::format("{}: no node with GPUs", path));
+  }
+  return nodes;
+}
+
 Result<std::vector<TeamQuota>> LoadPhillyVcQuotas(const std::string& path) {
   CsvReader csv;
   EGS_RETURN_IF_ERROR(csv.Open(path));

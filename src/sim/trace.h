@@ -116,6 +116,17 @@ common::Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& pat
 // <= 1,000,000 in all. Several rows add more switches.
 common::Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& path);
 
+// alibaba-spot-gpu-v2026 node inventory (node_info_df.csv: gpu_model, gpu_capacity_num,
+// node_name; cpu_num ignored), cluster "spot". CPU-only nodes (0 GPUs) are left out, as for openb;
+// a GPU node without a model or name, or with more than 64 GPUs, is InvalidArgument.
+common::Result<std::vector<FleetNodeSpec>> LoadSpotNodes(const std::string& path);
+
+// A node list told apart by its header: openb (sn, gpu, model), alibaba-spot (gpu_model,
+// gpu_capacity_num, node_name) or a Tiresias cluster shape (num_switch, num_node_p_switch,
+// num_gpu_p_node). InvalidArgument naming the file and the headers it knows otherwise; a fleet
+// with no GPU node is InvalidArgument too.
+common::Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path);
+
 // A team's GPU quota.
 struct TeamQuota {
   std::string team;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
@@ -237,6 +238,49 @@ TEST(LoadOpenbNodesTest, KeepsGpuNodes) {
                 "big.csv:2: column gpu: 65 is more than the 64 GPUs a node may have");
 }
 
+TEST(LoadSpotNodesTest, KeepsGpuNodes) {
+  TempDir dir;
+  constexpr std::string_view kHeader = "gpu_model,gpu_capacity_num,cpu_num,node_name\n";
+  auto nodes = LoadSpotNodes(dir.Write(
+      "spot.csv", std::string(kHeader) + "A10,1,64,0\nA100-SXM4-80GB,8,192,1\n,0,96,2\n"));
+  ASSERT_OK(nodes);
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[1].name, "1");
+  EXPECT_EQ((*nodes)[1].cluster, "spot");
+  EXPECT_EQ((*nodes)[1].gpu_model, "A100-SXM4-80GB");
+  EXPECT_EQ((*nodes)[1].gpus, 8);
+
+  ExpectInvalid(LoadSpotNodes(dir.Write("m.csv", std::string(kHeader) + "A10,1,64,0\n,2,64,1\n")),
+                "m.csv:3: column gpu_model: is empty for a node with 2 GPUs");
+  ExpectInvalid(LoadSpotNodes(dir.Write("n.csv", std::string(kHeader) + "A10,1,64,\n")),
+                "n.csv:2: column node_name: is empty");
+  ExpectInvalid(LoadSpotNodes(dir.Write("g.csv", std::string(kHeader) + "A10,-1,64,0\n")),
+                "g.csv:2: column gpu_capacity_num");
+}
+
+TEST(LoadNodeListTest, TellsTheFormatFromTheHeader) {
+  TempDir dir;
+  auto openb =
+      LoadNodeList(dir.Write("o.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,2,P100\n"));
+  ASSERT_OK(openb);
+  EXPECT_EQ(openb->front().cluster, "openb");
+  auto spot =
+      LoadNodeList(dir.Write("s.csv", "gpu_model,gpu_capacity_num,cpu_num,node_name\nA10,4,8,x\n"));
+  ASSERT_OK(spot);
+  EXPECT_EQ(spot->front().cluster, "spot");
+  auto tiresias = LoadNodeList(dir.Write(
+      "t.csv",
+      "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n1,2,4,8,8\n"));
+  ASSERT_OK(tiresias);
+  EXPECT_EQ(tiresias->size(), 2u);
+
+  ExpectInvalid(LoadNodeList(dir.Write("u.csv", "host,gpus\nh1,8\n")),
+                "u.csv:1: cannot tell the node list's format from its header");
+  ExpectInvalid(LoadNodeList(dir.Write("c.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,0,\n")),
+                "c.csv: no node with GPUs");
+  EXPECT_THAT(LoadNodeList(dir.File("absent.csv")), StatusIs(StatusCode::kNotFound));
+}
+
 TEST(LoadTiresiasClusterSpecTest, ExpandsSwitchesAndNodes) {
   TempDir dir;
   constexpr std::string_view kHeader =
@@ -366,6 +410,22 @@ TEST_F(RealTraceTest, Fleets) {
   ASSERT_OK(spec);
   EXPECT_EQ(spec->size(), 32u);
   EXPECT_EQ(spec->front().gpus, 4);
+
+  // 4,278 nodes and 10,412 GPUs in SOURCE.md; every node there has GPUs.
+  auto spot = LoadNodeList(File("alibaba-spot-gpu-v2026/node_info_df.csv"));
+  ASSERT_OK(spot);
+  gpus = 0;
+  std::set<std::string> models;
+  for (const FleetNodeSpec& node : *spot) {
+    gpus += node.gpus;
+    models.insert(node.gpu_model);
+  }
+  EXPECT_EQ(spot->size(), 4'278u);
+  EXPECT_EQ(gpus, 10'412);
+  EXPECT_EQ(models.size(), 6u);
+  auto openb = LoadNodeList(File("alibaba-gpu-v2023/openb_node_list_gpu_node.csv"));
+  ASSERT_OK(openb);
+  EXPECT_EQ(openb->size(), 1'213u);
 }
 
 TEST_F(RealTraceTest, Quotas) {

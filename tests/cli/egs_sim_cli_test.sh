@@ -43,8 +43,13 @@ bad --fair-share-age-limit 0 -- "--fair-share-age-limit: '0' must be hours in (0
 bad --bogus -- "unknown flag '--bogus'"
 bad --bogus 1 -- "unknown flag '--bogus'"
 bad --seed -- "--seed: missing value"
-bad --fleet 0x8 -- "--fleet: '0x8' is neither philly, openb, tiresias nor NxG"
-bad --fleet 99999999x8 -- "--fleet: '99999999x8' is neither philly, openb, tiresias nor NxG (fleet '99999999x8': at most 1000000 nodes"
+bad --fleet 0x8 -- "--fleet: '0x8' is neither philly, openb, tiresias, alibaba-spot, a node list (.csv), an egsd fleet file (.yaml) nor NxG"
+bad --fleet 99999999x8 -- "(fleet '99999999x8': at most 1000000 nodes"
+bad --fleet "$work/absent.yaml" -- "--fleet: $work/absent.yaml: cannot open"
+printf 'host,gpus\nh1,8\n' >"$work/hosts.csv"
+bad --fleet "$work/hosts.csv" -- "--fleet: $work/hosts.csv:1: cannot tell the node list's format from its header"
+printf 'shapes:\n  - {name: s8, gpuModel: H100, gpusPerNode: 8}\nclusters:\n  - {name: a, project: nosuch, pools: [{shape: s8, count: 2}]}\n' >"$work/bad.yaml"
+bad --fleet "$work/bad.yaml" -- "--fleet: $work/bad.yaml: clusters[0].project"
 bad --hard-quota -- "--hard-quota: trace '$trace' has no team quotas"
 
 # A good run: one policy, one load, the report and the per-request CSV.
@@ -58,6 +63,31 @@ else
     [[ -s $work/good/$f ]] || { echo "FAIL: good run wrote no $f" >&2; failures=$((failures + 1)); }
   done
 fi
+
+# A fleet of two clusters from an egsd fleet file, and the same nodes as an openb node list.
+cat >"$work/fleet.yaml" <<'YAML'
+projects: [{name: p}]
+shapes:
+  - {name: s8, gpuModel: H100, gpusPerNode: 8}
+  - {name: s4, gpuModel: L40S, gpusPerNode: 4}
+clusters:
+  - {name: a, project: p, pools: [{shape: s8, count: 2}, {shape: s4, count: 2}]}
+  - {name: b, project: p, pools: [{shape: s8, count: 2}]}
+YAML
+printf 'sn,cpu_milli,memory_mib,gpu,model\nn0,1,1,8,H100\nn1,1,1,8,H100\nn2,1,1,4,L40S\n' \
+  >"$work/nodes.csv"
+for fleet in fleet.yaml nodes.csv; do
+  if ! "$sim" --trace "$trace" --fleet "$work/$fleet" --policy egs --load 0.9 \
+      --out "$work/fleet-$fleet" >"$work/stdout" 2>"$work/stderr"; then
+    echo "FAIL: run on $fleet exited non-zero:" >&2
+    cat "$work/stderr" >&2
+    failures=$((failures + 1))
+  fi
+done
+grep -qF "Fleet: $work/fleet.yaml: 6 nodes in 2 cluster(s) (40 GPUs)" "$work/fleet-fleet.yaml/report.md" ||
+  { echo "FAIL: the fleet-file run's report does not describe its fleet" >&2; failures=$((failures + 1)); }
+grep -qF "Fleet: $work/nodes.csv: 3 nodes (20 GPUs)" "$work/fleet-nodes.csv/report.md" ||
+  { echo "FAIL: the node-list run's report does not describe its fleet" >&2; failures=$((failures + 1)); }
 
 # Jobs that can never fit the fleet (8 GPUs on one 4-GPU node) are rejected, and said so.
 if ! "$sim" --trace "$trace" --fleet 1x4 --policy egs --load 0.9 --out "$work/small" \
