@@ -79,7 +79,10 @@ TEST_P(ScenarioTest, ReplayFallsInTheExpectedRanges) {
     trace = sim::AssignPriorityMix(*trace, sim::DefaultPriorityMix(), seed);
     ASSERT_TRUE(trace.ok()) << trace.error().ToString();
   }
-  auto fleet = sim::UniformFleet(expect["fleet"].as<std::string>());
+  // `fleet`: NxG, or a node list in the scenario's directory (sim::LoadNodeList).
+  const auto fleet_name = expect["fleet"].as<std::string>();
+  auto fleet = fleet_name.ends_with(".csv") ? sim::LoadNodeList((dir / fleet_name).string())
+                                            : sim::UniformFleet(fleet_name);
   ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
   int gpus = 0;
   for (const sim::FleetNodeSpec& node : *fleet) gpus += node.gpus;

@@ -82,7 +82,30 @@ def quiet_cluster():
     write("quiet-cluster", jobs)
 
 
+def mixed_fleet():
+    # 20 nodes of three sizes (nodes.csv: 8 x 1 GPU, 4 x 4 GPUs, 8 x 8 GPUs) for 12 hours, three
+    # teams, jobs of 1-16 GPUs without a GPU model; expect.yaml rescales arrivals to load 0.8.
+    # A job may use any node with room for it, so the one-GPU jobs are not held to the one-GPU
+    # nodes.
+    rng = random.Random(404)
+    jobs = []
+    for t in poisson_arrivals(rng, 1 / 60.0, 0, 12 * 3600):
+        gpus = rng.choices((1, 2, 4, 8, 16), weights=(60, 10, 15, 10, 5))[0]
+        jobs.append((int(t), lognormal_seconds(rng, 1800, 1.0, 60, 8 * 3600), gpus,
+                     rng.choice(("red", "green", "blue"))))
+    write("mixed-fleet", jobs)
+    with open(os.path.join(HERE, "mixed-fleet", "nodes.csv"), "w") as f:
+        f.write("sn,cpu_milli,memory_mib,gpu,model\n")
+        for i in range(8):
+            f.write(f"a10-{i},16000,65536,1,A10\n")
+        for i in range(4):
+            f.write(f"l40s-{i},64000,262144,4,L40S\n")
+        for i in range(8):
+            f.write(f"h100-{i},128000,1048576,8,H100\n")
+
+
 if __name__ == "__main__":
     burst_of_small_jobs()
     gangs_and_singles()
     quiet_cluster()
+    mixed_fleet()
