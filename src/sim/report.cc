@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace egs::sim {
@@ -147,6 +148,8 @@ Json RunJson(const RunSummary& r) {
   Json j{{"policy", r.policy},
          {"load", r.load},
          {"offered_load", r.offered_load},
+         {"replayed_load", r.replayed.load},
+         {"holds_cut_at_booking", r.replayed.cut_holds},
          {"requests", r.requests},
          {"speed",
           {{"wall_seconds", r.wall_seconds},
@@ -251,6 +254,25 @@ std::vector<BoundComparison> CompareToBounds(const SimResult& result,
   return out;
 }
 
+ReplayedLoad ComputeReplayedLoad(const SimResult& result) {
+  ReplayedLoad r;
+  if (result.jobs.empty() || result.total_gpus < 1) return r;
+  const auto [first, last] = std::minmax_element(
+      result.jobs.begin(), result.jobs.end(),
+      [](const JobOutcome& a, const JobOutcome& b) { return a.submit < b.submit; });
+  const double window = static_cast<double>((last->submit - first->submit).count());
+  double gpu_micros = 0;
+  for (const JobOutcome& j : result.jobs) {
+    if (j.rejected) continue;
+    if (j.hold > j.requested) ++r.cut_holds;
+    gpu_micros +=
+        static_cast<double>(j.gpus) * static_cast<double>(std::min(j.hold, j.requested).count());
+  }
+  r.load = window > 0 ? gpu_micros / (static_cast<double>(result.total_gpus) * window)
+                      : std::numeric_limits<double>::infinity();
+  return r;
+}
+
 common::Result<RunSummary> SummarizeRun(std::string policy, std::string load, double offered_load,
                                         const SimResult& result, double wall_seconds) {
   EGS_ASSIGN_OR_RETURN(PolicyMetrics metrics, ComputeMetrics(result));
@@ -258,6 +280,7 @@ common::Result<RunSummary> SummarizeRun(std::string policy, std::string load, do
   r.policy = std::move(policy);
   r.load = std::move(load);
   r.offered_load = offered_load;
+  r.replayed = ComputeReplayedLoad(result);
   r.requests = result.jobs.size();
   r.wall_seconds = wall_seconds;
   r.cycles = result.stats.cycles;

@@ -63,10 +63,20 @@ std::vector<LbJob> LowerBoundJobs(const SimResult& result, std::size_t first, st
 std::vector<BoundComparison> CompareToBounds(const SimResult& result,
                                              std::span<const BoundWindow> windows);
 
+// The load the replay really runs: as OfferedLoad, over the requests not rejected, with each
+// run cut at its booking (min(hold, requested)): a hold longer than the longest booking
+// (RoundUpBooking's policy maximum) ends there. `cut_holds` counts those requests.
+struct ReplayedLoad {
+  double load = 0;
+  std::size_t cut_holds = 0;
+};
+ReplayedLoad ComputeReplayedLoad(const SimResult& result);
+
 struct RunSummary {
   std::string policy;  // "egs", ...
   std::string load;    // "0.9", or "trace" for the load as recorded
   double offered_load = 0;
+  ReplayedLoad replayed;  // ComputeReplayedLoad
   std::size_t requests = 0;
   double wall_seconds = 0;  // of RunSimulation, measured by the caller
   std::size_t cycles = 0;

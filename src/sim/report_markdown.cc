@@ -215,6 +215,14 @@ std::string RenderMarkdownReport(const ReportInput& input) {
     const auto runs = RunsAt(input, load);
     md += fmt::format("\n## Load {} (offered load {:.3f})\n\n", load,
                       runs.empty() ? 0.0 : runs.front()->offered_load);
+    if (!runs.empty() && runs.front()->replayed.cut_holds > 0) {
+      // Every policy replays the same runs; the first one's figures stand for all.
+      const ReplayedLoad& replayed = runs.front()->replayed;
+      md += fmt::format(
+          "Replayed load {:.3f}: {} request(s) hold their GPUs longer than the longest booking "
+          "and end at its end, so the replay runs less than the trace offers.\n\n",
+          replayed.load, replayed.cut_holds);
+    }
     WaitTables(runs, md);
     OtherTables(runs, md);
     md += fmt::format(

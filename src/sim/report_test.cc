@@ -120,6 +120,10 @@ TEST(ReportTest, SummarizeRun) {
   EXPECT_EQ(s->error_histogram_plan[5], 3u);  // and 30 s after the plan
   EXPECT_DOUBLE_EQ(s->allocation_step_hours, 1);
   EXPECT_EQ(s->allocation.size(), 3u);  // horizon [0, 7870 s]
+  // Runs cut at the 1 h booking, over 4 GPUs and the 40 s between the first and last submit:
+  // a 1 x 600, b 2 x 3600 (its 7200 s hold cut), c 4 x 600, d 1 x 60; e rejected.
+  EXPECT_DOUBLE_EQ(s->replayed.load, (600.0 + 7200 + 2400 + 60) / (4 * 40));
+  EXPECT_EQ(s->replayed.cut_holds, 1u);
 }
 
 TEST(ReportTest, JobsCsv) {
@@ -181,12 +185,16 @@ TEST(ReportTest, WritesParseableFiles) {
   EXPECT_DOUBLE_EQ(run["lower_bound"]["bound_mean_wait_s"].get<double>(), 12);
   EXPECT_EQ(run["preemptions"], 0);
   EXPECT_TRUE(run["fairness"]["windows"].is_array());
+  EXPECT_DOUBLE_EQ(run["replayed_load"].get<double>(), input.runs[1].replayed.load);
+  EXPECT_EQ(run["holds_cut_at_booking"], 1);
 
   const std::string md = ReadAll(out + "/report.md");
   EXPECT_THAT(md, StartsWith("# egs-sim report: small"));
   EXPECT_THAT(md, HasSubstr("## Load 0.9"));
   EXPECT_THAT(md, HasSubstr("| egs |"));
   EXPECT_THAT(md, HasSubstr("Gap to the LP lower bound"));
+  EXPECT_THAT(md, HasSubstr("Replayed load 64.125: 1 request(s) hold their GPUs longer than the "
+                            "longest booking"));
   for (const char* name :
        {"wait-cdf-0.9.svg", "allocation-0.9.svg", "estimate-error-0.9.svg", "fairness-0.9.svg"}) {
     const std::string svg = ReadAll(out + "/" + name);
