@@ -2,8 +2,10 @@
 //
 // Each trace job becomes a GPU provision request submitted at its submit time; its requested
 // duration is the actual hold rounded up to a booking length (RoundUpBooking), and the request is
-// released early when the actual hold is over. The connector is the in-memory fake, answering at
-// once. Nothing here plans or orders requests: the policy under test is a BackfillPolicy and
+// released early when the actual hold is over. A job that fits one node asks for one node x its
+// GPUs on every shape with room for it and a GPU model it accepts, smallest nodes first; a larger
+// job asks for whole nodes of the largest such size (SplitGpus). The connector is the in-memory
+// fake, answering at once. Nothing here plans or orders requests: the policy under test is a BackfillPolicy and
 // queue order handed to the same Scheduler that egsd runs.
 //
 // Thread-safety: RunSimulation is a pure function of its inputs (single-threaded inside).
