@@ -1,7 +1,7 @@
 // egs-sim: replays a GPU-cluster trace through the real scheduler under several policies and
 // offered loads, and writes the benchmark report (src/sim/report.h) into --out.
 //
-//   egs-sim --trace {philly|openb|tiresias|PATH.csv} [--traces-dir DIR]
+//   egs-sim --trace {philly|openb|tiresias|alibaba-spot|PATH.csv} [--traces-dir DIR]
 //           [--fleet {philly|openb|tiresias|alibaba-spot|NxG|PATH.csv|PATH.yaml}]
 //           [--policy egs,conservative,easy,priority,fifo]
 //           [--load 0.5,0.7,0.9,1.1|trace] [--seed N] --out DIR [--max-jobs N]
@@ -14,7 +14,10 @@
 //             workspace's GPU quota); priorities drawn from DefaultPriorityMix() with --seed.
 //   openb     alibaba-gpu-v2023/openb_pod_list_default.csv; priorities from QoS.
 //   tiresias  tiresias/60_job.csv; priorities drawn like Philly's.
-//   PATH.csv  any of the three formats, told apart by the header; its teams have no quotas
+//   alibaba-spot  alibaba-spot-gpu-v2026/job_info_df.csv (not among the shared traces: over
+//             4 MiB; put it there); teams = organizations, priorities from job_type
+//             (LoadSpotJobs); its default fleet is the alibaba-spot node inventory.
+//   PATH.csv  any of the four formats, told apart by the header; its teams have no quotas
 //             (the VC table is Philly's own).
 // Fleets: philly = 420 nodes x 8 GPUs (the node count of helios/philly_node_sequence.csv; the VC
 // table covers 352 of them, the rest is shared capacity); openb = its GPU node list
@@ -82,7 +85,8 @@ struct Args {
 };
 
 constexpr const char* kUsage =
-    "usage: egs-sim --trace {philly|openb|tiresias|PATH.csv} --out DIR [--traces-dir DIR]\n"
+    "usage: egs-sim --trace {philly|openb|tiresias|alibaba-spot|PATH.csv} --out DIR\n"
+    "               [--traces-dir DIR]\n"
     "               [--fleet {philly|openb|tiresias|alibaba-spot|NxG|PATH.csv|PATH.yaml}]\n"
     "               [--policy egs,conservative,easy,priority,fifo]\n"
     "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
@@ -249,11 +253,15 @@ common::Result<std::pair<std::string, sim::TraceFormat>> TraceFile(const Args& a
   if (args.trace == "tiresias") {
     return std::pair{args.traces_dir + "/tiresias/60_job.csv", sim::TraceFormat::kTiresias};
   }
+  if (args.trace == "alibaba-spot") {  // not among the shared traces (over 4 MiB): bring it
+    return std::pair{args.traces_dir + "/alibaba-spot-gpu-v2026/job_info_df.csv",
+                     sim::TraceFormat::kSpot};
+  }
   auto format = sim::DetectTraceFormat(args.trace);
   if (!format.ok()) {
-    return common::InvalidArgumentError(
-        fmt::format("--trace: '{}' is neither philly, openb, tiresias nor a trace file ({})",
-                    args.trace, format.error().message()));
+    return common::InvalidArgumentError(fmt::format(
+        "--trace: '{}' is neither philly, openb, tiresias, alibaba-spot nor a trace file ({})",
+        args.trace, format.error().message()));
   }
   return std::pair{args.trace, *format};
 }
@@ -294,6 +302,7 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
   if (name.empty()) {
     name = format == sim::TraceFormat::kPhilly  ? "philly"
            : format == sim::TraceFormat::kOpenb ? "openb"
+           : format == sim::TraceFormat::kSpot  ? "alibaba-spot"
                                                 : "tiresias";
   }
   std::vector<sim::FleetNodeSpec> fleet;
@@ -398,7 +407,8 @@ common::Result<Setup> Prepare(const Args& args) {
   }
   fmt::print(stderr, "\n");
   if (args.max_jobs > 0 && s.trace.jobs.size() > args.max_jobs) s.trace.jobs.resize(args.max_jobs);
-  if (file.second != sim::TraceFormat::kOpenb) {  // no priorities recorded: draw the documented mix
+  // openb and alibaba-spot record priorities (QoS, job type); the others get the documented mix.
+  if (file.second != sim::TraceFormat::kOpenb && file.second != sim::TraceFormat::kSpot) {
     EGS_ASSIGN_OR_RETURN(s.trace,
                          sim::AssignPriorityMix(s.trace, sim::DefaultPriorityMix(), args.seed));
   }

@@ -5,8 +5,8 @@
 // released early when the actual hold is over. A job that fits one node asks for one node x its
 // GPUs on every shape with room for it and a GPU model it accepts, smallest nodes first; a larger
 // job asks for whole nodes of the largest such size (SplitGpus). The connector is the in-memory
-// fake, answering at once. Nothing here plans or orders requests: the policy under test is a BackfillPolicy and
-// queue order handed to the same Scheduler that egsd runs.
+// fake, answering at once. Nothing here plans or orders requests: the policy under test is a
+// BackfillPolicy and queue order handed to the same Scheduler that egsd runs.
 //
 // Thread-safety: RunSimulation is a pure function of its inputs (single-threaded inside).
 #pragma once

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -210,6 +211,61 @@ Result<Trace> LoadOpenbPods(const std::string& path) {
   return Finish(std::move(trace));
 }
 
+Result<Trace> LoadSpotJobs(const std::string& path) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
+                       csv.Columns({"job_name", "organization", "gpu_model", "gpu_request",
+                                    "worker_num", "submit_time", "duration", "job_type"}));
+  enum { kName, kOrganization, kModel, kGpuRequest, kWorkers, kSubmit, kDuration, kType };
+  Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
+    if (csv.IsEmpty(col[kName])) return csv.ColumnError(col[kName], "is empty");
+    // GPUs per worker: a whole number, or a share of one GPU (booked as one).
+    const std::string_view request = csv.Text(col[kGpuRequest]);
+    double per_worker = 0;
+    const auto [end, ec] =
+        std::from_chars(request.data(), request.data() + request.size(), per_worker);
+    if (request.empty() || ec != std::errc() || end != request.data() + request.size() ||
+        !std::isfinite(per_worker) || per_worker < 0 ||
+        (per_worker > 1 && per_worker != std::floor(per_worker)) ||
+        per_worker > kMaxFleetGpusPerNode) {
+      return csv.ColumnError(
+          col[kGpuRequest],
+          fmt::format("'{}' is not a GPU count (a whole number up to {}, or a share of one GPU "
+                      "below 1)",
+                      request, kMaxFleetGpusPerNode));
+    }
+    EGS_ASSIGN_OR_RETURN(int workers, csv.Count(col[kWorkers]));
+    const int gpus_per_worker = static_cast<int>(std::ceil(per_worker));
+    if (workers > 0 && gpus_per_worker > std::numeric_limits<int>::max() / workers) {
+      return csv.ColumnError(col[kWorkers], fmt::format("{} workers of {} GPUs is out of range",
+                                                        workers, gpus_per_worker));
+    }
+    const std::string_view type = csv.Text(col[kType]);
+    if (type != "HP" && type != "Spot") {
+      return csv.ColumnError(col[kType], fmt::format("'{}' is neither HP nor Spot", type));
+    }
+    EGS_ASSIGN_OR_RETURN(core::Duration submit, csv.Seconds(col[kSubmit]));
+    EGS_ASSIGN_OR_RETURN(core::Duration hold, csv.Seconds(col[kDuration]));
+    // 2. Skip what cannot be replayed.
+    const int gpus = gpus_per_worker * workers;
+    if (SkipUnschedulable(trace, gpus, hold)) continue;
+    trace.jobs.push_back(TraceJob{.id = std::string(csv.Text(col[kName])),
+                                  .submit = kRelativeEpoch + submit,
+                                  .gpus = gpus,
+                                  .gpu_fraction = gpus == 1 && per_worker < 1 ? per_worker : 1.0,
+                                  .hold = hold,
+                                  .team = std::string(csv.Text(col[kOrganization])),
+                                  .priority = type == "HP" ? 300 : 0,
+                                  .gpu_model = std::string(csv.Text(col[kModel]))});
+  }
+  return Finish(std::move(trace));
+}
+
 Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path) {
   CsvReader csv;
   EGS_RETURN_IF_ERROR(csv.Open(path));
@@ -382,10 +438,11 @@ common::Result<TraceFormat> DetectTraceFormat(const std::string& path) {
   auto has = [&](const char* column) { return header.find(column) != std::string::npos; };
   if (has("timestamp") && has("num_gpus")) return TraceFormat::kPhilly;
   if (has("creation_time")) return TraceFormat::kOpenb;
+  if (has("worker_num")) return TraceFormat::kSpot;  // it has a submit_time too
   if (has("submit_time")) return TraceFormat::kTiresias;
   return common::InvalidArgumentError(fmt::format(
       "{}:1: cannot tell the format from the header (philly: timestamp,num_gpus; openb: "
-      "creation_time; tiresias: submit_time)",
+      "creation_time; alibaba-spot: worker_num; tiresias: submit_time)",
       path));
 }
 
@@ -397,6 +454,8 @@ common::Result<Trace> LoadTrace(const std::string& path, TraceFormat format) {
       return LoadOpenbPods(path);
     case TraceFormat::kTiresias:
       return LoadTiresias(path);
+    case TraceFormat::kSpot:
+      return LoadSpotJobs(path);
   }
   return common::InternalError("unknown trace format");
 }

@@ -31,7 +31,7 @@ struct TraceJob {
   std::string id;
   core::Time submit;
   int gpus = 0;               // >= 1
-  double gpu_fraction = 1.0;  // openb: gpu_milli / 1000 for 1-GPU pods; 1 everywhere else
+  double gpu_fraction = 1.0;  // a 1-GPU job's share of its GPU (openb gpu_milli, spot); else 1
   core::Duration hold{0};     // actual run time, > 0
   std::string team;
   int priority = 0;       // higher runs first; within the default workspace range [0, 1000]
@@ -79,11 +79,21 @@ common::Result<Trace> LoadPhilly(const std::string& path);
 // (num_gpu 0), never scheduled (empty scheduled_time), deleted before scheduled, zero duration.
 common::Result<Trace> LoadOpenbPods(const std::string& path);
 
+// Alibaba spot-GPU jobs (alibaba-spot-gpu-v2026/job_info_df.csv: job_name, organization,
+// gpu_model, cpu_request, gpu_request, worker_num, submit_time, duration, job_type). Times are
+// seconds from the first submit. GPUs = gpu_request x worker_num: the workers are packed onto
+// nodes like any job of that many GPUs (SplitGpus); a gpu_request below one GPU (a share of a
+// GPU) books one GPU per worker (gpu_fraction keeps the share for a one-worker job). team =
+// organization; priority from job_type: HP 300 (as openb's HP), Spot 0 (run with
+// --preemptible-below 1 to make Spot jobs preemptible, as spot capacity is); gpu_model = gpu_model
+// (empty = any). Skips: zero GPUs (gpu_request or worker_num 0), zero duration.
+common::Result<Trace> LoadSpotJobs(const std::string& path);
+
 // The trace formats above, told apart by a CSV file's header.
-enum class TraceFormat { kPhilly, kOpenb, kTiresias };
+enum class TraceFormat { kPhilly, kOpenb, kTiresias, kSpot };
 // The format of the CSV file at `path` from its header: Philly (timestamp and num_gpus), openb
-// (creation_time) or Tiresias (submit_time). InvalidArgument naming the file when it cannot be
-// read or the header matches none.
+// (creation_time), alibaba-spot (worker_num) or Tiresias (submit_time). InvalidArgument naming
+// the file when it cannot be read or the header matches none.
 common::Result<TraceFormat> DetectTraceFormat(const std::string& path);
 // The loader of `format` on `path`.
 common::Result<Trace> LoadTrace(const std::string& path, TraceFormat format);

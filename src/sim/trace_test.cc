@@ -124,8 +124,67 @@ TEST(LoadPhillyTest, MissingFileAndBadHeader) {
   ExpectInvalid(LoadPhilly(path), "missing column 'num_gpus'");
 }
 
+constexpr std::string_view kSpotHeader =
+    "job_name,organization,gpu_model,cpu_request,gpu_request,worker_num,submit_time,duration,"
+    "job_type\n";
+
+TEST(LoadSpotJobsTest, LoadsWorkersTeamsPrioritiesAndModels) {
+  TempDir dir;
+  std::string path =
+      dir.Write("jobs.csv", std::string(kSpotHeader) +
+                                "437260,57,A100-SXM4-80GB,15,1,16,9589663,41060,Spot\n"
+                                "239255,13,A10,20,1,1,0,2764799,HP\n"
+                                "half,13,,4,0.5,1,30,60.5,HP\n"
+                                "cpu,13,,4,0,1,40,60,HP\n"
+                                "none,13,A10,4,2,0,40,60,Spot\n"
+                                "zero,13,A10,4,2,1,40,0,Spot\n");
+  auto trace = LoadSpotJobs(path);
+  ASSERT_OK(trace);
+  ASSERT_EQ(trace->jobs.size(), 3u);
+  const TraceJob& hp = trace->jobs[0];  // sorted by submit
+  EXPECT_EQ(hp.id, "239255");
+  EXPECT_EQ(hp.team, "13");
+  EXPECT_EQ(hp.priority, 300);
+  EXPECT_EQ(hp.gpus, 1);
+  EXPECT_EQ(hp.gpu_model, "A10");
+  EXPECT_EQ(hp.hold, Seconds(2764799));
+  const TraceJob& half = trace->jobs[1];
+  EXPECT_EQ(half.gpus, 1);  // half a GPU books one
+  EXPECT_DOUBLE_EQ(half.gpu_fraction, 0.5);
+  EXPECT_EQ(half.gpu_model, "");
+  EXPECT_EQ(half.hold, common::Duration(60'500'000));
+  const TraceJob& spot = trace->jobs[2];
+  EXPECT_EQ(spot.gpus, 16);  // 16 workers of one GPU
+  EXPECT_EQ(spot.priority, 0);
+  EXPECT_EQ(spot.submit, FromUnixMicros(0) + Seconds(9589663));
+  EXPECT_EQ(SkippedCount(*trace, kSkipZeroGpus), 2u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipZeroDuration), 1u);
+}
+
+TEST(LoadSpotJobsTest, MalformedRowsAreErrors) {
+  TempDir dir;
+  auto load = [&](std::string_view row) {
+    return LoadSpotJobs(dir.Write("jobs.csv", std::string(kSpotHeader) + std::string(row)));
+  };
+  ExpectInvalid(load("j,1,A10,4,1,1,0,60,BE\n"),
+                "jobs.csv:2: column job_type: 'BE' is neither HP nor Spot");
+  ExpectInvalid(load("j,1,A10,4,1.5,1,0,60,HP\n"),
+                "jobs.csv:2: column gpu_request: '1.5' is not a GPU count");
+  ExpectInvalid(load("j,1,A10,4,-1,1,0,60,HP\n"), "column gpu_request: '-1' is not a GPU count");
+  ExpectInvalid(load("j,1,A10,4,65,1,0,60,HP\n"), "column gpu_request: '65' is not a GPU count");
+  ExpectInvalid(load("j,1,A10,4,8,300000000,0,60,HP\n"),
+                "column worker_num: 300000000 workers of 8 GPUs is out of range");
+  ExpectInvalid(load(",1,A10,4,1,1,0,60,HP\n"), "column job_name: is empty");
+  ExpectInvalid(load("j,1,A10,4,1,1,soon,60,HP\n"), "column submit_time");
+  ExpectInvalid(LoadSpotJobs(dir.Write("h.csv", "job_name,organization,gpu_model\n")),
+                "missing column 'gpu_request'");
+}
+
 TEST(DetectTraceFormatTest, TellsTheFormatsApartByTheirHeader) {
   TempDir dir;
+  auto spot = DetectTraceFormat(dir.Write("s.csv", std::string(kSpotHeader)));
+  ASSERT_OK(spot);
+  EXPECT_EQ(*spot, TraceFormat::kSpot);
   auto philly = DetectTraceFormat(dir.Write("p.csv", std::string(kPhillyHeader)));
   auto openb = DetectTraceFormat(dir.Write("o.csv", std::string(kOpenbHeader)));
   auto tiresias = DetectTraceFormat(dir.Write("t.csv", std::string(kTiresiasHeader)));

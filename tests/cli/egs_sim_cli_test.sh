@@ -89,6 +89,30 @@ grep -qF "Fleet: $work/fleet.yaml: 6 nodes in 2 cluster(s) (40 GPUs)" "$work/fle
 grep -qF "Fleet: $work/nodes.csv: 3 nodes (20 GPUs)" "$work/fleet-nodes.csv/report.md" ||
   { echo "FAIL: the node-list run's report does not describe its fleet" >&2; failures=$((failures + 1)); }
 
+# An alibaba-spot job file (told apart by its header) on a node list of the same form, Spot jobs
+# preemptible: every job is replayed, and HP (priority 300) jobs are reported as a class.
+cat >"$work/spot-jobs.csv" <<'CSV'
+job_name,organization,gpu_model,cpu_request,gpu_request,worker_num,submit_time,duration,job_type
+1,7,A10,8,1,1,0,3600,Spot
+2,7,A10,8,1,1,0,3600,Spot
+3,9,A10,8,1,2,60,1800,HP
+4,9,H800,8,1,16,120,600,HP
+5,7,,8,0.5,1,180,300,Spot
+CSV
+printf 'gpu_model,gpu_capacity_num,cpu_num,node_name\nA10,1,64,0\nA10,1,64,1\nH800,8,128,2\nH800,8,128,3\n' \
+  >"$work/spot-nodes.csv"
+if ! "$sim" --trace "$work/spot-jobs.csv" --fleet "$work/spot-nodes.csv" --policy egs \
+    --load trace --preemptible-below 1 --out "$work/spot" >"$work/stdout" 2>"$work/stderr"; then
+  echo "FAIL: spot run exited non-zero:" >&2
+  cat "$work/stderr" >&2
+  failures=$((failures + 1))
+elif ! grep -qF "spot-jobs.csv: 5 jobs" "$work/stderr" ||
+    ! grep -qE '^\| egs \| 300 \| 2 \| 0.0 % \|' "$work/spot/report.md"; then
+  echo "FAIL: spot run did not replay its 5 jobs with 2 HP jobs started:" >&2
+  cat "$work/stderr" "$work/spot/report.md" >&2
+  failures=$((failures + 1))
+fi
+
 # Jobs that can never fit the fleet (8 GPUs on one 4-GPU node) are rejected, and said so.
 if ! "$sim" --trace "$trace" --fleet 1x4 --policy egs --load 0.9 --out "$work/small" \
     >"$work/stdout" 2>"$work/stderr"; then
