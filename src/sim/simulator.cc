@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -30,10 +32,15 @@ common::Result<FleetModel> BuildFleet(scheduler::Scheduler& sched,
                                       const std::vector<FleetNodeSpec>& fleet) {
   FleetModel m;
   std::uint32_t next_node = 1;
+  std::unordered_set<std::string_view> names;
   for (const FleetNodeSpec& spec : fleet) {
     if (spec.gpus < 1) {
       return common::InvalidArgumentError(
           fmt::format("fleet node {}: gpus must be >= 1", spec.name));
+    }
+    if (!names.insert(spec.name).second) {
+      return common::InvalidArgumentError(
+          fmt::format("fleet node {}: the name is given twice", spec.name));
     }
     auto [cit, new_cluster] =
         m.clusters.try_emplace(spec.cluster, core::ClusterId(m.clusters.size() + 1));

@@ -216,6 +216,9 @@ TEST(SimulatorTest, BadInputIsAnError) {
   Trace one;
   one.jobs = {Job("a", 0, 1, 60)};
   EXPECT_FALSE(RunSimulation(one, {}, SimConfig{}).ok());
+  auto twice = RunSimulation(one, {{"n1", "c", "", 8}, {"n1", "d", "", 8}}, SimConfig{});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.error().message(), "fleet node n1: the name is given twice");
   EXPECT_FALSE(ParsePolicy("lottery").ok());
   EXPECT_EQ(*ParsePolicy("easy"), Policy::kEasy);
 }
