@@ -266,10 +266,6 @@ common::Result<std::pair<std::string, sim::TraceFormat>> TraceFile(const Args& a
   return std::pair{args.trace, *format};
 }
 
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // The nodes of an egsd fleet file (cluster/fleet_file.h): each node with its cluster's name and
 // its shape's GPU model and GPUs. The file's projects and workspaces are not used: the
 // simulator makes one workspace per team of the trace.
@@ -323,12 +319,12 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
     if (nodes.ok()) description = fmt::format("{}: {} nodes", name, nodes->size());
     return nodes;
   }
-  if (EndsWith(name, ".yaml") || EndsWith(name, ".yml")) {
+  if (name.ends_with(".yaml") || name.ends_with(".yml")) {
     auto nodes = FleetFileNodes(name, description);
     if (!nodes.ok()) return nodes.error().WithContext("--fleet");
     return nodes;
   }
-  if (EndsWith(name, ".csv")) {
+  if (name.ends_with(".csv")) {
     auto nodes = sim::LoadNodeList(name);
     if (!nodes.ok()) return nodes.error().WithContext("--fleet");
     description = fmt::format("{}: {} nodes", name, nodes->size());
