@@ -70,6 +70,36 @@ bool SkipUnschedulable(Trace& trace, int gpus, core::Duration hold) {
   return false;
 }
 
+// A node list with one node per row: its name, GPU count and GPU model in the named columns
+// (others ignored), all in `cluster`. CPU-only nodes (0 GPUs) are left out: EGS books GPUs only.
+struct NodeColumns {
+  std::string_view name, gpus, model;
+};
+Result<std::vector<FleetNodeSpec>> LoadNodeRows(const std::string& path, NodeColumns columns,
+                                                std::string_view cluster) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
+                       csv.Columns({columns.name, columns.gpus, columns.model}));
+  std::vector<FleetNodeSpec> nodes;
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
+    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
+    if (gpus == 0) continue;
+    EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[1], gpus));
+    if (csv.IsEmpty(col[2])) {
+      return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
+    }
+    nodes.push_back(FleetNodeSpec{.name = std::string(csv.Text(col[0])),
+                                  .cluster = std::string(cluster),
+                                  .gpu_model = std::string(csv.Text(col[2])),
+                                  .gpus = gpus});
+  }
+  return nodes;
+}
+
 }  // namespace
 
 std::size_t SkippedCount(const Trace& trace, std::string_view reason) {
@@ -267,26 +297,7 @@ Result<Trace> LoadSpotJobs(const std::string& path) {
 }
 
 Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path) {
-  CsvReader csv;
-  EGS_RETURN_IF_ERROR(csv.Open(path));
-  EGS_ASSIGN_OR_RETURN(std::vector<int> col, csv.Columns({"sn", "gpu", "model"}));
-  std::vector<FleetNodeSpec> nodes;
-  while (true) {
-    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
-    if (!more) break;
-    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
-    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
-    if (gpus == 0) continue;  // CPU-only node; documented in the header.
-    EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[1], gpus));
-    if (csv.IsEmpty(col[2])) {
-      return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
-    }
-    nodes.push_back(FleetNodeSpec{.name = std::string(csv.Text(col[0])),
-                                  .cluster = "openb",
-                                  .gpu_model = std::string(csv.Text(col[2])),
-                                  .gpus = gpus});
-  }
-  return nodes;
+  return LoadNodeRows(path, {"sn", "gpu", "model"}, "openb");
 }
 
 Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& path) {
@@ -324,27 +335,7 @@ Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& pa
 }
 
 Result<std::vector<FleetNodeSpec>> LoadSpotNodes(const std::string& path) {
-  CsvReader csv;
-  EGS_RETURN_IF_ERROR(csv.Open(path));
-  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
-                       csv.Columns({"node_name", "gpu_capacity_num", "gpu_model"}));
-  std::vector<FleetNodeSpec> nodes;
-  while (true) {
-    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
-    if (!more) break;
-    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
-    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
-    if (gpus == 0) continue;  // CPU-only node, as in LoadOpenbNodes
-    EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[1], gpus));
-    if (csv.IsEmpty(col[2])) {
-      return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
-    }
-    nodes.push_back(FleetNodeSpec{.name = std::string(csv.Text(col[0])),
-                                  .cluster = "spot",
-                                  .gpu_model = std::string(csv.Text(col[2])),
-                                  .gpus = gpus});
-  }
-  return nodes;
+  return LoadNodeRows(path, {"node_name", "gpu_capacity_num", "gpu_model"}, "spot");
 }
 
 Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path) {
