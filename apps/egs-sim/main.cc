@@ -7,6 +7,7 @@
 //           [--load 0.5,0.7,0.9,1.1|trace] [--seed N] --out DIR [--max-jobs N]
 //           [--max-planned N] [--lower-bound] [--lb-jobs N] [--lb-windows K]
 //           [--preemptible-below P] [--fair-share-age-limit HOURS] [--hard-quota]
+//           [--share-nodes]
 //
 // Inputs, per trace (files under --traces-dir, default $EGS_TRACES_DIR or ../shared/traces):
 //   philly    philly-pollux/philly.csv; teams = virtual clusters with quotas from
@@ -25,6 +26,8 @@
 // alibaba-spot-gpu-v2026/node_info_df.csv (4,278 nodes of six GPU models); NxG = N nodes of G
 // GPUs; PATH.csv = a node list in one of those CSV formats (told apart by its header);
 // PATH.yaml = an egsd fleet file (its clusters and node pools; its workspaces are not used).
+// Each team is a workspace of its own; --share-nodes lets teams share a node (part-node requests
+// of several teams on one node; by default, as in egsd, a node holds one workspace's at a time).
 // The default fleet is the trace's own. --load rescales inter-arrival times to each offered load
 // (RescaleToLoad); 'trace' keeps the recorded arrivals.
 //
@@ -79,6 +82,7 @@ struct Args {
   std::optional<double> fair_share_age_limit_h;
   bool lower_bound = false;
   bool hard_quota = false;
+  bool share_nodes = false;
   std::size_t lb_jobs = 500;
   std::size_t lb_windows = 3;
   bool help = false;
@@ -91,7 +95,7 @@ constexpr const char* kUsage =
     "               [--policy egs,conservative,easy,priority,fifo]\n"
     "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
     "               [--lower-bound] [--lb-jobs N] [--lb-windows K] [--preemptible-below P]\n"
-    "               [--fair-share-age-limit HOURS] [--hard-quota]\n";
+    "               [--fair-share-age-limit HOURS] [--hard-quota] [--share-nodes]\n";
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -210,14 +214,19 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
                    sim::Policy::kPriority, sim::Policy::kFifo};
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
-    if (flag == "--lower-bound") {
-      args.lower_bound = true;
-      continue;
+    // Flags without a value.
+    const std::pair<const char*, bool*> switches[] = {{"--lower-bound", &args.lower_bound},
+                                                      {"--hard-quota", &args.hard_quota},
+                                                      {"--share-nodes", &args.share_nodes}};
+    bool is_switch = false;
+    for (const auto& [name, on] : switches) {
+      if (flag == name) {
+        *on = is_switch = true;
+      } else if (flag.starts_with(std::string(name) + "=")) {
+        return common::InvalidArgumentError(fmt::format("{}: takes no value", name));
+      }
     }
-    if (flag == "--hard-quota") {
-      args.hard_quota = true;
-      continue;
-    }
+    if (is_switch) continue;
     if (flag == "--help" || flag == "-h") {
       args.help = true;
       return args;
@@ -464,6 +473,7 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
   config.policy = policy;
   config.quotas = setup.quotas;
   config.hard_quota = args.hard_quota;
+  config.share_nodes = args.share_nodes;
   config.max_planned = args.max_planned;
   config.preemptible_below = args.preemptible_below;
   if (args.fair_share_age_limit_h) {

@@ -208,6 +208,7 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
       ws.policy.max_active_requests = 1'000'000;
       ws.policy.max_priority = 1'000'000;
       ws.policy.preemptible = preemptible;
+      ws.policy.share_nodes = config.share_nodes;
       if (config.hard_quota && quota_of.contains(team)) ws.policy.gpu_quota = quota_of[team];
       EGS_RETURN_IF_ERROR(sched->AddWorkspace(ws));
     }

@@ -39,6 +39,10 @@ struct SimConfig {
   // team's fair share is normalized by the fleet's GPUs, i.e. teams have equal shares.
   std::vector<TeamQuota> quotas;
   bool hard_quota = false;
+  // Whether the teams' workspaces may share a node (WorkspacePolicy::share_nodes): a node holds
+  // part-node requests of one team at a time by default, as EGS's workspaces do; on the cluster
+  // a trace comes from (Philly's virtual clusters, for one) teams often shared servers.
+  bool share_nodes = false;
   // Plan only the first N queued requests (0 = all); see SchedulerOptions::max_planned.
   std::size_t max_planned = 0;
   // EGS only: SchedulerOptions::fair_share_age_limit (none: no aging).

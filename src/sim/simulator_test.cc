@@ -210,6 +210,20 @@ TEST(SimulatorTest, JobsThatFitOneNodeMayUseAnyNodeWithRoom) {
   }
 }
 
+TEST(SimulatorTest, TeamsShareANodeOnlyWhenAllowed) {
+  // One 8-GPU node; team a's 1-GPU job holds it for an hour, team b's arrives just after.
+  Trace t;
+  t.jobs = {Job("a1", 0, 1, 3600, "a"), Job("b1", 10, 1, 600, "b")};
+  for (bool share : {false, true}) {
+    SimConfig cfg;
+    cfg.share_nodes = share;
+    auto r = RunSimulation(t, Nodes(1, 8), cfg);
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r->jobs[1].start.has_value());
+    EXPECT_EQ(*r->jobs[1].start, share ? S(10) : S(3600)) << "share_nodes " << share;
+  }
+}
+
 TEST(SimulatorTest, BadInputIsAnError) {
   Trace empty;
   EXPECT_FALSE(RunSimulation(empty, Nodes(1, 8), SimConfig{}).ok());
