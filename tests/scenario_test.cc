@@ -75,7 +75,7 @@ TEST_P(ScenarioTest, ReplayFallsInTheExpectedRanges) {
   ASSERT_TRUE(trace.ok()) << trace.error().ToString();
   ASSERT_EQ(sim::SkippedTotal(*trace), 0u) << "rows skipped in " << trace_path;
   const auto seed = expect["seed"].as<std::uint64_t>(1);
-  if (*format != sim::TraceFormat::kOpenb && *format != sim::TraceFormat::kSpot) {
+  if (!sim::RecordsPriorities(*format)) {
     trace = sim::AssignPriorityMix(*trace, sim::DefaultPriorityMix(), seed);
     ASSERT_TRUE(trace.ok()) << trace.error().ToString();
   }

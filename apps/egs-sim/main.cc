@@ -412,8 +412,7 @@ common::Result<Setup> Prepare(const Args& args) {
   }
   fmt::print(stderr, "\n");
   if (args.max_jobs > 0 && s.trace.jobs.size() > args.max_jobs) s.trace.jobs.resize(args.max_jobs);
-  // openb and alibaba-spot record priorities (QoS, job type); the others get the documented mix.
-  if (file.second != sim::TraceFormat::kOpenb && file.second != sim::TraceFormat::kSpot) {
+  if (!sim::RecordsPriorities(file.second)) {  // draw the documented mix
     EGS_ASSIGN_OR_RETURN(s.trace,
                          sim::AssignPriorityMix(s.trace, sim::DefaultPriorityMix(), args.seed));
   }

@@ -97,6 +97,11 @@ enum class TraceFormat { kPhilly, kOpenb, kTiresias, kSpot };
 common::Result<TraceFormat> DetectTraceFormat(const std::string& path);
 // The loader of `format` on `path`.
 common::Result<Trace> LoadTrace(const std::string& path, TraceFormat format);
+// Whether traces of `format` record priorities (openb's QoS, alibaba-spot's job type); the others
+// get DefaultPriorityMix() drawn over them.
+inline bool RecordsPriorities(TraceFormat format) {
+  return format == TraceFormat::kOpenb || format == TraceFormat::kSpot;
+}
 
 // Priority for an openb QoS class: Guaranteed and HP 300, LS 200, Burstable 100, BE 0.
 // InvalidArgument for an unknown class.
