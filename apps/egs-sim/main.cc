@@ -318,13 +318,13 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
     description = fmt::format("philly: {} nodes x {} GPUs", kPhillyNodes, sim::kPhillyGpusPerNode);
     return fleet;
   }
-  if (name == "openb" || name == "tiresias" || name == "alibaba-spot") {
-    auto nodes =
-        name == "openb" ? sim::LoadOpenbNodes(args.traces_dir +
-                                              "/alibaba-gpu-v2023/openb_node_list_gpu_node.csv")
-        : name == "tiresias"
-            ? sim::LoadTiresiasClusterSpec(args.traces_dir + "/tiresias/cluster_spec.csv")
-            : sim::LoadSpotNodes(args.traces_dir + "/alibaba-spot-gpu-v2026/node_info_df.csv");
+  // The node lists among the shared traces, read like any other (LoadNodeList).
+  static const std::map<std::string, std::string, std::less<>> kNamedNodeLists = {
+      {"openb", "alibaba-gpu-v2023/openb_node_list_gpu_node.csv"},
+      {"tiresias", "tiresias/cluster_spec.csv"},
+      {"alibaba-spot", "alibaba-spot-gpu-v2026/node_info_df.csv"}};
+  if (auto named = kNamedNodeLists.find(name); named != kNamedNodeLists.end()) {
+    auto nodes = sim::LoadNodeList(args.traces_dir + "/" + named->second);
     if (nodes.ok()) description = fmt::format("{}: {} nodes", name, nodes->size());
     return nodes;
   }
