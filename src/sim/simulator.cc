@@ -109,13 +109,11 @@ core::RequestSpec JobSpec(const TraceJob& job, const FleetModel& fleet, core::Wo
   if (accepted.empty()) return spec;  // no shape: the caller reports it
   std::sort(accepted.begin(), accepted.end());
   const int largest = accepted.back().first;
-  const int least = std::min(job.gpus, largest);  // the node size a shape needs
-  int smallest = largest;
-  for (const auto& [gpus, shape] : accepted) {
-    if (gpus < least) continue;
-    spec.shapes.push_back(shape);
-    smallest = std::min(smallest, gpus);
-  }
+  // The shapes with room: from the first node size that holds the job (or the largest) on.
+  const auto first = std::lower_bound(accepted.begin(), accepted.end(),
+                                      std::pair{std::min(job.gpus, largest), core::ShapeId()});
+  for (auto it = first; it != accepted.end(); ++it) spec.shapes.push_back(it->second);
+  const int smallest = first->first;
   const NodeSplit split = job.gpus <= largest && smallest < largest
                               ? NodeSplit{.nodes = 1, .gpus_per_node = job.gpus}
                               : SplitGpus(job.gpus, largest);
