@@ -119,8 +119,8 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
     if (r.promised_p50 && r.promised_p90) {
       promised = WaitRange{*r.promised_p50 - r.submit_time, *r.promised_p90 - r.submit_time};
     }
-    estimator_.Record(plan.pool.value(), *r.promised_start - r.submit_time, now - r.submit_time,
-                      promised);
+    estimator_.Record(EstimatorKey(plan.pool, QueuePriority(r.spec)),
+                      *r.promised_start - r.submit_time, now - r.submit_time, promised);
   }
   ends_.Push(r.window->end, r.id);
   ends_.Compact([&](const auto& e) { return IsLiveEnd(e); });

@@ -427,15 +427,15 @@ void Scheduler::DropAllPlans() {
   });
 }
 
-WaitRange Scheduler::EstimateWait(core::PoolId pool, core::Duration planned) const {
+WaitRange Scheduler::EstimateWait(core::PoolId pool, int priority, core::Duration planned) const {
   if (!options_.calibrated_estimates) return {planned, planned};
-  return estimator_.Estimate(pool.value(), planned);
+  return estimator_.Estimate(EstimatorKey(pool, priority), planned);
 }
 
 void Scheduler::RecordPromise(RequestRecord& r, std::optional<Time> at) {
   if (!r.plan) return;
   const Time now = at.value_or(clock_.Now());
-  WaitRange range = EstimateWait(r.plan->pool, r.plan->start - now);
+  WaitRange range = EstimateWait(r.plan->pool, QueuePriority(r.spec), r.plan->start - now);
   r.promised_start = r.plan->start;
   r.promised_p50 = now + range.p50;
   r.promised_p90 = now + range.p90;
@@ -469,7 +469,7 @@ common::Result<QuoteResult> Scheduler::Quote(const core::RequestSpec& spec) {
   for (std::size_t i = 0; i < out.options.size(); ++i) {
     auto& o = out.options[i];
     if (o.start) {
-      WaitRange range = EstimateWait(o.pool, *o.start - out.at);
+      WaitRange range = EstimateWait(o.pool, QueuePriority(spec), *o.start - out.at);
       o.start_p50 = out.at + range.p50;
       o.start_p90 = out.at + range.p90;
     }

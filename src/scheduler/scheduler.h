@@ -540,7 +540,14 @@ class Scheduler {
   // Records the promise (plan start and calibrated P50/P90) of a request just queued.
   // The promise as seen at `at` (default: now): the planned start and its calibrated estimates.
   void RecordPromise(RequestRecord& r, std::optional<core::Time> at = std::nullopt);
-  WaitRange EstimateWait(core::PoolId pool, core::Duration planned) const;
+  // The calibrated range for a request of queue priority `priority` planned to wait `planned`
+  // in `pool`. The estimator keys its samples by (pool, queue priority): a low-priority request
+  // is overtaken by later higher-priority work, a high-priority one mostly is not, so the two
+  // relate planned to actual waits differently.
+  WaitRange EstimateWait(core::PoolId pool, int priority, core::Duration planned) const;
+  static std::uint64_t EstimatorKey(core::PoolId pool, int priority) {
+    return (std::uint64_t{pool.value()} << 32) | static_cast<std::uint32_t>(priority);
+  }
   void RefreshFairShare(core::Time now);
   int TotalGpus(const RequestRecord& r) const;
   BackfillPolicy::Walk WalkBefore(std::size_t position, core::Time now) const;

@@ -124,6 +124,51 @@ TEST(EstimateTest, PromisesLearnThatRequestsReleaseEarly) {
   EXPECT_LT(*q->options[*q->best].start_p50, *q->options[*q->best].start);
 }
 
+TEST(EstimateTest, EachPriorityLearnsItsOwnWaits) {
+  SchedulerHarness h;
+  h.SimpleFleet(1, /*max_active=*/100);
+  // Priority 0: every request books 4 h, plans to wait 3 h for the one running, and starts at
+  // once because that one releases early.
+  core::Time now = T(0);
+  std::optional<core::RequestId> running;
+  for (int i = 0; i < 40; ++i) {
+    auto id = h.sched->Submit(RequestBuilder().Hours(4).Priority(0).Build());
+    ASSERT_TRUE(id.ok());
+    h.AdvanceTo(now);
+    if (running) {
+      ASSERT_TRUE(h.sched->EarlyRelease(*running).ok());
+    }
+    h.AdvanceTo(now);
+    running = *id;
+    now += common::Hours(1);
+    h.AdvanceTo(now);
+  }
+  // Priority 200: the same plan (3 h behind the one running), but nothing releases early, so
+  // each waits exactly as planned.
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(h.sched->Submit(RequestBuilder().Hours(4).Priority(200).Build()).ok());
+    now += common::Hours(4);
+    h.AdvanceTo(now);
+  }
+  // Pooled, the two histories would give one median for both; kept apart, each class is
+  // promised what its own history says.
+  auto high = h.sched->Submit(RequestBuilder().Hours(4).Priority(200).Build());
+  ASSERT_TRUE(high.ok());
+  const RequestRecord& hr = h.Get(*high);
+  ASSERT_TRUE(hr.promised_start && hr.promised_p50);
+  EXPECT_EQ(*hr.promised_start - h.clock.Now(), common::Hours(3));
+  EXPECT_EQ(hr.promised_p50, hr.promised_start);
+  auto low = h.sched->Submit(RequestBuilder().Hours(4).Priority(0).Build());
+  ASSERT_TRUE(low.ok());
+  const RequestRecord& lr = h.Get(*low);
+  ASSERT_TRUE(lr.promised_start && lr.promised_p50);
+  EXPECT_EQ(*lr.promised_start - h.clock.Now(), common::Hours(7));  // behind `high`
+  EXPECT_EQ(lr.promised_p50, h.clock.Now());
+  auto quote = h.sched->Quote(RequestBuilder().Hours(4).Priority(200).Build());
+  ASSERT_TRUE(quote.ok() && quote->best);
+  EXPECT_EQ(quote->options[*quote->best].start_p50, quote->options[*quote->best].start);
+}
+
 TEST(EstimateTest, WithoutHistoryThePlanIsTheEstimate) {
   SchedulerHarness h;
   h.SimpleFleet(1);
