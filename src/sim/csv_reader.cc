@@ -46,6 +46,9 @@ std::optional<std::chrono::sys_days> ParseDate(std::string_view text) {
                                   std::chrono::month(static_cast<unsigned>(m)),
                                   std::chrono::day(static_cast<unsigned>(d))};
   if (!ymd.ok()) return std::nullopt;
+  // Cluster traces were recorded after the epoch and before 2200; a year outside is a broken
+  // field, not a date to replay (a year 0 would put the job 2,000 years before the others).
+  if (y < 1970 || y >= 2200) return std::nullopt;
   return std::chrono::sys_days(ymd);
 }
 
@@ -82,6 +85,13 @@ Result<std::vector<int>> CsvReader::Columns(std::initializer_list<std::string_vi
     if (found < 0) {
       return InvalidArgumentError(fmt::format("{}:1: missing column '{}' (header has: {})", path_,
                                               name, fmt::join(header_, ",")));
+    }
+    for (std::size_t i = static_cast<std::size_t>(found) + 1; i < header_.size(); ++i) {
+      if (header_[i] == name) {
+        return InvalidArgumentError(
+            fmt::format("{}:1: column '{}' appears twice in the header (columns {} and {})", path_,
+                        name, found + 1, i + 1));
+      }
     }
     indices.push_back(found);
   }
@@ -186,7 +196,8 @@ Result<core::Duration> CsvReader::Seconds(int column) const {
 Result<core::Time> CsvReader::UtcDate(int column) const {
   std::optional<std::chrono::sys_days> day = ParseDate(Text(column));
   if (!day) {
-    return ColumnError(column, fmt::format("'{}' is not a date YYYY-MM-DD", Text(column)));
+    return ColumnError(
+        column, fmt::format("'{}' is not a date YYYY-MM-DD between 1970 and 2199", Text(column)));
   }
   return core::Time(*day);
 }
@@ -194,7 +205,9 @@ Result<core::Time> CsvReader::UtcDate(int column) const {
 Result<core::Time> CsvReader::UtcDateTime(int column) const {
   std::string_view text = Text(column);
   auto bad = [&] {
-    return ColumnError(column, fmt::format("'{}' is not a timestamp YYYY-MM-DD HH:MM:SS", text));
+    return ColumnError(
+        column,
+        fmt::format("'{}' is not a timestamp YYYY-MM-DD HH:MM:SS between 1970 and 2199", text));
   };
   if (text.size() != 19 || text[10] != ' ' || text[13] != ':' || text[16] != ':') return bad();
   std::optional<std::chrono::sys_days> day = ParseDate(text.substr(0, 10));

@@ -62,6 +62,16 @@ TEST(CsvReaderTest, EmptyFileAndMissingColumnAreInvalid) {
   EXPECT_THAT(cols.error().message(), HasSubstr("h.csv:1: missing column 'c'"));
 }
 
+TEST(CsvReaderTest, AColumnNamedTwiceInTheHeaderIsInvalid) {
+  TempDir dir;
+  CsvReader csv;
+  ASSERT_OK(csv.Open(dir.Write("twice.csv", "a,b,a\n1,2,3\n")));
+  auto cols = csv.Columns({"b", "a"});
+  EXPECT_THAT(cols, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(cols.error().message(),
+              HasSubstr("twice.csv:1: column 'a' appears twice in the header (columns 1 and 3)"));
+}
+
 TEST(CsvReaderTest, WrongFieldCountIsAnErrorWithLine) {
   TempDir dir;
   CsvReader csv;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "core/fleet.h"
@@ -70,24 +71,45 @@ bool SkipUnschedulable(Trace& trace, int gpus, core::Duration hold) {
   return false;
 }
 
+// The job ids of a file so far, with the line of each: a job id given twice is an error that
+// names both lines (the per-request results are keyed by it).
+class SeenIds {
+ public:
+  Status Add(const CsvReader& csv, int column) {
+    auto [it, fresh] = lines_.try_emplace(std::string(csv.Text(column)), csv.line());
+    if (fresh) return common::OkStatus();
+    return csv.ColumnError(
+        column, fmt::format("'{}' is given twice (first on line {})", it->first, it->second));
+  }
+
+ private:
+  std::unordered_map<std::string, int> lines_;
+};
+
 // A node list with one node per row: its name, GPU count and GPU model in the named columns
 // (others ignored), all in `cluster`. CPU-only nodes (0 GPUs) are left out: EGS books GPUs only.
 struct NodeColumns {
   std::string_view name, gpus, model;
 };
 Result<std::vector<FleetNodeSpec>> LoadNodeRows(const std::string& path, NodeColumns columns,
-                                                std::string_view cluster) {
+                                                std::string_view cluster, std::size_t* cpu_only) {
   CsvReader csv;
   EGS_RETURN_IF_ERROR(csv.Open(path));
   EGS_ASSIGN_OR_RETURN(std::vector<int> col,
                        csv.Columns({columns.name, columns.gpus, columns.model}));
   std::vector<FleetNodeSpec> nodes;
+  SeenIds names;
+  if (cpu_only != nullptr) *cpu_only = 0;
   while (true) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
     if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
+    EGS_RETURN_IF_ERROR(names.Add(csv, col[0]));
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
-    if (gpus == 0) continue;
+    if (gpus == 0) {
+      if (cpu_only != nullptr) ++*cpu_only;
+      continue;
+    }
     EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[1], gpus));
     if (csv.IsEmpty(col[2])) {
       return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
@@ -121,10 +143,12 @@ Result<Trace> LoadTiresias(const std::string& path) {
   EGS_ASSIGN_OR_RETURN(std::vector<int> col,
                        csv.Columns({"job_id", "num_gpu", "submit_time", "duration"}));
   Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
+  SeenIds ids;
   while (true) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
     if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
+    EGS_RETURN_IF_ERROR(ids.Add(csv, col[0]));
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
     EGS_ASSIGN_OR_RETURN(core::Duration submit, csv.Seconds(col[2]));
     EGS_ASSIGN_OR_RETURN(core::Duration hold, csv.Seconds(col[3]));
@@ -190,11 +214,13 @@ Result<Trace> LoadOpenbPods(const std::string& path) {
                                     "creation_time", "deletion_time", "scheduled_time"}));
   enum { kName, kNumGpu, kGpuMilli, kGpuSpec, kQos, kCreation, kDeletion, kScheduled };
   Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
+  SeenIds ids;
   while (true) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
     // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
     if (csv.IsEmpty(col[kName])) return csv.ColumnError(col[kName], "is empty");
+    EGS_RETURN_IF_ERROR(ids.Add(csv, col[kName]));
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[kNumGpu]));
     EGS_ASSIGN_OR_RETURN(int milli, csv.Count(col[kGpuMilli]));
     if (gpus == 1 && (milli < 1 || milli > 1000)) {
@@ -213,6 +239,9 @@ Result<Trace> LoadOpenbPods(const std::string& path) {
       EGS_ASSIGN_OR_RETURN(scheduled, csv.Seconds(col[kScheduled]));
       if (csv.IsEmpty(col[kDeletion])) {
         return csv.ColumnError(col[kDeletion], "is empty for a scheduled pod");
+      }
+      if (scheduled < created) {
+        return csv.ColumnError(col[kScheduled], "is before creation_time");
       }
     }
     // 2. Skip what cannot be replayed.
@@ -249,11 +278,13 @@ Result<Trace> LoadSpotJobs(const std::string& path) {
                                     "worker_num", "submit_time", "duration", "job_type"}));
   enum { kName, kOrganization, kModel, kGpuRequest, kWorkers, kSubmit, kDuration, kType };
   Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
+  SeenIds ids;
   while (true) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
     // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
     if (csv.IsEmpty(col[kName])) return csv.ColumnError(col[kName], "is empty");
+    EGS_RETURN_IF_ERROR(ids.Add(csv, col[kName]));
     // GPUs per worker: a whole number, or a share of one GPU (booked as one).
     const std::string_view request = csv.Text(col[kGpuRequest]);
     double per_worker = 0;
@@ -296,8 +327,8 @@ Result<Trace> LoadSpotJobs(const std::string& path) {
   return Finish(std::move(trace));
 }
 
-Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path) {
-  return LoadNodeRows(path, {"sn", "gpu", "model"}, "openb");
+Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path, std::size_t* cpu_only) {
+  return LoadNodeRows(path, {"sn", "gpu", "model"}, "openb", cpu_only);
 }
 
 Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& path) {
@@ -334,11 +365,12 @@ Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::string& pa
   return nodes;
 }
 
-Result<std::vector<FleetNodeSpec>> LoadSpotNodes(const std::string& path) {
-  return LoadNodeRows(path, {"node_name", "gpu_capacity_num", "gpu_model"}, "spot");
+Result<std::vector<FleetNodeSpec>> LoadSpotNodes(const std::string& path, std::size_t* cpu_only) {
+  return LoadNodeRows(path, {"node_name", "gpu_capacity_num", "gpu_model"}, "spot", cpu_only);
 }
 
-Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path) {
+Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path, std::size_t* cpu_only) {
+  if (cpu_only != nullptr) *cpu_only = 0;
   std::vector<std::string> header;
   {
     CsvReader csv;
@@ -354,9 +386,9 @@ Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path) {
                   "num_node_p_switch,num_gpu_p_node)",
                   path));
   if (has("sn")) {
-    nodes = LoadOpenbNodes(path);
+    nodes = LoadOpenbNodes(path, cpu_only);
   } else if (has("gpu_capacity_num")) {
-    nodes = LoadSpotNodes(path);
+    nodes = LoadSpotNodes(path, cpu_only);
   } else if (has("num_switch")) {
     nodes = LoadTiresiasClusterSpec(path);
   }
@@ -371,11 +403,16 @@ Result<std::vector<TeamQuota>> LoadPhillyVcQuotas(const std::string& path) {
   EGS_RETURN_IF_ERROR(csv.Open(path));
   EGS_ASSIGN_OR_RETURN(std::vector<int> col, csv.Columns({"vc", "node num"}));
   std::vector<TeamQuota> quotas;
+  SeenIds teams;
   while (true) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
     if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
+    EGS_RETURN_IF_ERROR(teams.Add(csv, col[0]));
     EGS_ASSIGN_OR_RETURN(int nodes, csv.Count(col[1]));
+    // A quota of no GPUs would hold every request of the team for approval under a hard quota,
+    // and gives it no fair share to normalize its usage by.
+    if (nodes < 1) return csv.ColumnError(col[1], "must be >= 1 (a team's quota of 8-GPU nodes)");
     if (nodes > std::numeric_limits<int>::max() / kPhillyGpusPerNode) {
       return csv.ColumnError(col[1], "is out of range");
     }
@@ -423,8 +460,9 @@ Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(const std::string& path,
 common::Result<TraceFormat> DetectTraceFormat(const std::string& path) {
   std::ifstream in(path);
   std::string header;
-  if (!in || !std::getline(in, header)) {
-    return common::InvalidArgumentError(fmt::format("{}: cannot read the file", path));
+  if (!in) return common::InvalidArgumentError(fmt::format("{}: cannot read the file", path));
+  if (!std::getline(in, header)) {
+    return common::InvalidArgumentError(fmt::format("{}:1: file is empty (no header)", path));
   }
   auto has = [&](const char* column) { return header.find(column) != std::string::npos; };
   if (has("timestamp") && has("num_gpus")) return TraceFormat::kPhilly;

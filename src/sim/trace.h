@@ -123,7 +123,8 @@ common::Result<std::vector<FleetNodeSpec>> UniformFleet(std::string_view spec,
 // openb node list (sn, gpu, model; other columns ignored), cluster "openb". CPU-only nodes
 // (gpu 0) are left out: EGS books GPUs only. A GPU node without a model, or with more than 64
 // GPUs, is InvalidArgument.
-common::Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path);
+common::Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path,
+                                                          std::size_t* cpu_only = nullptr);
 
 // Tiresias cluster shape (tiresias/cluster_spec.csv, n32g4.csv, ...): num_switch x
 // num_node_p_switch nodes of num_gpu_p_node GPUs each, named "s<switch>-n<node>", cluster
@@ -134,13 +135,16 @@ common::Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::st
 // alibaba-spot-gpu-v2026 node inventory (node_info_df.csv: gpu_model, gpu_capacity_num,
 // node_name; cpu_num ignored), cluster "spot". CPU-only nodes (0 GPUs) are left out, as for openb;
 // a GPU node without a model or name, or with more than 64 GPUs, is InvalidArgument.
-common::Result<std::vector<FleetNodeSpec>> LoadSpotNodes(const std::string& path);
+common::Result<std::vector<FleetNodeSpec>> LoadSpotNodes(const std::string& path,
+                                                         std::size_t* cpu_only = nullptr);
 
 // A node list told apart by its header: openb (sn, gpu, model), alibaba-spot (gpu_model,
 // gpu_capacity_num, node_name) or a Tiresias cluster shape (num_switch, num_node_p_switch,
 // num_gpu_p_node). InvalidArgument naming the file and the headers it knows otherwise; a fleet
-// with no GPU node is InvalidArgument too.
-common::Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path);
+// with no GPU node is InvalidArgument too. A node name given twice is InvalidArgument naming
+// both lines. With `cpu_only`, it is set to the number of CPU-only rows left out.
+common::Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path,
+                                                        std::size_t* cpu_only = nullptr);
 
 // A team's GPU quota.
 struct TeamQuota {
@@ -150,7 +154,8 @@ struct TeamQuota {
 
 // Philly VC sizes (helios/philly_vc.csv: vc, node num). Philly nodes have 2 or 8 GPUs and the
 // file gives nodes only; we count 8 GPUs per node (the large-node case, which the multi-GPU jobs
-// need), so gpus = node num x kPhillyGpusPerNode.
+// need), so gpus = node num x kPhillyGpusPerNode. A vc given twice, or with a node num below 1,
+// is InvalidArgument naming the line.
 inline constexpr int kPhillyGpusPerNode = 8;
 common::Result<std::vector<TeamQuota>> LoadPhillyVcQuotas(const std::string& path);
 

@@ -49,7 +49,7 @@ NodeSplit SplitGpus(int gpus, int gpus_per_node_of_shape) {
   // Loaders never produce jobs without GPUs and shapes are validated (ValidateShape).
   EGS_CHECK(gpus >= 1 && gpus_per_node_of_shape >= 1);
   if (gpus < gpus_per_node_of_shape) return NodeSplit{.nodes = 1, .gpus_per_node = gpus};
-  int nodes = (gpus + gpus_per_node_of_shape - 1) / gpus_per_node_of_shape;
+  const int nodes = 1 + (gpus - 1) / gpus_per_node_of_shape;  // no overflow near INT_MAX
   return NodeSplit{.nodes = nodes, .gpus_per_node = 0};
 }
 

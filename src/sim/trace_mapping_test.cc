@@ -91,7 +91,10 @@ INSTANTIATE_TEST_SUITE_P(Table, SplitGpusTest,
                                            SplitCase{128, 8, {16, 0}}, SplitCase{12, 8, {2, 0}},
                                            SplitCase{24, 16, {2, 0}}, SplitCase{3, 2, {2, 0}},
                                            SplitCase{5, 4, {2, 0}}, SplitCase{1, 1, {1, 0}},
-                                           SplitCase{4, 1, {4, 0}}));
+                                           SplitCase{4, 1, {4, 0}},
+                                           // Near INT_MAX the split must not overflow.
+                                           SplitCase{2147483647, 64, {33554432, 0}},
+                                           SplitCase{2147483647, 8, {268435456, 0}}));
 
 // `n` jobs with random gaps (some zero, so ties occur) and random sizes and holds.
 Trace RandomTrace(int n, std::uint64_t seed) {

@@ -270,6 +270,10 @@ TEST(LoadOpenbPodsTest, MalformedRowsAreErrors) {
                 "column gpu_milli: 1500 is not in 1..1000");
   ExpectInvalid(load("p,1,1,1,500,,LS,Running,0,,1\n"),
                 "column deletion_time: is empty for a scheduled pod");
+  ExpectInvalid(load("p,1,1,1,500,,LS,Running,100,200,50\n"),
+                "column scheduled_time: is before creation_time");
+  ExpectInvalid(load("p,1,1,1,500,,LS,Running,0,10,1\np,1,1,1,500,,LS,Running,0,10,1\n"),
+                "pods.csv:3: column name: 'p' is given twice (first on line 2)");
   // A CPU-only pod is skipped, but only once it parses.
   ExpectInvalid(load("p,1,1,0,0,,BE,Running,0,ten,1\n"),
                 "column deletion_time: 'ten' is not a number");
@@ -282,9 +286,11 @@ TEST(LoadOpenbNodesTest, KeepsGpuNodes) {
                                "n0,32000,262144,0,\n"
                                "n1,64000,262144,2,P100\n"
                                "n2,96000,393216,8,G2\n");
-  auto nodes = LoadOpenbNodes(path);
+  std::size_t cpu_only = 99;
+  auto nodes = LoadOpenbNodes(path, &cpu_only);
   ASSERT_OK(nodes);
   ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ(cpu_only, 1u);
   EXPECT_EQ((*nodes)[1].name, "n2");
   EXPECT_EQ((*nodes)[1].cluster, "openb");
   EXPECT_EQ((*nodes)[1].gpu_model, "G2");
@@ -292,6 +298,9 @@ TEST(LoadOpenbNodesTest, KeepsGpuNodes) {
 
   std::string bad = dir.Write("bad.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,2,\n");
   ExpectInvalid(LoadOpenbNodes(bad), "bad.csv:2: column model: is empty for a node with 2 GPUs");
+  std::string twice =
+      dir.Write("twice.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,2,G2\nn1,1,1,0,\n");
+  ExpectInvalid(LoadOpenbNodes(twice), "twice.csv:3: column sn: 'n1' is given twice");
   std::string big = dir.Write("big.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,65,G2\n");
   ExpectInvalid(LoadOpenbNodes(big),
                 "big.csv:2: column gpu: 65 is more than the 64 GPUs a node may have");
@@ -374,6 +383,10 @@ TEST(LoadPhillyVcQuotasTest, CountsEightGpusPerNode) {
   EXPECT_EQ((*quotas)[1].gpus, 64);
   ExpectInvalid(LoadPhillyVcQuotas(dir.Write("v2.csv", "vc,nodes\na,1\n")),
                 "missing column 'node num'");
+  ExpectInvalid(LoadPhillyVcQuotas(dir.Write("v3.csv", "vc,node num\na,8\nb,4\na,2\n")),
+                "v3.csv:4: column vc: 'a' is given twice (first on line 2)");
+  ExpectInvalid(LoadPhillyVcQuotas(dir.Write("v4.csv", "vc,node num\na,0\n")),
+                "v4.csv:2: column node num: must be >= 1");
 }
 
 TEST(LoadHeliosGpuNumbersTest, LastDayOrMaximum) {
