@@ -212,6 +212,7 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
   args.traces_dir = env != nullptr ? env : "../shared/traces";
   args.policies = {sim::Policy::kEgs, sim::Policy::kConservative, sim::Policy::kEasy,
                    sim::Policy::kPriority, sim::Policy::kFifo};
+  std::vector<std::string> seen;  // the valued flags given so far
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     // Flags without a value.
@@ -235,13 +236,22 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
     if (const auto eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag.resize(eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
     } else if (!IsValuedFlag(flag)) {
       return common::InvalidArgumentError(fmt::format("unknown flag '{}'", flag));
-    } else {
+    } else if (i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("--")) {
+      value = argv[++i];
+    } else {  // nothing follows, or another flag does ("--out --lower-bound")
       return common::InvalidArgumentError(fmt::format("{}: missing value", flag));
     }
+    if (!IsValuedFlag(flag))
+      return common::InvalidArgumentError(fmt::format("unknown flag '{}'", flag));
+    if (value.empty()) return common::InvalidArgumentError(fmt::format("{}: empty value", flag));
+    // A flag given twice would silently drop the first value (the first --load's runs, say).
+    if (std::find(seen.begin(), seen.end(), flag) != seen.end()) {
+      return common::InvalidArgumentError(fmt::format(
+          "{}: given twice (give one, with a comma-separated list where it takes one)", flag));
+    }
+    seen.push_back(flag);
     EGS_RETURN_IF_ERROR(ParseFlag(args, flag, value));
   }
   if (args.trace.empty()) return common::InvalidArgumentError("--trace: required");
@@ -324,8 +334,13 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
       {"tiresias", "tiresias/cluster_spec.csv"},
       {"alibaba-spot", "alibaba-spot-gpu-v2026/node_info_df.csv"}};
   if (auto named = kNamedNodeLists.find(name); named != kNamedNodeLists.end()) {
-    auto nodes = sim::LoadNodeList(args.traces_dir + "/" + named->second);
+    std::size_t cpu_only = 0;
+    auto nodes = sim::LoadNodeList(args.traces_dir + "/" + named->second, &cpu_only);
     if (nodes.ok()) description = fmt::format("{}: {} nodes", name, nodes->size());
+    if (nodes.ok() && cpu_only > 0) {
+      fmt::print(stderr, "egs-sim: fleet {}: {} nodes, skipped {} (no GPUs)\n", name, nodes->size(),
+                 cpu_only);
+    }
     return nodes;
   }
   if (name.ends_with(".yaml") || name.ends_with(".yml")) {
@@ -334,9 +349,14 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
     return nodes;
   }
   if (name.ends_with(".csv")) {
-    auto nodes = sim::LoadNodeList(name);
+    std::size_t cpu_only = 0;
+    auto nodes = sim::LoadNodeList(name, &cpu_only);
     if (!nodes.ok()) return nodes.error().WithContext("--fleet");
     description = fmt::format("{}: {} nodes", name, nodes->size());
+    if (cpu_only > 0) {
+      fmt::print(stderr, "egs-sim: {}: {} nodes, skipped {} (no GPUs)\n", name, nodes->size(),
+                 cpu_only);
+    }
     return nodes;
   }
   auto uniform = sim::UniformFleet(name);
@@ -394,12 +414,21 @@ class ProgressTicker {
   std::thread thread_;
 };
 
+// One --load's requests, rescaled before anything is written so that a load the trace cannot
+// be rescaled to fails like any other bad flag.
+struct PreparedLoad {
+  std::string load;
+  sim::Trace trace;
+  double offered = 0;
+};
+
 struct Setup {
   sim::Trace trace;
   std::vector<sim::FleetNodeSpec> fleet;
   std::string fleet_description;
   int total_gpus = 0;
   std::vector<sim::TeamQuota> quotas;
+  std::vector<PreparedLoad> loads;  // in --load order
 };
 
 common::Result<Setup> Prepare(const Args& args) {
@@ -428,6 +457,21 @@ common::Result<Setup> Prepare(const Args& args) {
   }
   EGS_ASSIGN_OR_RETURN(s.fleet, LoadFleet(args, file.second, s.fleet_description));
   for (const sim::FleetNodeSpec& node : s.fleet) s.total_gpus += node.gpus;
+  if (s.trace.jobs.empty()) {
+    return common::InvalidArgumentError(
+        fmt::format("--trace: {}: no job to replay (every row was skipped)", file.first));
+  }
+  for (const std::string& load : args.loads) {
+    PreparedLoad prepared{load, s.trace, 0};
+    if (load != "trace") {
+      EGS_ASSIGN_OR_RETURN(const double rho, ParseNumber<double>("--load", load));
+      auto rescaled = sim::RescaleToLoad(s.trace, rho, s.total_gpus);
+      if (!rescaled.ok()) return rescaled.error().WithContext(fmt::format("--load {}", load));
+      prepared.trace = *std::move(rescaled);
+    }
+    prepared.offered = sim::OfferedLoad(prepared.trace, s.total_gpus);
+    s.loads.push_back(std::move(prepared));
+  }
   return s;
 }
 
@@ -457,8 +501,8 @@ std::vector<sim::BoundWindow> ComputeBounds(const Args& args, const sim::SimResu
 // Where the runs of one load stand: its trace and, with --lower-bound, the bounds computed from
 // the first policy's run (they depend on the requests only, not on the policy).
 struct LoadState {
-  std::string load;
-  sim::Trace trace;
+  const std::string& load;
+  const sim::Trace& trace;
   double offered = 0;
   std::optional<std::vector<sim::BoundWindow>> bounds;
 };
@@ -493,10 +537,10 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
       *result, (std::filesystem::path(args.out) / sim::JobsCsvName(name, state.load)).string()));
   const double rate = wall > 0 ? 1 / wall : 0;
   fmt::print(stderr,
-             "[{}/{}] {} @ load {} (offered {:.3f}): {} requests in {:.2f} s ({:.0f} requests/s, "
-             "{:.0f} decisions/s), mean wait {:.1f} s\n",
-             done + 1, total, name, state.load, state.offered, result->jobs.size(), wall,
-             static_cast<double>(result->jobs.size()) * rate,
+             "[{}/{}] {} @ load {} (offered {:.3f}, replayed {:.3f}): {} requests in {:.2f} s "
+             "({:.0f} requests/s, {:.0f} decisions/s), mean wait {:.1f} s\n",
+             done + 1, total, name, state.load, state.offered, summary.replayed.load,
+             result->jobs.size(), wall, static_cast<double>(result->jobs.size()) * rate,
              static_cast<double>(result->stats.placements) * rate,
              summary.metrics.overall.wait_mean_s);
   // Requests refused at submit (they can never fit the fleet) are counted as never started in
@@ -508,6 +552,17 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
   for (const auto& [reason, count] : rejected) {
     fmt::print(stderr, "      {} of them rejected at submit: {}\n", count, reason);
   }
+  // Accepted but never started: still queued when the replay ended, or held for an approval
+  // that never comes (a request over its team's hard quota, say).
+  const auto never_started =
+      std::count_if(result->jobs.begin(), result->jobs.end(),
+                    [](const sim::JobOutcome& job) { return !job.rejected && !job.start; });
+  if (never_started > 0) {
+    fmt::print(stderr,
+               "      {} of them never started (still queued, or held for approval, when the "
+               "replay ended)\n",
+               never_started);
+  }
   if (args.lower_bound) {
     if (!state.bounds) state.bounds = ComputeBounds(args, *result, setup.total_gpus, clock);
     summary.lower_bound = sim::CompareToBounds(*result, *state.bounds);
@@ -518,13 +573,8 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
 common::Status RunAll(const Args& args, const Setup& setup, sim::ReportInput& report) {
   common::RealClock clock;
   const std::size_t total = args.loads.size() * args.policies.size();
-  for (const std::string& load : args.loads) {
-    LoadState state{load, setup.trace, 0, std::nullopt};
-    if (load != "trace") {
-      EGS_ASSIGN_OR_RETURN(const double rho, ParseNumber<double>("--load", load));
-      EGS_ASSIGN_OR_RETURN(state.trace, sim::RescaleToLoad(setup.trace, rho, setup.total_gpus));
-    }
-    state.offered = sim::OfferedLoad(state.trace, setup.total_gpus);
+  for (const PreparedLoad& prepared : setup.loads) {
+    LoadState state{prepared.load, prepared.trace, prepared.offered, std::nullopt};
     for (sim::Policy policy : args.policies) {
       EGS_ASSIGN_OR_RETURN(sim::RunSummary summary,
                            RunPolicy(args, setup, state, policy, report.runs.size(), total, clock));

@@ -149,6 +149,7 @@ Json RunJson(const RunSummary& r) {
          {"load", r.load},
          {"offered_load", r.offered_load},
          {"replayed_load", r.replayed.load},
+         {"rejected_at_submit", r.replayed.rejected},
          {"holds_cut_at_booking", r.replayed.cut_holds},
          {"requests", r.requests},
          {"speed",
@@ -263,7 +264,10 @@ ReplayedLoad ComputeReplayedLoad(const SimResult& result) {
   const double window = static_cast<double>((last->submit - first->submit).count());
   double gpu_micros = 0;
   for (const JobOutcome& j : result.jobs) {
-    if (j.rejected) continue;
+    if (j.rejected) {
+      ++r.rejected;
+      continue;
+    }
     if (j.hold > j.requested) ++r.cut_holds;
     gpu_micros +=
         static_cast<double>(j.gpus) * static_cast<double>(std::min(j.hold, j.requested).count());

@@ -65,10 +65,12 @@ std::vector<BoundComparison> CompareToBounds(const SimResult& result,
 
 // The load the replay really runs: as OfferedLoad, over the requests not rejected, with each
 // run cut at its booking (min(hold, requested)): a hold longer than the longest booking
-// (RoundUpBooking's policy maximum) ends there. `cut_holds` counts those requests.
+// (RoundUpBooking's policy maximum) ends there. `cut_holds` counts those requests, `rejected`
+// the requests left out because they can never fit the fleet.
 struct ReplayedLoad {
   double load = 0;
   std::size_t cut_holds = 0;
+  std::size_t rejected = 0;
 };
 ReplayedLoad ComputeReplayedLoad(const SimResult& result);
 

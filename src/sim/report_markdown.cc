@@ -1,5 +1,6 @@
 // The human-readable half of the report: report.md and the SVG plots (see report.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -215,13 +216,24 @@ std::string RenderMarkdownReport(const ReportInput& input) {
     const auto runs = RunsAt(input, load);
     md += fmt::format("\n## Load {} (offered load {:.3f})\n\n", load,
                       runs.empty() ? 0.0 : runs.front()->offered_load);
-    if (!runs.empty() && runs.front()->replayed.cut_holds > 0) {
+    if (!runs.empty() &&
+        (runs.front()->replayed.cut_holds > 0 || runs.front()->replayed.rejected > 0)) {
       // Every policy replays the same runs; the first one's figures stand for all.
       const ReplayedLoad& replayed = runs.front()->replayed;
+      std::vector<std::string> why;
+      if (replayed.cut_holds > 0) {
+        why.push_back(fmt::format(
+            "{} request(s) hold their GPUs longer than the longest booking and end at its end",
+            replayed.cut_holds));
+      }
+      if (replayed.rejected > 0) {
+        why.push_back(
+            fmt::format("{} request(s) can never fit the fleet and were rejected at submit",
+                        replayed.rejected));
+      }
       md += fmt::format(
-          "Replayed load {:.3f}: {} request(s) hold their GPUs longer than the longest booking "
-          "and end at its end, so the replay runs less than the trace offers.\n\n",
-          replayed.load, replayed.cut_holds);
+          "Replayed load {:.3f}: {}, so the replay runs less than the trace offers.\n\n",
+          replayed.load, fmt::join(why, "; "));
     }
     WaitTables(runs, md);
     OtherTables(runs, md);

@@ -187,6 +187,7 @@ TEST(ReportTest, WritesParseableFiles) {
   EXPECT_TRUE(run["fairness"]["windows"].is_array());
   EXPECT_DOUBLE_EQ(run["replayed_load"].get<double>(), input.runs[1].replayed.load);
   EXPECT_EQ(run["holds_cut_at_booking"], 1);
+  EXPECT_EQ(run["rejected_at_submit"], 1);
 
   const std::string md = ReadAll(out + "/report.md");
   EXPECT_THAT(md, StartsWith("# egs-sim report: small"));
@@ -194,7 +195,8 @@ TEST(ReportTest, WritesParseableFiles) {
   EXPECT_THAT(md, HasSubstr("| egs |"));
   EXPECT_THAT(md, HasSubstr("Gap to the LP lower bound"));
   EXPECT_THAT(md, HasSubstr("Replayed load 64.125: 1 request(s) hold their GPUs longer than the "
-                            "longest booking"));
+                            "longest booking and end at its end; 1 request(s) can never fit the "
+                            "fleet and were rejected at submit"));
   for (const char* name :
        {"wait-cdf-0.9.svg", "allocation-0.9.svg", "estimate-error-0.9.svg", "fairness-0.9.svg"}) {
     const std::string svg = ReadAll(out + "/" + name);

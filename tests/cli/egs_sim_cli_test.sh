@@ -15,7 +15,10 @@ bad() {
   local args=("${@:1:$#-2}")
   local out="$work/out"
   rm -rf "$out"
-  "$sim" --trace "$trace" --fleet 4x8 --out "$out" "${args[@]}" >"$work/stdout" 2>"$work/stderr"
+  local base=(--out "$out")  # a case may name its own trace and fleet
+  [[ " ${args[*]} " == *" --trace "* ]] || base+=(--trace "$trace")
+  [[ " ${args[*]} " == *" --fleet "* ]] || base+=(--fleet 4x8)
+  "$sim" "${base[@]}" "${args[@]}" >"$work/stdout" 2>"$work/stderr"
   local rc=$?
   if [[ $rc -ne 2 ]]; then
     echo "FAIL: ${args[*]}: exit $rc, want 2" >&2
@@ -53,6 +56,20 @@ bad --fleet "$work/hosts.csv" -- "--fleet: $work/hosts.csv:1: cannot tell the no
 printf 'shapes:\n  - {name: s8, gpuModel: H100, gpusPerNode: 8}\nclusters:\n  - {name: a, project: nosuch, pools: [{shape: s8, count: 2}]}\n' >"$work/bad.yaml"
 bad --fleet "$work/bad.yaml" -- "--fleet: $work/bad.yaml: clusters[0].project"
 bad --hard-quota -- "--hard-quota: trace '$trace' has no team quotas"
+bad --load 0.5 --load 0.7 -- "--load: given twice"
+bad --out --lower-bound -- "--out: missing value"
+bad --fleet= -- "--fleet: empty value"
+bad --load 1e-300 -- "--load 1e-300: rho: 1e-300 is too low"
+bad --max-jobs 1 --load 0.9 -- "--load 0.9: trace 'trace': all jobs submit at the same instant"
+# Damaged trace files: each names the file, the line and the column.
+head -1 "$trace" >"$work/header-only.csv"
+bad --trace "$work/header-only.csv" -- "no job to replay"
+printf 'job_id,num_gpu,submit_time,duration\n7,1,0,60\n7,2,30,60\n' >"$work/dup-id.csv"
+bad --trace "$work/dup-id.csv" -- "dup-id.csv:3: column job_id: '7' is given twice (first on line 2)"
+printf 'timestamp,duration,num_gpus,gpu_time,cluster\n0000-01-05 08:00:07,20,4,80,a\n' >"$work/year0.csv"
+bad --trace "$work/year0.csv" -- "year0.csv:2: column timestamp"
+printf 'sn,cpu_milli,memory_mib,gpu,model\nn0,1,1,8,H100\nn0,1,1,8,H100\n' >"$work/dup-node.csv"
+bad --fleet "$work/dup-node.csv" -- "dup-node.csv:3: column sn: 'n0' is given twice (first on line 2)"
 
 # A good run: one policy, one load, the report and the per-request CSV.
 if ! "$sim" --trace "$trace" --fleet 4x8 --policy egs,fifo --load 0.9 --out "$work/good" \
