@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -57,7 +59,10 @@ std::string CsvField(const std::string& s) {
 
 common::Status WriteFile(const std::string& path, std::string_view content) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return common::FailedPreconditionError(fmt::format("cannot open {} for writing", path));
+  if (!out) {
+    return common::FailedPreconditionError(
+        fmt::format("cannot open {} for writing: {}", path, std::strerror(errno)));
+  }
   out.write(content.data(), static_cast<std::streamsize>(content.size()));
   out.close();
   if (!out) return common::FailedPreconditionError(fmt::format("cannot write {}", path));

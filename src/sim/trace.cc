@@ -419,6 +419,7 @@ Result<std::vector<TeamQuota>> LoadPhillyVcQuotas(const std::string& path) {
     quotas.push_back(
         TeamQuota{.team = std::string(csv.Text(col[0])), .gpus = nodes * kPhillyGpusPerNode});
   }
+  if (quotas.empty()) return InvalidArgumentError(fmt::format("{}: no vc rows", path));
   return quotas;
 }
 
@@ -458,13 +459,19 @@ Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(const std::string& path,
 }
 
 common::Result<TraceFormat> DetectTraceFormat(const std::string& path) {
-  std::ifstream in(path);
-  std::string header;
-  if (!in) return common::InvalidArgumentError(fmt::format("{}: cannot read the file", path));
-  if (!std::getline(in, header)) {
-    return common::InvalidArgumentError(fmt::format("{}:1: file is empty (no header)", path));
+  CsvReader csv;
+  if (common::Status opened = csv.Open(path); !opened.ok()) {
+    if (opened.code() == common::StatusCode::kNotFound) {
+      return common::InvalidArgumentError(fmt::format("{}: cannot read the file", path));
+    }
+    return opened;
   }
-  auto has = [&](const char* column) { return header.find(column) != std::string::npos; };
+  // Whole column names, so that a column that only contains one ("creation_time_note") does not
+  // pass for it.
+  const std::vector<std::string>& header = csv.header();
+  auto has = [&](std::string_view column) {
+    return std::find(header.begin(), header.end(), column) != header.end();
+  };
   if (has("timestamp") && has("num_gpus")) return TraceFormat::kPhilly;
   if (has("creation_time")) return TraceFormat::kOpenb;
   if (has("worker_num")) return TraceFormat::kSpot;  // it has a submit_time too

@@ -196,6 +196,10 @@ TEST(DetectTraceFormatTest, TellsTheFormatsApartByTheirHeader) {
   EXPECT_EQ(*tiresias, TraceFormat::kTiresias);
   ExpectInvalid(DetectTraceFormat(dir.Write("x.csv", "a,b,c\n")), "x.csv:1: cannot tell");
   ExpectInvalid(DetectTraceFormat(dir.File("absent.csv")), "cannot read");
+  ExpectInvalid(DetectTraceFormat(dir.Write("e.csv", "")), "e.csv:1: file is empty");
+  // Whole names only: a column whose name contains another's is not that column.
+  ExpectInvalid(DetectTraceFormat(dir.Write("n.csv", "job_id,num_gpu,submit_time_note\n")),
+                "n.csv:1: cannot tell");
 }
 
 TEST(UniformFleetTest, NodesTimesGpusOrANamedError) {
@@ -387,6 +391,7 @@ TEST(LoadPhillyVcQuotasTest, CountsEightGpusPerNode) {
                 "v3.csv:4: column vc: 'a' is given twice (first on line 2)");
   ExpectInvalid(LoadPhillyVcQuotas(dir.Write("v4.csv", "vc,node num\na,0\n")),
                 "v4.csv:2: column node num: must be >= 1");
+  ExpectInvalid(LoadPhillyVcQuotas(dir.Write("v5.csv", "vc,node num\n")), "v5.csv: no vc rows");
 }
 
 TEST(LoadHeliosGpuNumbersTest, LastDayOrMaximum) {
