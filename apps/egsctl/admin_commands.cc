@@ -1,6 +1,8 @@
 // token create|list|revoke, config set-server|set-token|set-namespace|view, version.
 #include <fmt/format.h>
 
+#include <regex>
+
 #include "egsctl/cli_time.h"
 #include "egsctl/command.h"
 #include "egsctl/egsctl.h"
@@ -101,6 +103,15 @@ common::Status ConfigSetToken(Context& ctx) {
 }
 
 common::Status ConfigSetNamespace(Context& ctx) {
+  EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 1, "namespace"));
+  // A Kubernetes namespace name: a DNS-1123 label.
+  static const std::regex kLabel("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$");
+  if (!std::regex_match(ctx.positionals[0], kLabel)) {
+    return common::InvalidArgumentError(fmt::format(
+        "namespace \"{}\": must be a DNS-1123 label (lower case letters, digits and '-', 1-63 "
+        "chars)",
+        ctx.positionals[0]));
+  }
   return SaveSetting(ctx, &ConfigFile::ns, "namespace");
 }
 

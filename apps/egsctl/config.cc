@@ -33,13 +33,20 @@ std::string ConfigPath(const std::optional<std::string>& flag, const Environment
   return "";
 }
 
-common::Result<ConfigFile> LoadConfigFile(const std::string& path) {
+common::Result<ConfigFile> LoadConfigFile(const std::string& path, bool must_exist) {
   ConfigFile config;
   if (path.empty()) return config;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return common::InvalidArgumentError(
+        fmt::format("config file {}: is a directory, not a file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) return config;
+    if (!std::filesystem::exists(path, ec)) {
+      if (!must_exist) return config;
+      return common::InvalidArgumentError(fmt::format("config file {}: no such file", path));
+    }
     return common::InvalidArgumentError(fmt::format("cannot read config file {}", path));
   }
   std::stringstream text;
@@ -51,14 +58,36 @@ common::Result<ConfigFile> LoadConfigFile(const std::string& path) {
       return common::InvalidArgumentError(
           fmt::format("config file {}: expected a mapping with server, token, namespace", path));
     }
-    if (root["server"]) config.server = root["server"].as<std::string>();
-    if (root["token"]) config.token = root["token"].as<std::string>();
-    if (root["namespace"]) config.ns = root["namespace"].as<std::string>();
-    if (root["certificateAuthority"]) {
-      config.certificate_authority = root["certificateAuthority"].as<std::string>();
-    }
-    if (root["insecureSkipTLSVerify"]) {
-      config.insecure_skip_tls_verify = root["insecureSkipTLSVerify"].as<bool>();
+    // Every key, so that a misspelt one ("sever") is not silently ignored; each value with the
+    // key named when it has the wrong type.
+    for (const auto& entry : root) {
+      const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
+      const YAML::Node& value = entry.second;
+      auto wrong = [&](const char* want) {
+        return common::InvalidArgumentError(fmt::format("config file {}:{}: {}: must be {}", path,
+                                                        value.Mark().line + 1,
+                                                        key.empty() ? "(key)" : key, want));
+      };
+      std::string* text_field = key == "server"                 ? &config.server
+                                : key == "token"                ? &config.token
+                                : key == "namespace"            ? &config.ns
+                                : key == "certificateAuthority" ? &config.certificate_authority
+                                                                : nullptr;
+      if (text_field != nullptr) {
+        if (!value.IsScalar()) return wrong("a string");
+        *text_field = value.Scalar();
+      } else if (key == "insecureSkipTLSVerify") {
+        bool on = false;
+        if (!value.IsScalar() || !YAML::convert<bool>::decode(value, on)) {
+          return wrong("true or false");
+        }
+        config.insecure_skip_tls_verify = on;
+      } else {
+        return common::InvalidArgumentError(
+            fmt::format("config file {}:{}: unknown key '{}' (known: server, token, namespace, "
+                        "certificateAuthority, insecureSkipTLSVerify)",
+                        path, entry.first.Mark().line + 1, key.empty() ? "(not a string)" : key));
+      }
     }
   } catch (const YAML::Exception& e) {
     return common::InvalidArgumentError(

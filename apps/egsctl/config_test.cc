@@ -61,5 +61,22 @@ TEST(ConfigTest, MissingFileIsEmptyAndMalformedIsAnError) {
               StatusIs(common::StatusCode::kInvalidArgument));
 }
 
+TEST(ConfigTest, UnknownKeysWrongTypesDirectoriesAndNamedMissingFilesAreErrors) {
+  testing::TempDir dir;
+  auto unknown = LoadConfigFile(dir.Write("u.yaml", "server: http://s\nsever: http://t\n"));
+  ASSERT_THAT(unknown, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(unknown.error().message(), ::testing::HasSubstr("u.yaml:2: unknown key 'sever'"));
+  auto list = LoadConfigFile(dir.Write("t.yaml", "token: [a]\n"));
+  ASSERT_THAT(list, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(list.error().message(), ::testing::HasSubstr("t.yaml:1: token: must be a string"));
+  auto flag = LoadConfigFile(dir.Write("b.yaml", "insecureSkipTLSVerify: maybe\n"));
+  ASSERT_THAT(flag, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(flag.error().message(),
+              ::testing::HasSubstr("insecureSkipTLSVerify: must be true or false"));
+  EXPECT_THAT(LoadConfigFile(dir.path().string()), StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(LoadConfigFile(dir.File("nope.yaml"), /*must_exist=*/true),
+              StatusIs(common::StatusCode::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace egs::egsctl

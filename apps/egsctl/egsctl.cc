@@ -107,11 +107,19 @@ int UsageError(std::ostream& err, const common::Status& s, const std::string& hi
   return kExitUsage;
 }
 
-// Fills the context's settings from the global flags, environment and config file.
-common::Status Configure(Context& ctx) {
+// Fills the context's settings from the global flags, environment and config file. A config file
+// named by --config must exist, except for `config set-*`, which creates it.
+common::Status Configure(Context& ctx, const Command& command) {
   const ParsedArgs& a = ctx.args;
+  // An empty --server, --token or --namespace would silently fall back to the next source.
+  for (const char* flag : {"server", "token", "namespace", "config"}) {
+    if (auto v = a.Get(flag); v && v->empty()) {
+      return common::InvalidArgumentError(fmt::format("--{}: empty value", flag));
+    }
+  }
   ctx.config_path = ConfigPath(a.Get("config"), ctx.env);
-  EGS_ASSIGN_OR_RETURN(ctx.config, LoadConfigFile(ctx.config_path));
+  const bool must_exist = a.Has("config") && !command.name.starts_with("config set-");
+  EGS_ASSIGN_OR_RETURN(ctx.config, LoadConfigFile(ctx.config_path, must_exist));
   ctx.settings =
       ResolveSettings(a.Get("server"), a.Get("token"), a.Get("namespace"), ctx.env, ctx.config);
   ctx.namespace_given = a.Has("namespace");
@@ -273,7 +281,7 @@ int RunEgsctl(std::vector<std::string> args, std::ostream& out, std::ostream& er
   ctx.args = std::move(*parsed);
   ctx.positionals.assign(ctx.args.positionals.begin() + static_cast<long>(used),
                          ctx.args.positionals.end());
-  if (auto s = Configure(ctx); !s.ok()) return UsageError(err, s, hint);
+  if (auto s = Configure(ctx, *command); !s.ok()) return UsageError(err, s, hint);
   // 3. Run.
   common::Status s = command->run(ctx);
   if (!s.ok()) {

@@ -398,6 +398,29 @@ TEST_F(EgsctlTest, ConfigSetAndView) {
   EXPECT_THAT(r.out, HasSubstr("token: REDACTED"));
   r = Raw({"config", "set-server", "ftp://x", "--config", path});
   EXPECT_EQ(r.exit, 2);
+  r = Raw({"config", "set-namespace", "Bad_NS", "--config", path});
+  EXPECT_EQ(r.exit, 2);
+  EXPECT_THAT(r.err, HasSubstr("namespace \"Bad_NS\": must be a DNS-1123 label"));
+  r = Raw({"config", "view", "--config", path});
+  EXPECT_THAT(r.out, Not(HasSubstr("Bad_NS")));
+}
+
+TEST_F(EgsctlTest, ANamedConfigFileMustExistAndEmptySettingsAreRefused) {
+  // --config names a file: a missing one is an error for every command but config set-*.
+  Outcome r = Raw({"get", "projects", "--config", dir_.File("absent.yaml")});
+  EXPECT_EQ(r.exit, 2);
+  EXPECT_THAT(r.err, HasSubstr("absent.yaml: no such file"));
+  r = Raw({"get", "projects", "--config", dir_.path().string()});
+  EXPECT_EQ(r.exit, 2);
+  EXPECT_THAT(r.err, HasSubstr("is a directory"));
+  r = Raw({"config", "set-namespace", "team-a", "--config", dir_.File("new/config.yaml")});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  for (const char* flag : {"--server", "--token", "--namespace"}) {
+    r = Raw({"get", "projects", flag, ""});
+    EXPECT_EQ(r.exit, 2) << flag;
+    EXPECT_THAT(r.err, HasSubstr(std::string(flag) + ": empty value"));
+  }
+  EXPECT_TRUE(server_.requests().empty());
 }
 
 TEST_F(EgsctlTest, DescribeShowsStatusAndEvents) {
