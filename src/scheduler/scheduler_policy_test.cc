@@ -91,14 +91,12 @@ TEST(FairShareTest, CanBeTurnedOff) {
   EXPECT_LT(*h.sched->queue().Position(*a), *h.sched->queue().Position(*b));
 }
 
-TEST(EstimateTest, PromisesLearnThatRequestsReleaseEarly) {
-  SchedulerHarness h;
-  h.SimpleFleet(1, /*max_active=*/100);
-  // Every request books 4 h and really runs 1 h; each waits behind the one before it.
-  core::Time now = T(0);
+// 40 requests of `priority` that each book 4 h, plan to wait 3 h for the one running, and
+// start at once because that one releases early after 1 h. Leaves the clock at `now`.
+void SubmitRequestsThatReleaseEarly(SchedulerHarness& h, int priority, core::Time& now) {
   std::optional<core::RequestId> running;
   for (int i = 0; i < 40; ++i) {
-    auto id = h.sched->Submit(RequestBuilder().Hours(4).Build());
+    auto id = h.sched->Submit(RequestBuilder().Hours(4).Priority(priority).Build());
     ASSERT_TRUE(id.ok());
     h.AdvanceTo(now);
     if (running) {
@@ -109,6 +107,14 @@ TEST(EstimateTest, PromisesLearnThatRequestsReleaseEarly) {
     now += common::Hours(1);
     h.AdvanceTo(now);
   }
+}
+
+TEST(EstimateTest, PromisesLearnThatRequestsReleaseEarly) {
+  SchedulerHarness h;
+  h.SimpleFleet(1, /*max_active=*/100);
+  // Every request books 4 h and really runs 1 h; each waits behind the one before it.
+  core::Time now = T(0);
+  SubmitRequestsThatReleaseEarly(h, 100, now);
   // A new request now plans to wait for the running one (up to 4 h), but history says such
   // waits end much sooner.
   auto id = h.sched->Submit(RequestBuilder().Hours(4).Build());
@@ -127,22 +133,9 @@ TEST(EstimateTest, PromisesLearnThatRequestsReleaseEarly) {
 TEST(EstimateTest, EachPriorityLearnsItsOwnWaits) {
   SchedulerHarness h;
   h.SimpleFleet(1, /*max_active=*/100);
-  // Priority 0: every request books 4 h, plans to wait 3 h for the one running, and starts at
-  // once because that one releases early.
+  // Priority 0: requests that plan to wait 3 h and start at once.
   core::Time now = T(0);
-  std::optional<core::RequestId> running;
-  for (int i = 0; i < 40; ++i) {
-    auto id = h.sched->Submit(RequestBuilder().Hours(4).Priority(0).Build());
-    ASSERT_TRUE(id.ok());
-    h.AdvanceTo(now);
-    if (running) {
-      ASSERT_TRUE(h.sched->EarlyRelease(*running).ok());
-    }
-    h.AdvanceTo(now);
-    running = *id;
-    now += common::Hours(1);
-    h.AdvanceTo(now);
-  }
+  SubmitRequestsThatReleaseEarly(h, 0, now);
   // Priority 200: the same plan (3 h behind the one running), but nothing releases early, so
   // each waits exactly as planned.
   for (int i = 0; i < 40; ++i) {
