@@ -1,12 +1,15 @@
 #include "daemon/control_plane_impl.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "daemon/request_state.h"
 
@@ -52,6 +55,48 @@ common::Result<int> IntField(const json& body, const char* key) {
 }
 
 // A maintenance window: body {"start": RFC 3339, "end": RFC 3339}, end after start.
+// The fields an action reads from its body (nullptr for an unknown action, which the action's
+// handler reports). Any other field is refused rather than ignored: a misspelt "priorty" would
+// otherwise answer 200 and change nothing.
+const std::vector<std::string_view>* ActionFields(std::string_view kind, std::string_view action) {
+  using Fields = std::vector<std::string_view>;
+  static const std::map<std::pair<std::string_view, std::string_view>, Fields> kFields = {
+      {{kGpr, "explain"}, {}},
+      {{kGpr, "explain-order"}, {"other"}},
+      {{kGpr, "whatif"}, {"priority", "nodes", "extend", "change"}},
+      {{kGpr, "approve"}, {"changes", "reason"}},
+      {{kGpr, "reject"}, {"reason"}},
+      {{kGpr, "release"}, {}},
+      {{kGpr, "evict"}, {"reason"}},
+      {{kGpr, "extend"}, {"duration", "reason"}},
+      {{kGpr, "approve-extension"}, {}},
+      {{kGpr, "reject-extension"}, {"reason"}},
+      {{kGpr, "reprioritize"}, {"priority"}},
+      {{kGpr, "move"}, {"before", "after"}},
+      {{kNode, "fail"}, {}},
+      {{kNode, "cordon"}, {}},
+      {{kNode, "recover"}, {}},
+      {{kNode, "maintenance"}, {"start", "end"}},
+      {{kNode, "cancel-maintenance"}, {"start", "end"}},
+  };
+  auto it = kFields.find({kind, action});
+  return it == kFields.end() ? nullptr : &it->second;
+}
+
+common::Status CheckActionFields(std::string_view kind, std::string_view action, const json& body) {
+  const std::vector<std::string_view>* fields = ActionFields(kind, action);
+  if (fields == nullptr) return common::OkStatus();
+  for (const auto& [key, value] : body.items()) {
+    if (std::find(fields->begin(), fields->end(), key) != fields->end()) continue;
+    return common::InvalidArgumentError(
+        fields->empty()
+            ? fmt::format("{}: unknown field (the {} action takes no fields)", key, action)
+            : fmt::format("{}: unknown field (the {} action takes {})", key, action,
+                          fmt::join(*fields, ", ")));
+  }
+  return common::OkStatus();
+}
+
 common::Result<common::Interval> MaintenanceWindowField(const json& body) {
   EGS_ASSIGN_OR_RETURN(std::string from, StringField(body, "start", true));
   EGS_ASSIGN_OR_RETURN(std::string to, StringField(body, "end", true));
@@ -1114,6 +1159,7 @@ common::Result<json> ControlPlaneImpl::Action(const api::Principal&, std::string
     return common::InvalidArgumentError("body: must be a JSON object");
   }
   if (body.is_null()) body = json::object();
+  EGS_RETURN_IF_ERROR(CheckActionFields(kind, action, body));
   return OnLoop([&]() -> common::Result<json> {
     if (kind == kGpr) return GprAction(ns, name, action, body);
     if (kind == kNode) return NodeAction(name, action, body);

@@ -190,6 +190,19 @@ TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
   EXPECT_EQ(json::parse((*next)->data)["status"]["phase"], "Active");
   EXPECT_THAT(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "fly", {}),
               StatusIs(common::StatusCode::kNotFound));
+  // A field the action does not read is refused, not ignored, and changes nothing.
+  auto typo = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "reprioritize",
+                          json{{"priority", 50}, {"priorty", 60}});
+  EXPECT_THAT(typo, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      typo.error().message(),
+      ::testing::HasSubstr("priorty: unknown field (the reprioritize action takes priority)"));
+  EXPECT_NE(json::parse((*store.Get("GPUProvisionRequest", "team-a", "next"))->data)["spec"].value(
+                "priority", 0),
+            50);
+  EXPECT_THAT(
+      a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "explain", json{{"x", 1}}),
+      StatusIs(common::StatusCode::kInvalidArgument));
 
   // Delete a queued request: cancelled and gone.
   ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("gone", 4, "1h"), false));
