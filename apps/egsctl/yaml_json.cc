@@ -9,6 +9,8 @@
 #include <limits>
 #include <regex>
 
+#include "common/utf8.h"
+
 namespace egs::egsctl {
 namespace {
 
@@ -72,7 +74,7 @@ struct Budget {
 };
 
 common::Result<json> Convert(const YAML::Node& node, std::string_view source, Budget& budget,
-                             int depth);
+                             int depth, const std::string& path);
 
 common::Status ErrorAt(std::string_view source, const YAML::Mark& mark, std::string_view what) {
   if (mark.is_null()) return common::InvalidArgumentError(fmt::format("{}: {}", source, what));
@@ -103,8 +105,20 @@ common::Result<json> ConvertScalar(const YAML::Node& node, std::string_view sour
   return resolved;
 }
 
+// InvalidArgument naming the field at `path` when `text` (a scalar or a key there) is not UTF-8:
+// JSON, and so the request egsctl would send, cannot carry it.
+common::Status CheckUtf8(const std::string& text, std::string_view source, const YAML::Mark& mark,
+                         const std::string& path, std::string_view what) {
+  auto at = common::FindInvalidUtf8(text);
+  if (!at) return common::OkStatus();
+  return ErrorAt(source, mark,
+                 fmt::format("{} {} is not valid UTF-8 (byte 0x{:02X}); save the file as UTF-8",
+                             path.empty() ? "the document" : path, what,
+                             static_cast<unsigned char>(text[*at])));
+}
+
 common::Result<json> Convert(const YAML::Node& node, std::string_view source, Budget& budget,
-                             int depth) {
+                             int depth, const std::string& path) {
   if (++budget.values > kMaxValues) {
     return ErrorAt(
         source, node.Mark(),
@@ -121,11 +135,13 @@ common::Result<json> Convert(const YAML::Node& node, std::string_view source, Bu
     case YAML::NodeType::Null:
       return json(nullptr);
     case YAML::NodeType::Scalar:
+      EGS_RETURN_IF_ERROR(CheckUtf8(node.Scalar(), source, node.Mark(), path, "value"));
       return ConvertScalar(node, source);
     case YAML::NodeType::Sequence: {
       json out = json::array();
       for (const YAML::Node& item : node) {
-        EGS_ASSIGN_OR_RETURN(json v, Convert(item, source, budget, depth + 1));
+        EGS_ASSIGN_OR_RETURN(json v, Convert(item, source, budget, depth + 1,
+                                             fmt::format("{}[{}]", path, out.size())));
         out.push_back(std::move(v));
       }
       return out;
@@ -136,8 +152,12 @@ common::Result<json> Convert(const YAML::Node& node, std::string_view source, Bu
         if (!kv.first.IsScalar()) {
           return ErrorAt(source, kv.first.Mark(), "mapping keys must be scalars");
         }
-        EGS_ASSIGN_OR_RETURN(json v, Convert(kv.second, source, budget, depth + 1));
-        out[kv.first.Scalar()] = std::move(v);
+        const std::string& key = kv.first.Scalar();
+        const std::string key_path = path.empty() ? key : fmt::format("{}.{}", path, key);
+        EGS_RETURN_IF_ERROR(
+            CheckUtf8(key, source, kv.first.Mark(), path.empty() ? "a top-level" : path, "key"));
+        EGS_ASSIGN_OR_RETURN(json v, Convert(kv.second, source, budget, depth + 1, key_path));
+        out[key] = std::move(v);
       }
       return out;
     }
@@ -161,6 +181,14 @@ std::pair<int, int> LineColumn(std::string_view text, std::size_t offset) {
 }
 
 common::Result<std::vector<json>> ParseJson(std::string_view text, std::string_view source) {
+  // nlohmann refuses other bytes too, but quotes them raw in its message.
+  if (auto at = common::FindInvalidUtf8(text)) {
+    auto [line, column] = LineColumn(text, *at);
+    return common::InvalidArgumentError(
+        fmt::format("{}:{}:{}: invalid JSON: byte 0x{:02X} is not valid UTF-8; save the file as "
+                    "UTF-8",
+                    source, line, column, static_cast<unsigned char>(text[*at])));
+  }
   // Each value sees the depth of its container (0 for the outermost): one that opens a level
   // past kMaxDepth is dropped and the file refused.
   bool too_deep = false;
@@ -278,7 +306,7 @@ common::Result<std::vector<json>> ParseDocuments(std::string_view text, std::str
   std::vector<json> docs;
   Budget budget;
   for (const YAML::Node& node : nodes) {
-    EGS_ASSIGN_OR_RETURN(json j, Convert(node, source, budget, 0));
+    EGS_ASSIGN_OR_RETURN(json j, Convert(node, source, budget, 0, ""));
     if (!j.is_null()) docs.push_back(std::move(j));
   }
   return docs;

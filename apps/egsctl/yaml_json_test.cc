@@ -87,6 +87,29 @@ TEST(YamlJsonTest, MalformedYamlNamesFileAndLine) {
   EXPECT_THAT(bad_json.error().message(), HasSubstr("bad.json:3:"));
 }
 
+// JSON cannot carry bytes that are not UTF-8 (dumping the request body threw a json
+// type_error before): the file and field are named instead.
+TEST(YamlJsonTest, TextThatIsNotUtf8NamesFileAndField) {
+  auto value = ParseDocuments("kind: X\nmetadata:\n  annotations: {note: \"caf\xE9\"}\n", "u.yaml");
+  EXPECT_THAT(value, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(value.error().message(),
+            "u.yaml:3:23: metadata.annotations.note value is not valid UTF-8 (byte 0xE9); save "
+            "the file as UTF-8");
+  auto item = ParseDocuments("spec:\n  shapes: [a, \"\xFF\"]\n", "u.yaml");
+  EXPECT_THAT(item, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(item.error().message(), HasSubstr("spec.shapes[1] value is not valid UTF-8"));
+  auto key = ParseDocuments("metadata:\n  \xFF: 1\n", "u.yaml");
+  EXPECT_THAT(key, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(key.error().message(), HasSubstr("u.yaml:2:3: metadata key is not valid UTF-8"));
+  auto in_json = ParseDocuments("{\"a\":\n \"\xC3\"}", "u.json");
+  EXPECT_THAT(in_json, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(in_json.error().message(),
+            "u.json:2:3: invalid JSON: byte 0xC3 is not valid UTF-8; save the file as UTF-8");
+  auto fine = ParseDocuments("note: caf\xC3\xA9\n", "ok.yaml");
+  ASSERT_TRUE(fine.ok()) << fine.error().ToString();
+  EXPECT_EQ((*fine)[0]["note"], "caf\xC3\xA9");
+}
+
 // An alias inside the node it names never ends, ten aliases of ten aliases grow tenfold per
 // level, and a deep JSON file would overflow the stack of whatever recurses through it: each is
 // an error naming the file, not a crash or a hang.

@@ -13,8 +13,11 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <utility>
+
+#include "common/utf8.h"
 
 namespace egs::api {
 
@@ -26,7 +29,26 @@ std::string StatusBody(int code, std::string_view reason, std::string_view messa
       {"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
       {"status", "Failure"}, {"message", message}, {"reason", reason},
       {"code", code}};
-  return j.dump();
+  // Messages may quote what the client sent: never let its bytes make dump() throw.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Why the decoded path or query of `in` is not valid UTF-8, or nullopt when it is. Handlers put
+// names and selectors from there into JSON, which must be UTF-8: such a request is refused
+// before any handler sees it.
+std::optional<std::string> WhyNotUtf8(const httplib::Request& in) {
+  if (auto at = common::FindInvalidUtf8(in.path)) {
+    return fmt::format("the request path is not valid UTF-8 (byte 0x{:02X} at offset {})",
+                       static_cast<unsigned char>(in.path[*at]), *at);
+  }
+  for (const auto& [key, value] : in.params) {
+    if (!common::IsValidUtf8(key)) return "a query parameter name is not valid UTF-8";
+    if (auto at = common::FindInvalidUtf8(value)) {
+      return fmt::format("query parameter \"{}\" is not valid UTF-8 (byte 0x{:02X} at offset {})",
+                         key, static_cast<unsigned char>(value[*at]), *at);
+    }
+  }
+  return std::nullopt;
 }
 
 // The transport-level error for an httplib status that reached the client without a body.
@@ -241,12 +263,17 @@ class HttpServer::Impl {
 
   void Dispatch(const httplib::Request& req, httplib::Response& res) {
     HttpResponse out;
-    try {
-      out = handler_(ToHttpRequest(req));
-    } catch (const std::exception& e) {
-      out = InternalError(e.what());
-    } catch (...) {
-      out = InternalError("unknown exception");
+    if (auto why = WhyNotUtf8(req)) {
+      out.status = 400;
+      out.body = StatusBody(400, "BadRequest", *why);
+    } else {
+      try {
+        out = handler_(ToHttpRequest(req));
+      } catch (const std::exception& e) {
+        out = InternalError(e.what());
+      } catch (...) {
+        out = InternalError("unknown exception");
+      }
     }
     res.status = out.status;
     for (const auto& [key, value] : out.headers) res.set_header(key, value);

@@ -53,6 +53,45 @@ HttpResponse Echo(const HttpRequest& req) {
   return r;
 }
 
+TEST(HttpServerTest, RefusesPathsAndQueriesThatAreNotUtf8) {
+  std::atomic<int> calls{0};
+  auto server = StartOrDie([&calls](const HttpRequest& req) {
+    ++calls;
+    return Echo(req);
+  });
+  ASSERT_NE(server, nullptr);
+  httplib::Client cli("127.0.0.1", server->port());
+  struct Case {
+    std::string target;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"/apis/egs.dev/v1alpha1/gpuprovisionrequests/%FF",
+       "the request path is not valid UTF-8 (byte 0xFF at offset 44)"},
+      {"/apis/egs.dev/v1alpha1/gpuprovisionrequests?labelSelector=a%3D%FF",
+       "query parameter \"labelSelector\" is not valid UTF-8 (byte 0xFF at offset 2)"},
+      {"/x?%C0%AF=1", "a query parameter name is not valid UTF-8"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.target);
+    auto res = cli.Get(c.target);
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 400);
+    json j = json::parse(res->body);  // valid UTF-8 JSON
+    EXPECT_EQ(j["kind"], "Status");
+    EXPECT_EQ(j["reason"], "BadRequest");
+    EXPECT_EQ(j["code"], 400);
+    EXPECT_EQ(j["message"], c.message);
+  }
+  EXPECT_EQ(calls.load(), 0);
+  // Well-formed multi-byte text reaches the handler.
+  auto ok = cli.Get("/caf%C3%A9?x=%E2%82%AC");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(json::parse(ok->body)["path"], "/caf\xC3\xA9");
+  EXPECT_EQ(calls.load(), 1);
+}
+
 TEST(HttpServerTest, RoutesEveryMethodToTheHandler) {
   auto server = StartOrDie(Echo);
   ASSERT_NE(server, nullptr);

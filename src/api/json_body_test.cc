@@ -55,5 +55,18 @@ TEST(ParseJsonBodyTest, NamesWhatIsWrongWithInvalidJson) {
   }
 }
 
+TEST(ParseJsonBodyTest, RefusesBytesThatAreNotUtf8WithAUtf8Message) {
+  auto bad = ParseJsonBody("{\"metadata\": {\n  \"name\": \"caf\xFF\"}}");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), common::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.error().message(),
+            "error decoding the request body as JSON: invalid UTF-8 byte 0xFF at line 2, column "
+            "15 (JSON text must be UTF-8)");
+  // Valid UTF-8 in strings is accepted as it is.
+  auto good = ParseJsonBody("{\"note\": \"caf\xC3\xA9\"}");
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ((*good)["note"], "caf\xC3\xA9");
+}
+
 }  // namespace
 }  // namespace egs::api

@@ -223,7 +223,9 @@ HttpResponse ToResponse(const ApiError& e) {
   HttpResponse r;
   r.status = e.code;
   r.content_type = "application/json";
-  r.body = ToJson(e).dump();
+  // Messages quote names and values the client sent; replace, rather than throw on, any bytes
+  // that are not UTF-8.
+  r.body = ToJson(e).dump(-1, ' ', false, json::error_handler_t::replace);
   if (e.retry_after_seconds) {
     r.headers.emplace_back("Retry-After", std::to_string(*e.retry_after_seconds));
   }

@@ -112,5 +112,15 @@ TEST(K8sStatusTest, DirectErrors) {
   EXPECT_TRUE(ErrorResponse(common::ResourceExhaustedError("quota")).headers.empty());
 }
 
+TEST(K8sStatusTest, BodyIsUtf8EvenWhenTheMessageQuotesOtherBytes) {
+  ErrorContext ctx;
+  ctx.resource = "gpuprovisionrequests";
+  ctx.name = "caf\xFF";
+  HttpResponse r = ToResponse(ObjectNotFound(ctx));  // threw json type_error 316 before
+  EXPECT_EQ(r.status, 404);
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["message"], "gpuprovisionrequests.egs.dev \"caf\xEF\xBF\xBD\" not found");
+}
+
 }  // namespace
 }  // namespace egs::api
