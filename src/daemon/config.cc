@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "api/codec.h"
 #include "daemon/kube_settings.h"
@@ -190,11 +191,19 @@ common::Status ApplyConfigYaml(const std::string& text, const std::string& sourc
 
 common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& args) {
   DaemonConfig config;
-  // Pass 1: the config file, so that flags override it whatever their order.
+  // Pass 1: the config file, so that flags override it whatever their order. Both spellings,
+  // "--config FILE" and "--config=FILE", like every other flag.
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] != "--config") continue;
-    if (i + 1 >= args.size()) return common::InvalidArgumentError("--config: needs a file");
-    const std::string& path = args[i + 1];
+    std::string path;
+    if (args[i] == "--config") {
+      if (i + 1 >= args.size()) return common::InvalidArgumentError("--config: needs a file");
+      path = args[++i];
+    } else if (args[i].starts_with("--config=")) {
+      path = args[i].substr(std::string_view("--config=").size());
+    } else {
+      continue;
+    }
+    if (path.empty()) return common::InvalidArgumentError("--config: needs a file");
     std::ifstream in(path);
     if (!in) return common::InvalidArgumentError(fmt::format("--config: cannot read {}", path));
     std::stringstream text;

@@ -36,6 +36,25 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
   EXPECT_EQ(c->fair_share_age_limit, common::Minutes(390));
 }
 
+TEST(ConfigTest, ConfigFlagTakesBothSpellings) {
+  egs::testing::TempDir dir;
+  const std::string path = dir.Write("egsd.yaml", "dataDir: /var/lib/egs\nlogLevel: debug\n");
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"--config", path}, {"--config=" + path}}) {
+    auto c = ParseCommandLine(args);
+    ASSERT_OK(c);
+    EXPECT_EQ(c->data_dir, "/var/lib/egs") << args[0];
+    EXPECT_EQ(c->log_level, "debug") << args[0];
+  }
+  // Flags still win over the file, whichever spelling named it.
+  auto c = ParseCommandLine({"--log-level=warn", "--config=" + path});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->log_level, "warn");
+  EXPECT_THAT(ParseCommandLine({"--config="}), StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseCommandLine({"--config=/nonexistent/egsd.yaml"}),
+              StatusIs(common::StatusCode::kInvalidArgument));
+}
+
 TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
   auto expect_error = [](std::vector<std::string> args, const std::string& needle) {
     auto c = ParseCommandLine(args);
