@@ -135,8 +135,7 @@ class BacklogServer final : public Base {
 
 class HttpServer::Impl {
  public:
-  Impl(HttpServerOptions options, HttpHandler handler)
-      : options_(std::move(options)), handler_(std::move(handler)) {}
+  explicit Impl(HttpServerOptions options) : options_(std::move(options)) {}
 
   ~Impl() { Stop(); }
 
@@ -155,7 +154,8 @@ class HttpServer::Impl {
     return "bind failed";
   }
 
-  common::Status Start() {
+  // Loads TLS, binds and listens; nothing is accepted until Serve.
+  common::Status Bind() {
     if (!options_.tls_cert_file.empty()) {
       auto tls = std::make_unique<BacklogServer<httplib::SSLServer>>(options_.tls_cert_file.c_str(),
                                                                      options_.tls_key_file.c_str());
@@ -191,8 +191,20 @@ class HttpServer::Impl {
       return common::UnavailableError(
           fmt::format("cannot listen on {}: {}", address, std::strerror(err)));
     }
-    // 2. Accept on our own thread. Wait until httplib marks itself running: stop() before that
-    // would be a no-op and the listener would then run forever.
+    return common::OkStatus();
+  }
+
+  // Accepts with `handler` on our own thread. The handler is set before the thread starts, so
+  // the workers see it.
+  common::Status Serve(HttpHandler handler) {
+    if (handler_ || port_ < 0) {
+      return common::FailedPreconditionError("HttpServer: Serve needs one successful Bind");
+    }
+    if (!handler) return common::InvalidArgumentError("handler: must be set");
+    handler_ = std::move(handler);
+    const std::string address = fmt::format("{}:{}", options_.host, options_.port);
+    // Wait until httplib marks itself running: stop() before that would be a no-op and the
+    // listener would then run forever.
     listener_ = std::thread([this] {
       server_->listen_after_bind();
       listener_done_.store(true);
@@ -318,7 +330,7 @@ class HttpServer::Impl {
   }
 
   const HttpServerOptions options_;
-  const HttpHandler handler_;
+  HttpHandler handler_;                      // set once, by Serve, before the listener starts
   std::unique_ptr<httplib::Server> server_;  // BacklogServer<Server or SSLServer>
   std::function<bool(int)> set_backlog_;
   std::thread listener_;
@@ -330,6 +342,12 @@ class HttpServer::Impl {
 common::Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
                                                               HttpHandler handler) {
   if (!handler) return common::InvalidArgumentError("handler: must be set");
+  EGS_ASSIGN_OR_RETURN(auto server, Bind(std::move(options)));
+  EGS_RETURN_IF_ERROR(server->Serve(std::move(handler)));
+  return server;
+}
+
+common::Result<std::unique_ptr<HttpServer>> HttpServer::Bind(HttpServerOptions options) {
   if (options.threads < 1) return common::InvalidArgumentError("threads: must be >= 1");
   if (options.port < 0 || options.port > 65535) {
     return common::InvalidArgumentError("port: must be in 0..65535");
@@ -348,13 +366,21 @@ common::Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
       options.write_timeout.count() <= 0) {
     return common::InvalidArgumentError("timeouts: must be > 0");
   }
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(handler));
+  auto impl = std::make_unique<Impl>(std::move(options));
   try {
-    EGS_RETURN_IF_ERROR(impl->Start());
+    EGS_RETURN_IF_ERROR(impl->Bind());
   } catch (const std::exception& e) {
     return common::InternalError(fmt::format("starting the HTTP server: {}", e.what()));
   }
   return std::make_unique<HttpServer>(std::move(impl));
+}
+
+common::Status HttpServer::Serve(HttpHandler handler) {
+  try {
+    return impl_->Serve(std::move(handler));
+  } catch (const std::exception& e) {
+    return common::InternalError(fmt::format("starting the HTTP server: {}", e.what()));
+  }
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -62,6 +62,12 @@ class HttpServer {
   // cannot be bound (port in use, unknown host).
   static common::Result<std::unique_ptr<HttpServer>> Start(HttpServerOptions options,
                                                            HttpHandler handler);
+  // Start in two steps, for a caller that must know the address is usable (and the TLS files
+  // load) before it changes anything: Bind loads TLS, binds and listens (connections wait in the
+  // backlog), with the errors of Start; Serve then accepts with `handler`. FailedPrecondition if
+  // Serve was called before.
+  static common::Result<std::unique_ptr<HttpServer>> Bind(HttpServerOptions options);
+  common::Status Serve(HttpHandler handler);
   class Impl;
   // Use Start (only it can make an Impl).
   explicit HttpServer(std::unique_ptr<Impl> impl);

@@ -322,6 +322,25 @@ TEST(HttpServerTest, PortInUseIsUnavailable) {
   EXPECT_EQ(res->status, 200);
 }
 
+// Bind holds the port (a second bind fails) before anything is served; Serve then answers.
+TEST(HttpServerTest, BindThenServe) {
+  auto bound = HttpServer::Bind({});
+  ASSERT_OK(bound);
+  HttpServer& server = **bound;
+  ASSERT_GT(server.port(), 0);
+  HttpServerOptions same;
+  same.port = server.port();
+  EXPECT_THAT(HttpServer::Bind(same), StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(server.Serve(nullptr), StatusIs(StatusCode::kInvalidArgument));
+  ASSERT_OK(server.Serve(Echo));
+  EXPECT_THAT(server.Serve(Echo), StatusIs(StatusCode::kFailedPrecondition));
+  httplib::Client cli("127.0.0.1", server.port());
+  auto res = cli.Get("/x");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(json::parse(res->body)["path"], "/x");
+}
+
 TEST(HttpServerTest, BadOptionsAreInvalidArgument) {
   HttpServerOptions options;
   options.threads = 0;

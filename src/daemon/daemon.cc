@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -126,6 +129,30 @@ std::vector<std::pair<std::string, json>> FleetObjects(const cluster::FleetSpec&
   return out;
 }
 
+// OK when `path` can be written (an existing writable file, or a new one in a writable
+// directory), checked without writing it. InvalidArgument naming `flag` otherwise.
+common::Status CheckWritable(const std::string& path, std::string_view flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path file(path);
+  if (fs::is_directory(file, ec)) {
+    return common::InvalidArgumentError(fmt::format("{}: {} is a directory", flag, path));
+  }
+  const bool exists = fs::exists(file, ec);
+  fs::path dir = file.parent_path();
+  if (dir.empty()) dir = ".";
+  if (!exists && !fs::is_directory(dir, ec)) {
+    return common::InvalidArgumentError(
+        fmt::format("{}: cannot write {}: no directory {}", flag, path, dir.string()));
+  }
+  const std::string checked = exists ? path : dir.string();
+  if (::access(checked.c_str(), W_OK) != 0) {
+    return common::InvalidArgumentError(
+        fmt::format("{}: cannot write {}: {}", flag, path, std::strerror(errno)));
+  }
+  return common::OkStatus();
+}
+
 }  // namespace
 
 namespace {
@@ -230,6 +257,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   auto p = std::make_unique<Parts>();
   p->config = config;
 
+  // 1. Everything that can be checked before the first write is checked first: the admin token
+  // is issued once per data directory, so a start that failed after issuing it would lose it.
+
   std::optional<cluster::FleetSpec> fleet;
   if (!config.fleet_file.empty()) {
     auto loaded = cluster::LoadFleetFile(config.fleet_file);
@@ -244,6 +274,32 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     p->clock = &clock;
   }
 
+  // The portal's assets under /portal/ (when configured).
+  std::optional<api::StaticFiles> portal;
+  if (!config.portal_dir.empty()) {
+    auto files = api::StaticFiles::Open(config.portal_dir, "/portal");
+    if (!files.ok()) return files.error().WithContext("--portal-dir");
+    portal.emplace(std::move(*files));
+  }
+  if (!config.admin_token_file.empty()) {
+    EGS_RETURN_IF_ERROR(CheckWritable(config.admin_token_file, "--admin-token-file"));
+  }
+  // Bind now (the address, the port, the TLS files); serve at the end, once everything is up.
+  api::HttpServerOptions http;
+  http.host = config.listen_host;
+  http.port = config.listen_port;
+  http.threads = config.http_threads;
+  http.max_body_bytes = config.max_body_bytes;
+  http.tls_cert_file = config.tls_cert_file;
+  http.tls_key_file = config.tls_key_file;
+  auto bound = api::HttpServer::Bind(http);
+  if (!bound.ok()) {
+    return bound.error().WithContext(
+        fmt::format("--listen {}:{}", config.listen_host, config.listen_port));
+  }
+  p->http = std::move(*bound);
+
+  // 2. The data directory and the store: the first writes.
   std::error_code ec;
   std::filesystem::create_directories(config.data_dir, ec);
   if (ec) {
@@ -337,20 +393,6 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
        .recover_node = [fleet_raw](core::NodeId n) { return fleet_raw->RecoverNode(n); }});
 
   p->tokens = std::make_unique<api::TokenService>(*p->store, *p->clock);
-  EGS_ASSIGN_OR_RETURN(auto bootstrap, p->tokens->BootstrapAdmin());
-  if (bootstrap) {
-    p->admin_token = bootstrap->token;
-    if (!config.admin_token_file.empty()) {
-      std::ofstream out(config.admin_token_file, std::ios::trunc);
-      out << bootstrap->token << "\n";
-      out.close();
-      ::chmod(config.admin_token_file.c_str(), 0600);
-      if (!out) {
-        return common::InvalidArgumentError(
-            fmt::format("--admin-token-file: cannot write {}", config.admin_token_file));
-      }
-    }
-  }
   p->limiter =
       std::make_unique<api::RateLimiter>(*p->clock, config.rate_per_second, config.rate_burst);
 
@@ -428,25 +470,8 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->v1 = std::make_unique<compat::V1Server>(*p->store, *p->control_plane, *p->tokens, *p->clock,
                                              std::move(v1_options));
 
-  api::HttpServerOptions http;
-  http.host = config.listen_host;
-  http.port = config.listen_port;
-  http.threads = config.http_threads;
-  http.max_body_bytes = config.max_body_bytes;
-  http.tls_cert_file = config.tls_cert_file;
-  http.tls_key_file = config.tls_key_file;
   // The portal's assets under /portal/ (when configured); "/" leads there, or says where the
   // API is when no portal is installed.
-  std::optional<api::StaticFiles> portal;
-  if (!config.portal_dir.empty()) {
-    auto files = api::StaticFiles::Open(config.portal_dir, "/portal");
-    if (!files.ok()) {
-      auto d = std::unique_ptr<Daemon>(new Daemon(std::move(p)));
-      d->Stop();
-      return files.error().WithContext("--portal-dir");
-    }
-    portal.emplace(std::move(*files));
-  }
   api::HttpHandler route = [portal = std::move(portal), api = p->api->handler(), v1 = p->v1.get(),
                             raw](const api::HttpRequest& req) {
     if (req.path == "/metrics" && (req.method == "GET" || req.method == "HEAD")) {
@@ -487,14 +512,33 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     raw->metrics->ObserveRequest(req, r.status, clock.Now() - began);
     return r;
   };
-  auto server = api::HttpServer::Start(http, std::move(handler));
-  if (!server.ok()) {
+  if (auto served = p->http->Serve(std::move(handler)); !served.ok()) {
     auto d = std::unique_ptr<Daemon>(new Daemon(std::move(p)));
     d->Stop();
-    return server.error().WithContext(
+    return served.WithContext(
         fmt::format("--listen {}:{}", config.listen_host, config.listen_port));
   }
-  p->http = std::move(*server);
+  // 3. Last, the first admin token (when no token exists yet): nothing can fail after it but
+  // writing --admin-token-file, which was checked above.
+  auto bootstrap = p->tokens->BootstrapAdmin();
+  if (!bootstrap.ok()) {
+    auto d = std::unique_ptr<Daemon>(new Daemon(std::move(p)));
+    d->Stop();
+    return bootstrap.error();
+  }
+  if (*bootstrap) {
+    p->admin_token = (*bootstrap)->token;
+    if (!config.admin_token_file.empty()) {
+      std::ofstream out(config.admin_token_file, std::ios::trunc);
+      out << (*bootstrap)->token << "\n";
+      out.close();
+      ::chmod(config.admin_token_file.c_str(), 0600);
+      if (!out) {
+        // Still printed by egsd: the token is not lost.
+        spdlog::error("--admin-token-file: cannot write {}", config.admin_token_file);
+      }
+    }
+  }
   spdlog::info("egsd listening on {}://{}:{}", config.tls_cert_file.empty() ? "http" : "https",
                config.listen_host, p->http->port());
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));

@@ -1,0 +1,96 @@
+// Daemon::Start's bad-input paths: a start refused for a bad flag changes nothing, so the next
+// good start still issues (and shows) the first admin token.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "api/httplib_server.h"
+#include "daemon/test_daemon.h"
+#include "testing/status_matchers.h"
+
+namespace egs::daemon {
+namespace {
+
+using egs::testing::StatusIs;
+
+constexpr char kFleet[] = R"(
+projects:
+  - {name: research}
+shapes:
+  - {name: h100x8, gpuModel: H100, gpusPerNode: 8, memoryPerGpuMiB: 81920, interconnect: infiniband, pricePerGpuHour: 4}
+clusters:
+  - name: east
+    project: research
+    provider: simulated
+    cloud: aws
+    region: us-east-1
+    pools:
+      - {shape: h100x8, count: 1, namePrefix: east-h100-}
+workspaces:
+  - name: team-a
+    project: research
+    namespaces: [team-a]
+simulation: {provisioningTime: 1s, precheckFailureRate: 0, releaseTime: 1s, seed: 7}
+)";
+
+// Nothing is written when a start is refused for a flag: no data directory, no token.
+void ExpectNothingWritten(TestDaemon& egsd) {
+  EXPECT_FALSE(std::filesystem::exists(egsd.config().data_dir));
+  EXPECT_TRUE(egsd.admin_token().empty());
+}
+
+// The admin token is issued once per data directory: a start that failed after issuing it
+// lost it for good (the next start printed none).
+TEST(DaemonStartTest, FailedStartsKeepTheAdminTokenForTheNextStart) {
+  TestDaemon egsd(kFleet);
+  const std::string token_file = (egsd.dir() / "token").string();
+  egsd.config().admin_token_file = token_file;
+
+  // 1. The port is taken (by a server bound here).
+  {
+    auto taken = api::HttpServer::Bind({});
+    ASSERT_OK(taken);
+    egsd.config().listen_port = (*taken)->port();
+    EXPECT_THAT(egsd.Start(), StatusIs(common::StatusCode::kUnavailable));
+    ExpectNothingWritten(egsd);
+  }
+  egsd.config().listen_port = 0;
+  // 2. The portal directory does not exist.
+  egsd.config().portal_dir = (egsd.dir() / "no-portal").string();
+  auto no_portal = egsd.Start();
+  EXPECT_FALSE(no_portal.ok());
+  EXPECT_NE(no_portal.message().find("--portal-dir"), std::string::npos) << no_portal.ToString();
+  ExpectNothingWritten(egsd);
+  egsd.config().portal_dir.clear();
+  // 3. The TLS files do not load.
+  egsd.config().tls_cert_file = (egsd.dir() / "missing.crt").string();
+  egsd.config().tls_key_file = (egsd.dir() / "missing.key").string();
+  EXPECT_FALSE(egsd.Start().ok());
+  ExpectNothingWritten(egsd);
+  egsd.config().tls_cert_file.clear();
+  egsd.config().tls_key_file.clear();
+  // 4. The token file cannot be written.
+  egsd.config().admin_token_file = (egsd.dir() / "no-such-dir" / "token").string();
+  auto no_dir = egsd.Start();
+  EXPECT_THAT(no_dir, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_NE(no_dir.message().find("--admin-token-file"), std::string::npos) << no_dir.ToString();
+  ExpectNothingWritten(egsd);
+  egsd.config().admin_token_file = token_file;
+
+  // The good start still issues the token, shows it and writes it.
+  ASSERT_OK(egsd.Start());
+  ASSERT_FALSE(egsd.admin_token().empty());
+  std::string written;
+  std::getline(std::ifstream(token_file), written);
+  EXPECT_EQ(written, egsd.admin_token());
+  auto self = egsd.Client(egsd.admin_token()).Get("/apis/egs.dev/v1alpha1/tokens/self");
+  ASSERT_TRUE(self);
+  EXPECT_EQ(self->status, 200) << self->body;
+}
+
+}  // namespace
+}  // namespace egs::daemon
