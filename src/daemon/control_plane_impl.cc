@@ -351,6 +351,59 @@ common::Result<core::RequestSpec> ControlPlaneImpl::ToRequestSpec(const api::Gpr
   return spec;
 }
 
+common::Status ControlPlaneImpl::CheckWorkspaceRules(const api::WorkspaceDoc& doc) const {
+  // 1. Duplicates within the object.
+  for (std::size_t i = 0; i < doc.namespaces.size(); ++i) {
+    for (std::size_t k = 0; k < i; ++k) {
+      if (doc.namespaces[k] == doc.namespaces[i]) {
+        return common::InvalidArgumentError(
+            fmt::format("spec.namespaces[{}]: duplicate \"{}\" (also spec.namespaces[{}])", i,
+                        doc.namespaces[i], k));
+      }
+    }
+  }
+  for (std::size_t i = 0; i < doc.members.size(); ++i) {
+    for (std::size_t k = 0; k < i; ++k) {
+      if (doc.members[k].user == doc.members[i].user) {
+        return common::InvalidArgumentError(
+            fmt::format("spec.members[{}].user: duplicate member \"{}\" (also spec.members[{}])", i,
+                        doc.members[i].user, k));
+      }
+    }
+  }
+  // 2. Namespaces of the other workspaces.
+  EGS_ASSIGN_OR_RETURN(store::ListResult list, store_.List(kWorkspace, std::nullopt));
+  std::map<std::string, std::string, std::less<>> owner;  // namespace -> workspace
+  for (const store::StoredObject& o : list.objects) {
+    if (o.name == doc.meta.name) continue;
+    const json j = json::parse(o.data, nullptr, false);
+    const json* listed = j.is_object() && j.contains("spec") && j["spec"].is_object() &&
+                                 j["spec"].contains("namespaces")
+                             ? &j["spec"]["namespaces"]
+                             : nullptr;
+    bool any = false;
+    if (listed != nullptr && listed->is_array()) {
+      for (const json& ns : *listed) {
+        if (!ns.is_string()) continue;
+        owner.emplace(ns.get<std::string>(), o.name);
+        any = true;
+      }
+    }
+    if (!any) owner.emplace(o.name, o.name);
+  }
+  const auto taken = [&](const std::string& field, const std::string& ns) -> common::Status {
+    auto it = owner.find(ns);
+    if (it == owner.end()) return common::OkStatus();
+    return common::InvalidArgumentError(fmt::format(
+        "{}: namespace \"{}\" already belongs to workspace \"{}\"", field, ns, it->second));
+  };
+  if (doc.namespaces.empty()) return taken("metadata.name", doc.meta.name);
+  for (std::size_t i = 0; i < doc.namespaces.size(); ++i) {
+    EGS_RETURN_IF_ERROR(taken(fmt::format("spec.namespaces[{}]", i), doc.namespaces[i]));
+  }
+  return common::OkStatus();
+}
+
 common::Result<core::Workspace> ControlPlaneImpl::ToWorkspace(const api::WorkspaceDoc& doc) const {
   core::Workspace w;
   w.name = doc.meta.name;
@@ -946,6 +999,9 @@ common::Result<json> ControlPlaneImpl::CreateFleetObject(std::string_view kind, 
     uid_prefix = "ws";
     apply = [&]() -> common::Status {
       EGS_ASSIGN_OR_RETURN(core::Workspace w, ToWorkspace(workspace));
+      if (persist) {
+        EGS_RETURN_IF_ERROR(CheckWorkspaceRules(workspace));
+      }
       if (dry_run) return common::OkStatus();
       w.id = names_.workspaces.Intern(w.name);
       auto st = scheduler_.AddWorkspace(w);
@@ -1069,6 +1125,7 @@ common::Result<json> ControlPlaneImpl::UpdateOnLoop(std::string_view kind, std::
   if (kind == kWorkspace) {
     EGS_ASSIGN_OR_RETURN(api::WorkspaceDoc doc, api::ParseWorkspace(updated));
     EGS_ASSIGN_OR_RETURN(core::Workspace w, ToWorkspace(doc));
+    EGS_RETURN_IF_ERROR(CheckWorkspaceRules(doc));
     if (!dry_run) {
       EGS_RETURN_IF_ERROR(scheduler_.UpdatePolicy(*names_.workspaces.Find(name), w.policy));
     }

@@ -187,6 +187,12 @@ class ControlPlaneImpl final : public api::ControlPlane {
                                                   std::string_view name,
                                                   core::WorkspaceId ws) const;
   common::Result<core::Workspace> ToWorkspace(const api::WorkspaceDoc& doc) const;
+  // The fleet file's rules for a workspace the API creates or changes (not checked on restore,
+  // so that objects stored before the check still load): no duplicate in spec.namespaces or in
+  // spec.members[].user, and no namespace that another stored workspace owns. A workspace owns
+  // its spec.namespaces, or its name when it lists none. InvalidArgument naming the field
+  // (spec.namespaces[i], spec.members[i].user, or metadata.name) otherwise.
+  common::Status CheckWorkspaceRules(const api::WorkspaceDoc& doc) const;
   common::Result<core::RequestId> FindGpr(std::string_view ns, std::string_view name) const;
   // The GPR's full object JSON from its record.
   nlohmann::json GprJson(const scheduler::RequestRecord& r) const;

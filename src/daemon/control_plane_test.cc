@@ -371,3 +371,69 @@ TEST(ControlPlaneTest, DeletingAWorkspaceTakesItsFinishedRequestsAndWaitsForRunn
 
 }  // namespace
 }  // namespace egs::daemon
+
+namespace egs::daemon {
+namespace {
+
+// The fleet file refuses a namespace owned by another workspace, a namespace listed twice and a
+// member listed twice; the API took them. Refused now with the field named, nothing stored.
+TEST(ControlPlaneTest, WorkspaceNamespacesAndMembersFollowTheFleetFileRules) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);  // team-a, no spec.namespaces: owns namespace "team-a"
+  auto ws = [](std::string_view name, json namespaces, json members = json::array()) {
+    return Obj("Workspace", name,
+               {{"project", "research"}, {"namespaces", namespaces}, {"members", members}});
+  };
+  ASSERT_OK(a.cp.Create(kAdmin, "Workspace", "", ws("team-b", {"b1", "b2"}), false));
+  const auto revision = store.CurrentRevision();
+  ASSERT_OK(revision);
+  struct Case {
+    json object;
+    std::string message;
+  };
+  const Case creates[] = {
+      {ws("team-c", {"c1", "team-a"}),
+       "spec.namespaces[1]: namespace \"team-a\" already belongs to workspace \"team-a\""},
+      {ws("team-c", json::array({"b2"})),
+       "spec.namespaces[0]: namespace \"b2\" already belongs to workspace \"team-b\""},
+      {ws("b1", json::array()),
+       "metadata.name: namespace \"b1\" already belongs to workspace \"team-b\""},
+      {ws("team-c", {"c1", "c2", "c1"}),
+       "spec.namespaces[2]: duplicate \"c1\" (also spec.namespaces[0])"},
+      {ws("team-c", json::array({"c1"}),
+          {{{"user", "alice"}, {"role", "member"}}, {{"user", "alice"}, {"role", "admin"}}}),
+       "spec.members[1].user: duplicate member \"alice\" (also spec.members[0])"},
+  };
+  for (const auto& c : creates) {
+    for (bool dry_run : {true, false}) {
+      auto created = a.cp.Create(kAdmin, "Workspace", "", c.object, dry_run);
+      ASSERT_THAT(created, StatusIs(common::StatusCode::kInvalidArgument)) << c.object.dump();
+      EXPECT_EQ(created.error().message(), c.message);
+    }
+  }
+  // PUT (and merge-patch, which PUTs the merged object) of team-b.
+  const Case updates[] = {
+      {ws("team-b", {"b1", "team-a"}),
+       "spec.namespaces[1]: namespace \"team-a\" already belongs to workspace \"team-a\""},
+      {ws("team-b", {"b1", "b1"}),
+       "spec.namespaces[1]: duplicate \"b1\" (also spec.namespaces[0])"},
+      {ws("team-b", json::array({"b1"}),
+          {{{"user", "bob"}, {"role", "viewer"}}, {{"user", "bob"}, {"role", "member"}}}),
+       "spec.members[1].user: duplicate member \"bob\" (also spec.members[0])"},
+  };
+  for (const auto& c : updates) {
+    auto updated = a.cp.Update(kAdmin, "Workspace", "", "team-b", c.object, false);
+    ASSERT_THAT(updated, StatusIs(common::StatusCode::kInvalidArgument)) << c.object.dump();
+    EXPECT_EQ(updated.error().message(), c.message);
+  }
+  EXPECT_EQ(*store.CurrentRevision(), *revision);  // nothing written
+  EXPECT_FALSE((*store.Get("Workspace", "", "team-c")).has_value());
+  // A workspace keeps its own namespaces on update, and may take ones that are free.
+  ASSERT_OK(a.cp.Update(kAdmin, "Workspace", "", "team-b", ws("team-b", {"b2", "b3"}), false));
+  ASSERT_OK(a.cp.Create(kAdmin, "Workspace", "", ws("team-c", json::array({"b1"})), false));
+}
+
+}  // namespace
+}  // namespace egs::daemon
