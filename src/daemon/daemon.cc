@@ -1,7 +1,9 @@
 #include "daemon/daemon.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -153,6 +155,58 @@ common::Status CheckWritable(const std::string& path, std::string_view flag) {
   return common::OkStatus();
 }
 
+// An exclusive flock(2) on <data-dir>/egsd.lock, held while the daemon runs. Two egsd on one
+// data directory both restored from the store and the second died at its first write (UNIQUE
+// constraint failed). The kernel drops the lock when the process ends, also on kill -9.
+class DataDirLock {
+ public:
+  DataDirLock() = default;
+  ~DataDirLock() { Release(); }
+  DataDirLock(const DataDirLock&) = delete;
+  DataDirLock& operator=(const DataDirLock&) = delete;
+
+  // FailedPrecondition naming --data-dir when another egsd (process or Daemon) holds the lock;
+  // InvalidArgument when the lock file cannot be opened.
+  common::Status Acquire(const std::string& data_dir) {
+    const std::string path = (std::filesystem::path(data_dir) / "egsd.lock").string();
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return common::InvalidArgumentError(
+          fmt::format("--data-dir {}: cannot open {}: {}", data_dir, path, std::strerror(errno)));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char holder[32] = {};
+      const ssize_t n = ::pread(fd, holder, sizeof(holder) - 1, 0);
+      ::close(fd);
+      if (err != EWOULDBLOCK) {
+        return common::InvalidArgumentError(
+            fmt::format("--data-dir {}: cannot lock {}: {}", data_dir, path, std::strerror(err)));
+      }
+      std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      return common::FailedPreconditionError(fmt::format(
+          "--data-dir {}: in use by another egsd{} (it holds {}); stop it or use another "
+          "--data-dir",
+          data_dir, pid.empty() ? "" : fmt::format(" (pid {})", pid), path));
+    }
+    // Who holds it, for the message above; the lock itself is what counts.
+    const std::string pid = fmt::format("{}\n", ::getpid());
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+      spdlog::warn("cannot write the pid into {}: {}", path, std::strerror(errno));
+    }
+    fd_ = fd;
+    return common::OkStatus();
+  }
+  void Release() {
+    if (fd_ >= 0) ::close(fd_);  // drops the lock
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace
 
 namespace {
@@ -185,6 +239,7 @@ struct Daemon::Parts {
   DaemonConfig config;
   std::unique_ptr<common::ScaledClock> scaled_clock;
   common::Clock* clock = nullptr;
+  DataDirLock data_dir_lock;  // before the store: released after it is closed
   std::unique_ptr<store::SqliteStore> store;
   ForwardingConnector forwarder;
   scheduler::Scheduler* scheduler_for_callbacks = nullptr;
@@ -306,6 +361,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     return common::InvalidArgumentError(
         fmt::format("--data-dir: cannot create {}: {}", config.data_dir, ec.message()));
   }
+  EGS_RETURN_IF_ERROR(p->data_dir_lock.Acquire(config.data_dir));
   const std::string db = (std::filesystem::path(config.data_dir) / "egs.db").string();
   auto store = store::SqliteStore::Open(db);
   if (!store.ok()) return store.error().WithContext(fmt::format("open {}", db));
@@ -555,6 +611,8 @@ void Daemon::Stop() {
   if (parts_->loop) parts_->loop->Stop();
   if (parts_->notifier) parts_->notifier->Stop();
   parts_->scheduler_for_callbacks = nullptr;
+  // Nothing writes to the store any more: another egsd may take the data directory.
+  parts_->data_dir_lock.Release();
   spdlog::info("egsd stopped");
 }
 

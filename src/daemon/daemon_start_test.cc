@@ -92,5 +92,29 @@ TEST(DaemonStartTest, FailedStartsKeepTheAdminTokenForTheNextStart) {
   EXPECT_EQ(self->status, 200) << self->body;
 }
 
+// Two egsd on one data directory both started; the second died at its first write (UNIQUE
+// constraint failed). The second is refused now, naming --data-dir, and the first serves on.
+TEST(DaemonStartTest, SecondDaemonOnTheSameDataDirIsRefused) {
+  TestDaemon first(kFleet);
+  ASSERT_OK(first.Start());
+  common::RealClock clock;
+  auto second = Daemon::Start(first.config(), clock);
+  ASSERT_THAT(second, StatusIs(common::StatusCode::kFailedPrecondition));
+  const std::string message = second.error().message();
+  EXPECT_EQ(message.rfind("--data-dir " + first.config().data_dir + ": in use by another egsd", 0),
+            0u)
+      << message;
+  EXPECT_NE(message.find("egsd.lock"), std::string::npos) << message;
+  auto list = first.Client(first.admin_token()).Get("/apis/egs.dev/v1alpha1/workspaces");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->status, 200);
+  // Once the first has stopped, the data directory is free again.
+  first.Stop();
+  auto again = Daemon::Start(first.config(), clock);
+  ASSERT_OK(again);
+  EXPECT_FALSE((*again)->admin_token().has_value());  // the same store: token issued before
+  (*again)->Stop();
+}
+
 }  // namespace
 }  // namespace egs::daemon
