@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <map>
@@ -540,6 +541,13 @@ Status Parser::ParseSimulation(const YAML::Node& root, SimulationSettings& sim) 
     return Error(Join(path, "telemetryInterval"), "must be > 0");
   }
   if (!(sim.time_scale > 0)) return Error(Join(path, "timeScale"), "must be > 0");
+  // Beyond this the scaled clock leaves the range of core::Time within days of running (and at
+  // inf at once: nodes then showed creationTimestamp "-inf").
+  if (sim.time_scale < kMinTimeScale || sim.time_scale > kMaxTimeScale) {
+    return Error(Join(path, "timeScale"),
+                 fmt::format("must be within [{}, {}], got {}", kMinTimeScale, kMaxTimeScale,
+                             sim.time_scale));
+  }
   return common::OkStatus();
 }
 
@@ -608,6 +616,11 @@ Result<FleetSpec> ParseFleetYaml(std::string_view text, std::string_view source_
 }
 
 Result<FleetSpec> LoadFleetFile(const std::string& path) {
+  // A directory opens and reads as an empty file: an empty fleet, silently.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return common::InvalidArgumentError(fmt::format("{}: is a directory, not a fleet file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return common::NotFoundError(fmt::format("{}: cannot open fleet file", path));
   std::ostringstream text;

@@ -27,7 +27,7 @@
 //     precheckFailureRate: 0.02      # per node, in [0, 1]
 //     releaseTime: 10s
 //     telemetryInterval: 30s
-//     timeScale: 1                   # > 1 = accelerated time (informational for egsd)
+//     timeScale: 1                   # > 1 = accelerated time, in [0.001, 10000] (for egsd)
 //     seed: 1
 //
 // Rules:

@@ -316,6 +316,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "simulation.telemetryInterval: must be > 0"},
         BadCase{"SimTimeScale", kBase + "simulation: {timeScale: 0}\n",
                 "simulation.timeScale: must be > 0"},
+        BadCase{"SimTimeScaleHuge", kBase + "simulation: {timeScale: 1e308}\n",
+                "simulation.timeScale: must be within [0.001, 10000], got 1e+308"},
+        BadCase{"SimTimeScaleTiny", kBase + "simulation: {timeScale: 1e-9}\n",
+                "simulation.timeScale: must be within [0.001, 10000], got 1e-09"},
         BadCase{"SimUnknownKey", kBase + "simulation: {speed: 2}\n",
                 "simulation.speed: unknown key"},
         BadCase{"SimSeedNegative", kBase + "simulation: {seed: -1}\n",
@@ -352,6 +356,11 @@ TEST(FleetFileTest, LoadsFromFileAndReportsMissingFiles) {
   EXPECT_THAT(r.error().message(), HasSubstr(path + ": bogus: unknown key"));
 
   EXPECT_THAT(LoadFleetFile(dir.File("missing.yaml")), StatusIs(StatusCode::kNotFound));
+  // A directory read as an empty file: an empty fleet, silently.
+  auto directory = LoadFleetFile(dir.path().string());
+  ASSERT_THAT(directory, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(directory.error().message(),
+            dir.path().string() + ": is a directory, not a fleet file");
 }
 
 // The fleet egsd starts with by default.

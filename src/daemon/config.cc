@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -44,11 +45,14 @@ common::Status SetInt(const std::string& value, const std::string& field, int mi
   return common::OkStatus();
 }
 
-common::Status SetDouble(const std::string& value, const std::string& field, double& out) {
+// A rate or a burst: finite and within (0, kMaxRate] (from_chars reads "inf" and "nan").
+constexpr double kMaxRate = 1e6;
+
+common::Status SetRate(const std::string& value, const std::string& field, double& out) {
   auto n = ParseNumber<double>(value);
-  if (!n || !(*n > 0)) {
+  if (!n || !(*n > 0) || !(*n <= kMaxRate)) {
     return common::InvalidArgumentError(
-        fmt::format("{}: must be a number > 0, got \"{}\"", field, value));
+        fmt::format("{}: must be a number > 0 and <= {:.0f}, got \"{}\"", field, kMaxRate, value));
   }
   out = *n;
   return common::OkStatus();
@@ -122,8 +126,8 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
           return common::OkStatus();
         }
         if (key == "http" && k == "maxWatches") return SetInt(value, f, 1, 100000, out.max_watches);
-        if (key == "rateLimit" && k == "perSecond") return SetDouble(value, f, out.rate_per_second);
-        if (key == "rateLimit" && k == "burst") return SetDouble(value, f, out.rate_burst);
+        if (key == "rateLimit" && k == "perSecond") return SetRate(value, f, out.rate_per_second);
+        if (key == "rateLimit" && k == "burst") return SetRate(value, f, out.rate_burst);
         return common::InvalidArgumentError(f + ": unknown key");
       };
       EGS_RETURN_IF_ERROR(ForEachScalar(v, field, set));
@@ -204,6 +208,11 @@ common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& ar
       continue;
     }
     if (path.empty()) return common::InvalidArgumentError("--config: needs a file");
+    // A directory opens and reads as an empty file: egsd started with the defaults.
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return common::InvalidArgumentError(fmt::format("--config: {} is a directory", path));
+    }
     std::ifstream in(path);
     if (!in) return common::InvalidArgumentError(fmt::format("--config: cannot read {}", path));
     std::stringstream text;
@@ -234,6 +243,7 @@ common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& ar
       if (config.data_dir.empty()) return common::InvalidArgumentError("--data-dir: empty");
     } else if (flag == "--fleet") {
       EGS_ASSIGN_OR_RETURN(config.fleet_file, next());
+      if (config.fleet_file.empty()) return common::InvalidArgumentError("--fleet: empty");
     } else if (flag == "--log-level") {
       EGS_ASSIGN_OR_RETURN(config.log_level, next());
       EGS_RETURN_IF_ERROR(CheckLogLevel(config.log_level, flag));

@@ -8,7 +8,7 @@
 //   portalDir: ""                   # the portal's built assets, served under /portal/
 //   tls: {certFile: "", keyFile: ""}  # PEM files; serve https (kubectl sends tokens only so)
 //   http: {threads: 64, maxBodyBytes: 1048576, maxWatches: 32}  # a watch holds a thread
-//   rateLimit: {perSecond: 200, burst: 400}   # per token
+//   rateLimit: {perSecond: 200, burst: 400}   # per token; each in (0, 1000000]
 //   kubernetes: {...}               # member clusters and the pod webhook (kube_settings.h)
 //   alerts: {...}                   # alert rules and remediation, see alerts/alert_config.h
 //

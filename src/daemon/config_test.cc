@@ -70,6 +70,8 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
   expect_error({"--http-threads", "16"}, "http.maxWatches");  // 32 watches need > 32 threads
   expect_error({"--config", "/nonexistent/egsd.yaml"}, "--config");
   expect_error({"--tls-cert-file", "c.pem"}, "--tls-key-file");
+  expect_error({"--fleet", ""}, "--fleet: empty");
+  expect_error({"--fleet="}, "--fleet: empty");
 
   egs::testing::TempDir dir;
   expect_error({"--config", dir.Write("a.yaml", "listen: [1, 2]\n")}, "listen");
@@ -83,6 +85,16 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
                "scheduler.fairShareAgeLimit: must be a positive duration");
   expect_error({"--config", dir.Write("h.yaml", "scheduler: {ageLimit: 1h}\n")},
                "scheduler.ageLimit: unknown key");
+  // A directory read as an empty config; inf and huge rates were taken.
+  expect_error({"--config", dir.path().string()},
+               "--config: " + dir.path().string() + " is a directory");
+  expect_error({"--config=" + dir.path().string()}, "is a directory");
+  expect_error({"--config", dir.Write("i.yaml", "rateLimit: {perSecond: inf}\n")},
+               "rateLimit.perSecond: must be a number > 0 and <= 1000000, got \"inf\"");
+  expect_error({"--config", dir.Write("j.yaml", "rateLimit: {burst: 1e300}\n")},
+               "rateLimit.burst: must be a number > 0 and <= 1000000");
+  expect_error({"--config", dir.Write("k.yaml", "rateLimit: {perSecond: nan}\n")},
+               "rateLimit.perSecond");
 }
 
 }  // namespace
