@@ -600,15 +600,22 @@ Result<Duration> ParseFleetDuration(std::string_view text) {
 }
 
 Result<FleetSpec> ParseFleetYaml(std::string_view text, std::string_view source_name) {
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(std::string(text));
+    documents = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     return common::InvalidArgumentError(fmt::format("{}: line {}, column {}: {}", source_name,
                                                     e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+  // One document: what followed a "---" was ignored.
+  if (documents.size() > 1) {
+    const YAML::Mark at = documents[1].Mark();
+    return common::InvalidArgumentError(
+        fmt::format("{}: {}a second YAML document (\"---\"): a fleet file holds one", source_name,
+                    at.is_null() ? std::string() : fmt::format("line {}: ", at.line + 1)));
+  }
   try {
-    return Parser(source_name).Parse(root);
+    return Parser(source_name).Parse(documents.empty() ? YAML::Node() : documents[0]);
   } catch (const YAML::Exception& e) {
     // Not expected (the parser only reads scalars it has checked), but yaml-cpp may throw.
     return common::InvalidArgumentError(fmt::format("{}: {}", source_name, e.what()));

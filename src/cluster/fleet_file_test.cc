@@ -326,6 +326,17 @@ INSTANTIATE_TEST_SUITE_P(
                 "simulation.seed: must be an integer"}),
     [](const ::testing::TestParamInfo<BadCase>& param) { return std::string(param.param.name); });
 
+// What followed a "---" was ignored; a leading "---" is still one document.
+TEST(FleetFileTest, ASecondDocumentIsRefused) {
+  auto r = ParseFleetYaml(kBase + "---\nbogus: 1\n", "fleet.yaml");
+  ASSERT_THAT(r, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(r.error().message(),
+            "fleet.yaml: line 5: a second YAML document (\"---\"): a fleet file holds one");
+  auto leading = ParseFleetYaml("---\n" + kBase, "fleet.yaml");
+  ASSERT_OK(leading);
+  EXPECT_EQ(leading->shapes.size(), 1u);
+}
+
 TEST(FleetFileTest, DuplicateShapeName) {
   auto r = ParseFleetYaml(kBase + "shapes: []\n", "f");  // duplicate key first
   EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument));

@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <vector>
 
 #include "api/codec.h"
 #include "daemon/kube_settings.h"
@@ -70,6 +72,42 @@ common::Status ForEachScalar(
     const std::string f = fmt::format("{}.{}", field, k);
     if (!sub.second.IsScalar()) return common::InvalidArgumentError(f + ": must be a scalar");
     EGS_RETURN_IF_ERROR(fn(k, f, sub.second.as<std::string>()));
+  }
+  return common::OkStatus();
+}
+
+// Levels of mappings and lists CheckNoDuplicateKeys walks; a config nests about 5.
+constexpr int kMaxConfigDepth = 64;
+
+// InvalidArgument naming the file, line and key when a mapping anywhere in `node` repeats a key:
+// yaml-cpp keeps both entries, and applying them let the last one win silently.
+common::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& source,
+                                    const std::string& path, int depth) {
+  if (depth > kMaxConfigDepth) {
+    return common::InvalidArgumentError(
+        fmt::format("{}: {}: nested deeper than {} levels (or an alias inside the node it names)",
+                    source, path, kMaxConfigDepth));
+  }
+  if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      EGS_RETURN_IF_ERROR(
+          CheckNoDuplicateKeys(node[i], source, fmt::format("{}[{}]", path, i), depth + 1));
+    }
+  }
+  if (!node.IsMap()) return common::OkStatus();
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+    const std::string field = path.empty() ? key : fmt::format("{}.{}", path, key);
+    if (kv.first.IsScalar()) {
+      auto [first, fresh] = seen.emplace(key, kv.first.Mark());
+      if (!fresh) {
+        return common::InvalidArgumentError(fmt::format(
+            "{}:{}:{}: {}: duplicate key (first at line {})", source, kv.first.Mark().line + 1,
+            kv.first.Mark().column + 1, field, first->second.line + 1));
+      }
+    }
+    EGS_RETURN_IF_ERROR(CheckNoDuplicateKeys(kv.second, source, field, depth + 1));
   }
   return common::OkStatus();
 }
@@ -175,16 +213,27 @@ common::Status ParseListen(const std::string& value, const std::string& field, D
 
 common::Status ApplyConfigYaml(const std::string& text, const std::string& source,
                                DaemonConfig& out) {
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     return common::InvalidArgumentError(
         fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
-  if (root.IsNull()) return common::OkStatus();  // an empty file configures nothing
+  // One document: a second one (after "---") was ignored.
+  if (documents.size() > 1) {
+    const YAML::Mark at = documents[1].Mark();
+    return common::InvalidArgumentError(
+        fmt::format("{}{}: a second YAML document (\"---\"): a config file holds one", source,
+                    at.is_null() ? std::string() : fmt::format(":{}", at.line + 1)));
+  }
+  if (documents.empty() || documents[0].IsNull()) {
+    return common::OkStatus();  // an empty file configures nothing
+  }
+  const YAML::Node& root = documents[0];
   DaemonConfig copy = out;
   try {
+    EGS_RETURN_IF_ERROR(CheckNoDuplicateKeys(root, source, "", 0));
     EGS_RETURN_IF_ERROR(ApplyNode(root, source, copy));
   } catch (const YAML::Exception& e) {
     return common::InvalidArgumentError(fmt::format("{}: {}", source, e.what()));

@@ -55,6 +55,14 @@ TEST(ConfigTest, ConfigFlagTakesBothSpellings) {
               StatusIs(common::StatusCode::kInvalidArgument));
 }
 
+TEST(ConfigTest, ALeadingDocumentMarkerIsOneDocument) {
+  egs::testing::TempDir dir;
+  auto c = ParseCommandLine({"--config", dir.Write("a.yaml", "---\nlogLevel: warn\n")});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->log_level, "warn");
+  ASSERT_OK(ParseCommandLine({"--config", dir.Write("empty.yaml", "")}));
+}
+
 TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
   auto expect_error = [](std::vector<std::string> args, const std::string& needle) {
     auto c = ParseCommandLine(args);
@@ -95,6 +103,20 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
                "rateLimit.burst: must be a number > 0 and <= 1000000");
   expect_error({"--config", dir.Write("k.yaml", "rateLimit: {perSecond: nan}\n")},
                "rateLimit.perSecond");
+  // A repeated key (the last one won) and a second document (ignored).
+  const std::string dup = dir.Write("l.yaml", "listen: 127.0.0.1:1\nlogLevel: warn\nlisten: :2\n");
+  expect_error({"--config", dup}, dup + ":3:1: listen: duplicate key (first at line 1)");
+  expect_error({"--config", dir.Write("m.yaml", "http:\n  threads: 8\n  threads: 9\n")},
+               "m.yaml:3:3: http.threads: duplicate key (first at line 2)");
+  expect_error({"--config", dir.Write("n.yaml",
+                                      "kubernetes:\n  clusters:\n    - {name: a, "
+                                      "name: b}\n")},
+               "kubernetes.clusters[0].name: duplicate key");
+  const std::string two = dir.Write("o.yaml", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n");
+  expect_error({"--config", two}, two +
+                                      ":3: a second YAML document (\"---\"): a config file "
+                                      "holds one");
+  expect_error({"--config", dir.Write("p.yaml", "a: &x [*x]\n")}, "nested deeper than 64");
 }
 
 }  // namespace
