@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "common/utf8.h"
 
@@ -26,6 +30,56 @@ std::pair<int, int> LineColumn(std::string_view text, std::size_t offset) {
   return {line, column};
 }
 
+// Follows the parser's events to find the first key an object repeats. nlohmann keeps the last
+// value of a repeated key, so {"metadata":{"name":"a","name":"b"}} was read as name "b".
+class DuplicateKeyFinder {
+ public:
+  void On(json::parse_event_t event, const json& parsed) {
+    using E = json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+      case E::array_start:
+        frames_.push_back(Frame{event == E::array_start, 0, {}, {}, ChildPath()});
+        return;
+      case E::key: {
+        Frame& f = frames_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second && !duplicate_) duplicate_ = ChildPath();
+        return;
+      }
+      case E::value:
+        if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+        return;
+      case E::object_end:
+      case E::array_end:
+        frames_.pop_back();
+        if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+        return;
+    }
+  }
+  // The path of the first repeated key ("metadata.name", "items[2].spec.nodes").
+  const std::optional<std::string>& duplicate() const { return duplicate_; }
+
+ private:
+  struct Frame {
+    bool array = false;
+    std::size_t index = 0;  // arrays: of the next element
+    std::string key;        // objects: the last key read
+    std::set<std::string> keys;
+    std::string path;
+  };
+  // The path of the value that comes next in the innermost container.
+  std::string ChildPath() const {
+    if (frames_.empty()) return "";
+    const Frame& f = frames_.back();
+    if (f.array) return fmt::format("{}[{}]", f.path, f.index);
+    return f.path.empty() ? f.key : fmt::format("{}.{}", f.path, f.key);
+  }
+
+  std::vector<Frame> frames_;
+  std::optional<std::string> duplicate_;
+};
+
 }  // namespace
 
 common::Result<json> ParseJsonBody(std::string_view body) {
@@ -42,14 +96,17 @@ common::Result<json> ParseJsonBody(std::string_view body) {
   // a value at depth kMaxJsonDepth or more would open level kMaxJsonDepth + 1. Dropping it keeps
   // the parse from building the deep part at all; the flag says the body is refused.
   bool too_deep = false;
-  const json::parser_callback_t guard = [&too_deep](int depth, json::parse_event_t event,
-                                                    json& /*parsed*/) {
+  DuplicateKeyFinder keys;
+  const json::parser_callback_t guard = [&too_deep, &keys](int depth, json::parse_event_t event,
+                                                           json& parsed) {
     const bool opens =
         event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
     if (opens && depth >= kMaxJsonDepth) {
       too_deep = true;
       return false;
     }
+    // The parser sends no end events for a dropped part: stop following once one was dropped.
+    if (!too_deep) keys.On(event, parsed);
     return true;
   };
   json parsed;
@@ -62,6 +119,10 @@ common::Result<json> ParseJsonBody(std::string_view body) {
   if (too_deep) {
     return common::InvalidArgumentError(fmt::format(
         "the request body nests arrays and objects deeper than {} levels", kMaxJsonDepth));
+  }
+  if (keys.duplicate()) {
+    return common::InvalidArgumentError(fmt::format(
+        "error decoding the request body as JSON: duplicate key \"{}\"", *keys.duplicate()));
   }
   return parsed;
 }

@@ -18,7 +18,8 @@ namespace egs::api {
 inline constexpr int kMaxJsonDepth = 64;
 
 // `body` as JSON. InvalidArgument "error decoding the request body as JSON: ..." when it is not
-// JSON (or not UTF-8: "invalid UTF-8 byte 0xFF at line L, column C"), "the request body nests
+// JSON (or not UTF-8: "invalid UTF-8 byte 0xFF at line L, column C", or an object repeats a
+// key: "duplicate key \"metadata.name\""), "the request body nests
 // arrays and objects deeper than 64 levels" when it is too deep.
 common::Result<nlohmann::json> ParseJsonBody(std::string_view body);
 

@@ -68,5 +68,30 @@ TEST(ParseJsonBodyTest, RefusesBytesThatAreNotUtf8WithAUtf8Message) {
   EXPECT_EQ((*good)["note"], "caf\xC3\xA9");
 }
 
+// nlohmann keeps the last value of a repeated key: the client meant one of them.
+TEST(ParseJsonBodyTest, RefusesARepeatedKeyNamingIt) {
+  struct Case {
+    std::string body;
+    std::string path;
+  };
+  const Case cases[] = {
+      {R"({"metadata":{"name":"a","name":"b"}})", "metadata.name"},
+      {R"({"kind":"X","kind":"X"})", "kind"},
+      {R"({"items":[{"a":1},{"spec":{"n":[1,{"x":1,"y":2,"x":3}]}}]})", "items[1].spec.n[1].x"},
+      {R"([[1,2],{"a":[],"b":{},"a":0}])", "[1].a"},
+  };
+  for (const auto& c : cases) {
+    auto bad = ParseJsonBody(c.body);
+    ASSERT_FALSE(bad.ok()) << c.body;
+    EXPECT_EQ(bad.error().code(), common::StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.error().message(),
+              "error decoding the request body as JSON: duplicate key \"" + c.path + "\"");
+  }
+  // The same key in different objects is fine.
+  auto ok = ParseJsonBody(R"({"a":{"name":1},"b":{"name":2},"c":[{"name":3},{"name":4}]})");
+  ASSERT_TRUE(ok.ok()) << ok.error().ToString();
+  EXPECT_EQ((*ok)["c"][1]["name"], 4);
+}
+
 }  // namespace
 }  // namespace egs::api
