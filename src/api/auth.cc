@@ -367,6 +367,27 @@ Result<Principal> TokenService::Authenticate(std::string_view authorization) {
   }
 }
 
+Status TokenService::CheckScopesExist(const std::vector<std::string>& workspaces,
+                                      const std::vector<std::string>& projects) {
+  struct Scope {
+    std::string_view kind;   // stored kind
+    std::string_view word;   // in the message
+    std::string_view field;  // under spec
+    const std::vector<std::string>& names;
+  };
+  for (const Scope& scope : {Scope{"Workspace", "workspace", "workspaces", workspaces},
+                             Scope{"Project", "project", "projects", projects}}) {
+    for (std::size_t i = 0; i < scope.names.size(); ++i) {
+      EGS_ASSIGN_OR_RETURN(auto stored, store_.Get(scope.kind, "", scope.names[i]));
+      if (!stored) {
+        return common::InvalidArgumentError(fmt::format(
+            "spec.{}[{}]: {} \"{}\" does not exist", scope.field, i, scope.word, scope.names[i]));
+      }
+    }
+  }
+  return common::OkStatus();
+}
+
 Status TokenService::Revoke(std::string_view id) {
   EGS_ASSIGN_OR_RETURN(store::ListResult listed, store_.List(kTokenKind, ""));
   for (store::StoredObject& obj : listed.objects) {

@@ -112,6 +112,12 @@ class TokenService {
   // are cached (expiry is still checked against the Clock on every call); a revocation made
   // through another TokenService over the same store is seen only after a restart.
   common::Result<Principal> Authenticate(std::string_view authorization);
+  // OK when every name in `workspaces` is a stored Workspace and every name in `projects` a
+  // stored Project. Otherwise InvalidArgument "spec.workspaces[i]: workspace \"x\" does not
+  // exist" (or spec.projects[i]): such a token grants nothing now, and the scope of whatever is
+  // created under that name later. For the REST route; Issue itself does not check.
+  common::Status CheckScopesExist(const std::vector<std::string>& workspaces,
+                                  const std::vector<std::string>& projects);
   // Marks the token with this id revoked (idempotent). NotFound for an unknown id.
   common::Status Revoke(std::string_view id);
   // Every token, oldest first.

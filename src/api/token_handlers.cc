@@ -138,6 +138,9 @@ HttpResponse IssueToken(TokenService& tokens, const HttpRequest& req) {
   const json& body = *parsed;
   auto args = ParseIssueBody(body, tokens.clock().Now());
   if (!args) return Error(args.error());
+  if (auto s = tokens.CheckScopesExist(args->workspaces, args->projects); !s.ok()) {
+    return Error(s);
+  }
   auto issued = tokens.Issue(std::move(args->user), args->role, std::move(args->workspaces),
                              std::move(args->projects), args->expires);
   if (!issued) return Error(issued.error());

@@ -13,7 +13,8 @@
 // "status": {"id", "created", "revoked"}}.
 //
 // Errors are Kubernetes Status objects: 403 for non-admins (except tokens/self), 422 for an
-// invalid spec (the cause names the field), 400 for a body that is not JSON, 404 for an unknown
+// invalid spec (the cause names the field; a workspace or project that does not exist is one),
+// 400 for a body that is not JSON, 404 for an unknown
 // id, 405 for other methods.
 //
 // Thread-safety: as TokenService.

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/simulated_clock.h"
 #include "store/fake_store.h"
@@ -30,6 +32,19 @@ HttpRequest Req(std::string method, std::string path, std::string body = "") {
 
 class TokenHandlersTest : public ::testing::Test {
  protected:
+  // The workspace and project the tokens below are scoped to.
+  void SetUp() override {
+    std::vector<store::WriteOp> ops;
+    for (auto [kind, name] : {std::pair{"Workspace", "ws-a"}, std::pair{"Project", "vision"}}) {
+      store::StoredObject o;
+      o.kind = kind;
+      o.name = name;
+      o.uid = name;
+      o.data = "{}";
+      ops.push_back(store::WriteOp::Put(std::move(o), 0));
+    }
+    ASSERT_OK(store_.Commit(std::move(ops), {}));
+  }
   HttpResponse Call(const Principal& who, const HttpRequest& req) {
     auto r = HandleTokenRequest(tokens_, who, req);
     EXPECT_TRUE(r.has_value()) << req.method << " " << req.path;
@@ -217,6 +232,31 @@ TEST_F(TokenHandlersTest, InvalidSpecIs422NamingTheField) {
   auto list = tokens_.List();
   ASSERT_OK(list);
   EXPECT_TRUE(list->empty());
+}
+
+// A token scoped to a workspace or project that does not exist was issued (201).
+TEST_F(TokenHandlersTest, UnknownWorkspaceOrProjectIs422NamingTheEntry) {
+  struct Case {
+    std::string spec;
+    std::string message;
+  };
+  const Case cases[] = {
+      {R"({"user":"x","role":"member","workspaces":["nope"]})",
+       "spec.workspaces[0]: workspace \"nope\" does not exist"},
+      {R"({"user":"x","role":"member","workspaces":["ws-a","nope"]})",
+       "spec.workspaces[1]: workspace \"nope\" does not exist"},
+      {R"({"user":"x","role":"project-admin","projects":["vision","gone"]})",
+       "spec.projects[1]: project \"gone\" does not exist"},
+  };
+  for (const Case& c : cases) {
+    json j =
+        ExpectStatus(AsAdmin(Req("POST", std::string(kPath), R"({"spec":)" + c.spec + "}")), 422);
+    EXPECT_EQ(j.value("reason", ""), "Invalid") << c.spec;
+    EXPECT_THAT(j.value("message", ""), HasSubstr(c.message)) << c.spec;
+  }
+  auto list = tokens_.List();
+  ASSERT_OK(list);
+  EXPECT_TRUE(list->empty());  // nothing issued
 }
 
 TEST_F(TokenHandlersTest, MalformedJsonIs400) {
