@@ -67,6 +67,19 @@ std::string MediaType(std::string_view content_type) {
 
 bool IsTrue(const std::optional<std::string>& v) { return v && (*v == "true" || *v == "1"); }
 
+// Query parameter `name` as a bool: absent is false; "true"/"1" and "false"/"0" (true and
+// false in any case) are what Kubernetes clients send. InvalidArgument naming the parameter for
+// anything else ("?watch=maybe" answered a plain list).
+Result<bool> BoolQuery(const HttpRequest& req, std::string_view name) {
+  const std::optional<std::string> v = req.Query(name);
+  if (!v) return false;
+  const std::string lower = Lower(*v);
+  if (lower == "true" || lower == "1") return true;
+  if (lower == "false" || lower == "0") return false;
+  return common::InvalidArgumentError(
+      fmt::format("invalid value for {}: \"{}\" (must be true, false, 1 or 0)", name, *v));
+}
+
 // ---- Accept header ---------------------------------------------------------------------------
 
 enum class Format { kJson, kTableV1, kTableV1beta1, kDiscoveryV2, kDiscoveryV2beta1 };
@@ -539,7 +552,7 @@ ApiServer::Target ApiServer::ParseTarget(const HttpRequest& req) {
   } else if (m == "DELETE") {
     t.verb = "delete";
   } else if (m == "GET") {
-    t.verb = !t.name.empty() ? "get" : IsTrue(req.Query("watch")) ? "watch" : "list";
+    t.verb = !t.name.empty() ? "get" : BoolQuery(req, "watch").value_or(false) ? "watch" : "list";
   } else {
     t.verb = Lower(m);
   }
@@ -739,7 +752,9 @@ HttpResponse ApiServer::ServeResource(const HttpRequest& req, const Target& t,
   if ((m == "PUT" || m == "PATCH" || m == "DELETE") && t.name.empty()) return not_allowed();
   if (!r.HasVerb(verb)) return not_allowed();
   if (m == "GET") {
-    if (IsTrue(req.Query("watch"))) return StartWatch(req, t, who);
+    auto watch = BoolQuery(req, "watch");
+    if (!watch) return ToResponse(BadRequest(watch.error().message()));
+    if (*watch) return StartWatch(req, t, who);
     return t.name.empty() ? ListObjects(req, t, who) : GetObject(req, t, who);
   }
   if (m == "POST") return CreateObject(req, t, who);

@@ -1245,6 +1245,28 @@ TEST_F(ApiServerTest, TooLargeResourceVersionIs504WithItsCause) {
   EXPECT_EQ(Get(kGprs, {{"watch", "1"}, {"resourceVersion", "99999999999999999999"}}).status, 400);
 }
 
+// "?watch=maybe" answered 200 with a plain list.
+TEST_F(ApiServerTest, WatchTakesOnlyBooleanValues) {
+  SeedWorkspace("team-a");
+  ASSERT_EQ(Post(kGprs, GprJson("train").dump()).status, 201);
+  for (const char* bad : {"maybe", "yes", "2", ""}) {
+    for (const std::string& path : {std::string(kGprs), std::string(kGprs) + "/train"}) {
+      HttpResponse r = Get(path, {{"watch", bad}});
+      EXPECT_EQ(r.status, 400) << bad << " " << path;
+      json j = json::parse(r.body);
+      EXPECT_EQ(j["reason"], "BadRequest");
+      EXPECT_EQ(j["message"], fmt::format("invalid value for watch: \"{}\" (must be true, false, "
+                                          "1 or 0)",
+                                          bad));
+    }
+  }
+  for (const char* no : {"false", "0", "False"}) {
+    HttpResponse list = Get(kGprs, {{"watch", no}});
+    ASSERT_EQ(list.status, 200) << no;
+    EXPECT_EQ(json::parse(list.body)["kind"], "GPUProvisionRequestList") << no;
+  }
+}
+
 TEST_F(ApiServerTest, WatchBookmarksAndTimeout) {
   ApiServerOptions opts;
   opts.bookmark_interval = common::Seconds(10);
