@@ -165,25 +165,10 @@ common::Result<json> Convert(const YAML::Node& node, std::string_view source, Bu
   return json(nullptr);
 }
 
-// Line and column (1-based) of byte `offset` in `text`.
-std::pair<int, int> LineColumn(std::string_view text, std::size_t offset) {
-  int line = 1;
-  int column = 1;
-  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
 common::Result<std::vector<json>> ParseJson(std::string_view text, std::string_view source) {
   // nlohmann refuses other bytes too, but quotes them raw in its message.
   if (auto at = common::FindInvalidUtf8(text)) {
-    auto [line, column] = LineColumn(text, *at);
+    auto [line, column] = common::LineColumnAt(text, *at);
     return common::InvalidArgumentError(
         fmt::format("{}:{}:{}: invalid JSON: byte 0x{:02X} is not valid UTF-8; save the file as "
                     "UTF-8",
@@ -210,7 +195,7 @@ common::Result<std::vector<json>> ParseJson(std::string_view text, std::string_v
     if (j.is_array()) return j.get<std::vector<json>>();
     return std::vector<json>{std::move(j)};
   } catch (const json::parse_error& e) {
-    auto [line, column] = LineColumn(text, e.byte > 0 ? e.byte - 1 : 0);
+    auto [line, column] = common::LineColumnAt(text, e.byte > 0 ? e.byte - 1 : 0);
     return common::InvalidArgumentError(
         fmt::format("{}:{}:{}: invalid JSON: {}", source, line, column, e.what()));
   } catch (const json::exception& e) {

@@ -15,21 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-// Line and column (1-based) of byte `offset` in `text`.
-std::pair<int, int> LineColumn(std::string_view text, std::size_t offset) {
-  int line = 1;
-  int column = 1;
-  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
 // Follows the parser's events to find the first key an object repeats. nlohmann keeps the last
 // value of a repeated key, so {"metadata":{"name":"a","name":"b"}} was read as name "b".
 class DuplicateKeyFinder {
@@ -86,7 +71,7 @@ common::Result<json> ParseJsonBody(std::string_view body) {
   // JSON text is UTF-8 (RFC 8259). nlohmann refuses other bytes too, but quotes them in its
   // message, which then could not be sent back as JSON.
   if (auto at = common::FindInvalidUtf8(body)) {
-    auto [line, column] = LineColumn(body, *at);
+    auto [line, column] = common::LineColumnAt(body, *at);
     return common::InvalidArgumentError(fmt::format(
         "error decoding the request body as JSON: invalid UTF-8 byte 0x{:02X} at line {}, "
         "column {} (JSON text must be UTF-8)",

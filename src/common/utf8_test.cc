@@ -45,5 +45,13 @@ TEST(Utf8Test, FindsTheFirstBadByte) {
   }
 }
 
+TEST(LineColumnAtTest, CountsLinesAndBytesFromOne) {
+  EXPECT_EQ(LineColumnAt("abc", 0), std::make_pair(1, 1));
+  EXPECT_EQ(LineColumnAt("abc", 2), std::make_pair(1, 3));
+  EXPECT_EQ(LineColumnAt("ab\ncd\nef", 4), std::make_pair(2, 2));
+  EXPECT_EQ(LineColumnAt("ab\ncd\nef", 6), std::make_pair(3, 1));
+  EXPECT_EQ(LineColumnAt("ab", 99), std::make_pair(1, 3));  // past the end: the end
+}
+
 }  // namespace
 }  // namespace egs::common
