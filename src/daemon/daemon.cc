@@ -585,13 +585,19 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   if (*bootstrap) {
     p->admin_token = (*bootstrap)->token;
     if (!config.admin_token_file.empty()) {
-      std::ofstream out(config.admin_token_file, std::ios::trunc);
-      out << (*bootstrap)->token << "\n";
-      out.close();
-      ::chmod(config.admin_token_file.c_str(), 0600);
-      if (!out) {
+      // Created 0600 (and made 0600 if it existed) before the token is written, so that it is
+      // never readable by others, not even for a moment.
+      const std::string line = (*bootstrap)->token + "\n";
+      const int fd =
+          ::open(config.admin_token_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      const bool written =
+          fd >= 0 && ::fchmod(fd, 0600) == 0 &&
+          ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+      if (fd >= 0) ::close(fd);
+      if (!written) {
         // Still printed by egsd: the token is not lost.
-        spdlog::error("--admin-token-file: cannot write {}", config.admin_token_file);
+        spdlog::error("--admin-token-file: cannot write {}: {}", config.admin_token_file,
+                      std::strerror(errno));
       }
     }
   }

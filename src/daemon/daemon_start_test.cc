@@ -87,6 +87,9 @@ TEST(DaemonStartTest, FailedStartsKeepTheAdminTokenForTheNextStart) {
   std::string written;
   std::getline(std::ifstream(token_file), written);
   EXPECT_EQ(written, egsd.admin_token());
+  // Only its owner may read it.
+  EXPECT_EQ(std::filesystem::status(token_file).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   auto self = egsd.Client(egsd.admin_token()).Get("/apis/egs.dev/v1alpha1/tokens/self");
   ASSERT_TRUE(self);
   EXPECT_EQ(self->status, 200) << self->body;
