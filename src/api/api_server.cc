@@ -1456,7 +1456,14 @@ HttpResponse ApiServer::PatchObject(const HttpRequest& req, const Target& t, con
   }
   if (!json_patch && type != "application/merge-patch+json" &&
       type != "application/strategic-merge-patch+json") {
-    return ToResponse(UnsupportedMediaType(type));
+    // The generic message lists application/json too, which a PATCH does not take.
+    ApiError e = UnsupportedMediaType(type);
+    e.message = fmt::format(
+        "the body of a PATCH must be a patch - accepted media types: "
+        "application/merge-patch+json, application/strategic-merge-patch+json, "
+        "application/json-patch+json (got \"{}\")",
+        type);
+    return ToResponse(e);
   }
   auto patch = ParseJsonBody(req.body);
   if (!patch) return ToResponse(BadRequest(patch.error().message()));

@@ -713,6 +713,12 @@ TEST_F(ApiServerTest, JsonPatchAndApplyPatch) {
   EXPECT_EQ(Patch(std::string(kGprs) + "/train", "spec: {}", "application/apply-patch+yaml").status,
             415);
   EXPECT_EQ(Patch(std::string(kGprs) + "/train", "{}", "text/plain").status, 415);
+  auto plain_json = Patch(std::string(kGprs) + "/train", "{}", "application/json");
+  EXPECT_EQ(plain_json.status, 415);
+  EXPECT_THAT(plain_json.body,
+              HasSubstr("accepted media types: application/merge-patch+json, "
+                        "application/strategic-merge-patch+json, application/json-patch+json "
+                        "(got \\\"application/json\\\")"));
 }
 
 TEST_F(ApiServerTest, Delete) {
