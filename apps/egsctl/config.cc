@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <system_error>
 
@@ -60,9 +61,16 @@ common::Result<ConfigFile> LoadConfigFile(const std::string& path, bool must_exi
     }
     // Every key, so that a misspelt one ("sever") is not silently ignored; each value with the
     // key named when it has the wrong type.
+    std::map<std::string, int> lines;  // key -> line, so that a repeated key does not win
     for (const auto& entry : root) {
       const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
       const YAML::Node& value = entry.second;
+      const int line = entry.first.Mark().line + 1;
+      if (auto [first, fresh] = lines.emplace(key, line); !fresh) {
+        return common::InvalidArgumentError(
+            fmt::format("config file {}:{}: {}: duplicate key (first at line {})", path, line, key,
+                        first->second));
+      }
       auto wrong = [&](const char* want) {
         return common::InvalidArgumentError(fmt::format("config file {}:{}: {}: must be {}", path,
                                                         value.Mark().line + 1,

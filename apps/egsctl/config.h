@@ -35,7 +35,8 @@ std::string ConfigPath(const std::optional<std::string>& flag, const Environment
 
 // Reads the config file. A missing file gives an empty ConfigFile, unless `must_exist` (a path
 // the user named with --config); a directory, malformed YAML, a document that is not a mapping,
-// an unknown key or a value of the wrong type is InvalidArgument naming the path (and the key).
+// an unknown or repeated key or a value of the wrong type is InvalidArgument naming the path (and
+// the key).
 common::Result<ConfigFile> LoadConfigFile(const std::string& path, bool must_exist = false);
 
 // Writes `config` to `path` (creating parent directories, mode 0600 since it holds a token).

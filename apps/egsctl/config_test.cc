@@ -73,6 +73,11 @@ TEST(ConfigTest, UnknownKeysWrongTypesDirectoriesAndNamedMissingFilesAreErrors) 
   ASSERT_THAT(flag, StatusIs(common::StatusCode::kInvalidArgument));
   EXPECT_THAT(flag.error().message(),
               ::testing::HasSubstr("insecureSkipTLSVerify: must be true or false"));
+  auto twice =
+      LoadConfigFile(dir.Write("d.yaml", "server: http://a\ntoken: t\nserver: http://b\n"));
+  ASSERT_THAT(twice, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(twice.error().message(),
+              ::testing::HasSubstr("d.yaml:3: server: duplicate key (first at line 1)"));
   EXPECT_THAT(LoadConfigFile(dir.path().string()), StatusIs(common::StatusCode::kInvalidArgument));
   EXPECT_THAT(LoadConfigFile(dir.File("nope.yaml"), /*must_exist=*/true),
               StatusIs(common::StatusCode::kInvalidArgument));
