@@ -232,27 +232,28 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
       args.help = true;
       return args;
     }
-    std::string value;
+    std::optional<std::string> value;
     if (const auto eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag.resize(eq);
-    } else if (!IsValuedFlag(flag)) {
-      return common::InvalidArgumentError(fmt::format("unknown flag '{}'", flag));
-    } else if (i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("--")) {
-      value = argv[++i];
-    } else {  // nothing follows, or another flag does ("--out --lower-bound")
-      return common::InvalidArgumentError(fmt::format("{}: missing value", flag));
     }
     if (!IsValuedFlag(flag))
       return common::InvalidArgumentError(fmt::format("unknown flag '{}'", flag));
-    if (value.empty()) return common::InvalidArgumentError(fmt::format("{}: empty value", flag));
+    if (!value) {
+      // Nothing follows, or another flag does ("--out --lower-bound").
+      if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--")) {
+        return common::InvalidArgumentError(fmt::format("{}: missing value", flag));
+      }
+      value = argv[++i];
+    }
+    if (value->empty()) return common::InvalidArgumentError(fmt::format("{}: empty value", flag));
     // A flag given twice would silently drop the first value (the first --load's runs, say).
     if (std::find(seen.begin(), seen.end(), flag) != seen.end()) {
       return common::InvalidArgumentError(fmt::format(
           "{}: given twice (give one, with a comma-separated list where it takes one)", flag));
     }
     seen.push_back(flag);
-    EGS_RETURN_IF_ERROR(ParseFlag(args, flag, value));
+    EGS_RETURN_IF_ERROR(ParseFlag(args, flag, *value));
   }
   if (args.trace.empty()) return common::InvalidArgumentError("--trace: required");
   if (args.out.empty()) return common::InvalidArgumentError("--out: required");
@@ -311,6 +312,21 @@ common::Result<std::vector<sim::FleetNodeSpec>> FleetFileNodes(const std::string
   return fleet;
 }
 
+// A node list (sim::LoadNodeList) named `name` in the report, saying on stderr how many CPU-only
+// rows it left out.
+common::Result<std::vector<sim::FleetNodeSpec>> ReadNodeList(const std::string& path,
+                                                             const std::string& name,
+                                                             std::string& description) {
+  std::size_t cpu_only = 0;
+  EGS_ASSIGN_OR_RETURN(std::vector<sim::FleetNodeSpec> nodes, sim::LoadNodeList(path, &cpu_only));
+  description = fmt::format("{}: {} nodes", name, nodes.size());
+  if (cpu_only > 0) {
+    fmt::print(stderr, "egs-sim: fleet {}: {} nodes, skipped {} (no GPUs)\n", name, nodes.size(),
+               cpu_only);
+  }
+  return nodes;
+}
+
 common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim::TraceFormat format,
                                                           std::string& description) {
   std::string name = args.fleet;
@@ -334,14 +350,7 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
       {"tiresias", "tiresias/cluster_spec.csv"},
       {"alibaba-spot", "alibaba-spot-gpu-v2026/node_info_df.csv"}};
   if (auto named = kNamedNodeLists.find(name); named != kNamedNodeLists.end()) {
-    std::size_t cpu_only = 0;
-    auto nodes = sim::LoadNodeList(args.traces_dir + "/" + named->second, &cpu_only);
-    if (nodes.ok()) description = fmt::format("{}: {} nodes", name, nodes->size());
-    if (nodes.ok() && cpu_only > 0) {
-      fmt::print(stderr, "egs-sim: fleet {}: {} nodes, skipped {} (no GPUs)\n", name, nodes->size(),
-                 cpu_only);
-    }
-    return nodes;
+    return ReadNodeList(args.traces_dir + "/" + named->second, name, description);
   }
   if (name.ends_with(".yaml") || name.ends_with(".yml")) {
     auto nodes = FleetFileNodes(name, description);
@@ -349,14 +358,8 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
     return nodes;
   }
   if (name.ends_with(".csv")) {
-    std::size_t cpu_only = 0;
-    auto nodes = sim::LoadNodeList(name, &cpu_only);
+    auto nodes = ReadNodeList(name, name, description);
     if (!nodes.ok()) return nodes.error().WithContext("--fleet");
-    description = fmt::format("{}: {} nodes", name, nodes->size());
-    if (cpu_only > 0) {
-      fmt::print(stderr, "egs-sim: {}: {} nodes, skipped {} (no GPUs)\n", name, nodes->size(),
-                 cpu_only);
-    }
     return nodes;
   }
   auto uniform = sim::UniformFleet(name);
