@@ -54,7 +54,6 @@ common::Result<int> IntField(const json& body, const char* key) {
   return static_cast<int>(v);
 }
 
-// A maintenance window: body {"start": RFC 3339, "end": RFC 3339}, end after start.
 // The fields an action reads from its body (nullptr for an unknown action, which the action's
 // handler reports). Any other field is refused rather than ignored: a misspelt "priorty" would
 // otherwise answer 200 and change nothing.
@@ -97,6 +96,7 @@ common::Status CheckActionFields(std::string_view kind, std::string_view action,
   return common::OkStatus();
 }
 
+// A maintenance window: body {"start": RFC 3339, "end": RFC 3339}, end after start.
 common::Result<common::Interval> MaintenanceWindowField(const json& body) {
   EGS_ASSIGN_OR_RETURN(std::string from, StringField(body, "start", true));
   EGS_ASSIGN_OR_RETURN(std::string to, StringField(body, "end", true));

@@ -526,8 +526,8 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->v1 = std::make_unique<compat::V1Server>(*p->store, *p->control_plane, *p->tokens, *p->clock,
                                              std::move(v1_options));
 
-  // The portal's assets under /portal/ (when configured); "/" leads there, or says where the
-  // API is when no portal is installed.
+  // "/" leads to the portal (opened above, when configured), or says where the API is when no
+  // portal is installed.
   api::HttpHandler route = [portal = std::move(portal), api = p->api->handler(), v1 = p->v1.get(),
                             raw](const api::HttpRequest& req) {
     if (req.path == "/metrics" && (req.method == "GET" || req.method == "HEAD")) {
