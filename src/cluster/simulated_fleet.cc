@@ -277,12 +277,11 @@ void SimulatedFleet::SampleTelemetryLocked(core::Time now, std::vector<Report>& 
     }
     std::vector<GpuTelemetry> detail;
     if (callbacks_.on_gpu_telemetry) detail = DetailLocked(node, values, tick);
-    out.push_back(
-        [this, node, values = std::move(values), detail = std::move(detail), tick]() mutable {
-          if (callbacks_.on_telemetry) callbacks_.on_telemetry(node, std::move(values), tick);
-          if (callbacks_.on_gpu_telemetry)
-            callbacks_.on_gpu_telemetry(node, std::move(detail), tick);
-        });
+    out.push_back([this, node = node, values = std::move(values), detail = std::move(detail),
+                   tick]() mutable {
+      if (callbacks_.on_telemetry) callbacks_.on_telemetry(node, std::move(values), tick);
+      if (callbacks_.on_gpu_telemetry) callbacks_.on_gpu_telemetry(node, std::move(detail), tick);
+    });
   }
 }
 

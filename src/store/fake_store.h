@@ -44,15 +44,28 @@ class FakeStore final : public Store {
 
  private:
   using Key = std::tuple<std::string, std::string, std::string>;  // (kind, ns, name)
+  using KeyView = std::tuple<std::string_view, std::string_view, std::string_view>;
+  // Orders keys and views of them alike, so that lookups by string_view copy nothing. (Comparing
+  // the two tuple types directly needs a three-way comparison between them that clang with
+  // libstdc++ 12 does not find.)
+  struct KeyLess {
+    using is_transparent = void;
+    static KeyView View(const KeyView& v) { return v; }
+    static KeyView View(const Key& k) { return {std::get<0>(k), std::get<1>(k), std::get<2>(k)}; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return View(a) < View(b);
+    }
+  };
 
   const FakeStoreOptions options_;
   std::mutex mu_;
-  std::map<Key, StoredObject, std::less<>> objects_;  // GUARDED_BY(mu_)
-  std::vector<LogRecord> logs_;                       // GUARDED_BY(mu_), ascending seq
-  std::vector<Change> changes_;                       // GUARDED_BY(mu_), ascending revision
-  std::int64_t revision_ = 0;                         // GUARDED_BY(mu_)
-  std::int64_t compacted_revision_ = 0;               // GUARDED_BY(mu_)
-  std::int64_t last_seq_ = 0;                         // GUARDED_BY(mu_)
+  std::map<Key, StoredObject, KeyLess> objects_;  // GUARDED_BY(mu_)
+  std::vector<LogRecord> logs_;                   // GUARDED_BY(mu_), ascending seq
+  std::vector<Change> changes_;                   // GUARDED_BY(mu_), ascending revision
+  std::int64_t revision_ = 0;                     // GUARDED_BY(mu_)
+  std::int64_t compacted_revision_ = 0;           // GUARDED_BY(mu_)
+  std::int64_t last_seq_ = 0;                     // GUARDED_BY(mu_)
   // (series, key, at) -> data.
   std::map<std::tuple<std::string, std::string, common::Time>, std::string> series_;  // GUARDED_BY
 };
