@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -105,11 +106,15 @@ Result<telemetry::GpuReading> ParseSample(const json& s, std::size_t i, int gpus
   if (gpu == s.end() || !gpu->is_number_integer()) {
     return common::InvalidArgumentError(fmt::format("samples[{}].gpu: expected integer", i));
   }
-  r.gpu = gpu->get<int>();
-  if (r.gpu < 0 || r.gpu >= gpus) {
-    return common::InvalidArgumentError(
-        fmt::format("samples[{}].gpu: {} is not a GPU of the node (it has {})", i, r.gpu, gpus));
+  // Compared as the JSON number, not as an int: 4294967296 would wrap to GPU 0.
+  const bool on_node = gpu->is_number_unsigned()
+                           ? gpu->get<std::uint64_t>() < static_cast<std::uint64_t>(gpus)
+                           : gpu->get<std::int64_t>() >= 0 && gpu->get<std::int64_t>() < gpus;
+  if (!on_node) {
+    return common::InvalidArgumentError(fmt::format(
+        "samples[{}].gpu: {} is not a GPU of the node (it has {})", i, gpu->dump(), gpus));
   }
+  r.gpu = gpu->get<int>();
   r.sample.at = now;
   if (auto t = s.find("time"); t != s.end()) {
     if (!t->is_string()) {

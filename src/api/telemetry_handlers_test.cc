@@ -102,6 +102,10 @@ TEST_F(TelemetryHandlersTest, BadInputIsRejectedNamingTheField) {
       {R"({"samples": 3})", 422, "samples"},
       {R"({"samples":[{"utilization":1}]})", 422, "samples[0].gpu"},
       {R"({"samples":[{"gpu":2,"utilization":1}]})", 422, "samples[0].gpu"},
+      // Past int: these must not wrap around to GPU 0 or 1.
+      {R"({"samples":[{"gpu":4294967296,"utilization":1}]})", 422, "samples[0].gpu"},
+      {R"({"samples":[{"gpu":4294967297,"utilization":1}]})", 422, "samples[0].gpu"},
+      {R"({"samples":[{"gpu":18446744073709551615,"utilization":1}]})", 422, "samples[0].gpu"},
       {R"({"samples":[{"gpu":0}]})", 422, "samples[0].utilization"},
       {R"({"samples":[{"gpu":0,"utilization":1},{"gpu":0,"utilization":1,"powerW":"x"}]})", 422,
        "samples[1].powerW"},
