@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include "api/codec.h"
 
@@ -98,8 +99,11 @@ common::Result<std::size_t> CountAgentEvents(const json& body, int gpus, common:
     const std::string where = fmt::format("events[{}]", i);
     if (!e.is_object()) return common::InvalidArgumentError(where + ": expected object");
     auto gpu = e.find("gpu");
-    if (gpu == e.end() || !gpu->is_number_integer() || gpu->get<std::int64_t>() < -1 ||
-        gpu->get<std::int64_t>() >= gpus) {
+    // An unsigned number past int64 (2^64 - 1) would read as -1, "unknown GPU".
+    if (gpu == e.end() || !gpu->is_number_integer() ||
+        (gpu->is_number_unsigned() &&
+         gpu->get<std::uint64_t>() >= static_cast<std::uint64_t>(gpus)) ||
+        gpu->get<std::int64_t>() < -1 || gpu->get<std::int64_t>() >= gpus) {
       return common::InvalidArgumentError(
           fmt::format("{}.gpu: expected -1 or a GPU of the node (it has {})", where, gpus));
     }

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "api/telemetry_handlers.h"
@@ -99,6 +101,13 @@ TEST_F(AgentReportTest, BadAgentFieldsAreRefusedNamingTheFieldAndNothingIsAdded)
       {{{"inventory", {{"gpus", {{{"gpu", 0}, {"model", 7}}}}}}},
        "inventory.gpus[0].model: expected string"},
       {{{"events", {{{"gpu", 2}, {"type", "Xid"}, {"xid", 1}, {"time", "2027-01-15T08:00:00Z"}}}}},
+       "events[0].gpu"},
+      // 2^64 - 1 read as an int64 is -1, "unknown GPU": it must not pass as that.
+      {{{"events",
+         {{{"gpu", std::numeric_limits<std::uint64_t>::max()},
+           {"type", "Xid"},
+           {"xid", 1},
+           {"time", "2027-01-15T08:00:00Z"}}}}},
        "events[0].gpu"},
       {{{"events", {{{"gpu", 0}, {"type", "Ecc"}, {"xid", 1}, {"time", "2027-01-15T08:00:00Z"}}}}},
        "events[0].type"},
