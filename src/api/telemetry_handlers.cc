@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -325,13 +326,14 @@ HttpResponse NodeSeries(const TelemetrySources& src, const Principal& who, const
   if (!w.ok()) return error(w.error());
   std::vector<Series> series;
   if (auto gpu = req.Query("gpu")) {
-    int index = -1;
-    try {
-      index = std::stoi(*gpu);
-    } catch (const std::exception&) {
-      return error(common::InvalidArgumentError(fmt::format("gpu: \"{}\" is not a number", *gpu)));
+    // The whole text: "0abc", "0.9" or " 0" is not GPU 0.
+    const std::optional<std::int64_t> index = ParseInt64(*gpu);
+    if (!index || *index < 0 || *index > std::numeric_limits<int>::max()) {
+      return error(common::InvalidArgumentError(
+          fmt::format("gpu: \"{}\" is not a GPU index (0, 1, ...)", *gpu)));
     }
-    auto one = src.hub->Read(GpuKey{std::string(node), index}, w->interval, w->resolution);
+    auto one = src.hub->Read(GpuKey{std::string(node), static_cast<int>(*index)}, w->interval,
+                             w->resolution);
     if (!one.ok()) return error(one.error());
     series.push_back(std::move(*one));
   } else {
@@ -414,17 +416,13 @@ HttpResponse HotspotList(const TelemetrySources& src, const Principal& who,
   }
   std::size_t limit = 20;
   if (auto l = req.Query("limit")) {
-    int n = 0;
-    try {
-      n = std::stoi(*l);
-    } catch (const std::exception&) {
-      n = 0;
-    }
-    if (n < 1 || n > 1000) {
+    // The whole text: "5abc" is not 5, nor "1e3" 1.
+    const std::optional<std::int64_t> n = ParseInt64(*l);
+    if (!n || *n < 1 || *n > 1000) {
       return error(
           common::InvalidArgumentError(fmt::format("limit: \"{}\" is not in [1, 1000]", *l)));
     }
-    limit = static_cast<std::size_t>(n);
+    limit = static_cast<std::size_t>(*n);
   }
   const common::Time now = src.clock->Now();
   auto assignments = src.assignments();

@@ -192,5 +192,33 @@ TEST_F(TelemetryHandlersTest, BadQueriesNameTheParameter) {
   EXPECT_EQ(Call(viewer_, Req("DELETE", "nodes/n1/telemetry")).status, 405);
 }
 
+TEST_F(TelemetryHandlersTest, NumbersInQueriesAreWholeNumbers) {
+  ASSERT_EQ(Call(admin_, Req("POST", "nodes/n1/telemetry",
+                             R"({"samples":[{"gpu":0,"utilization":1,"powerW":700}]})"))
+                .status,
+            202);
+  // Text std::stoi would read as a number it is not: GPU 0, limit 5, 2 or 1.
+  for (std::string gpu : {"0abc", "0.9", " 0", "-1", "99999999999", ""}) {
+    HttpRequest r = Req("GET", "nodes/n1/telemetry");
+    r.query.emplace("gpu", gpu);
+    HttpResponse got = Call(viewer_, r);
+    EXPECT_EQ(got.status, 422) << "gpu=" << gpu << " -> " << got.body;
+    EXPECT_THAT(got.body, HasSubstr("\"field\":\"gpu\"")) << got.body;
+  }
+  for (std::string limit : {"5abc", "2.5", "1e3", " 3", "0", "1001"}) {
+    HttpRequest r = Req("GET", "telemetry/hotspots");
+    r.query.emplace("limit", limit);
+    HttpResponse got = Call(viewer_, r);
+    EXPECT_EQ(got.status, 422) << "limit=" << limit << " -> " << got.body;
+    EXPECT_THAT(got.body, HasSubstr("\"field\":\"limit\"")) << got.body;
+  }
+  HttpRequest one = Req("GET", "nodes/n1/telemetry");
+  one.query.emplace("gpu", "0");
+  EXPECT_EQ(Call(viewer_, one).status, 200);
+  HttpRequest top = Req("GET", "telemetry/hotspots");
+  top.query.emplace("limit", "1000");
+  EXPECT_EQ(Call(viewer_, top).status, 200);
+}
+
 }  // namespace
 }  // namespace egs::api
