@@ -205,9 +205,10 @@ struct Window {
   telemetry::Resolution resolution = telemetry::Resolution::kAuto;
 };
 
-Result<Window> ParseWindow(const HttpRequest& req, common::Time now) {
+// From `default_start` (without from or since) up to now (without to).
+Result<Window> ParseWindow(const HttpRequest& req, common::Time now, common::Time default_start) {
   Window w;
-  w.interval = {now - common::Hours(1), now + common::Seconds(1)};
+  w.interval = {default_start, now + common::Seconds(1)};
   if (auto since = req.Query("since")) {
     auto d = ParseDuration(*since);
     if (!d.ok()) return common::InvalidArgumentError("since: " + d.error().message());
@@ -223,7 +224,15 @@ Result<Window> ParseWindow(const HttpRequest& req, common::Time now) {
     if (!t.ok()) return common::InvalidArgumentError("to: " + t.error().message());
     w.interval.end = *t;
   }
-  if (w.interval.empty()) return common::InvalidArgumentError("to: must be after from");
+  if (w.interval.empty()) {
+    // Name what was given: "to" alone, before the default start, is the one that is wrong.
+    if (!req.Query("to")) return common::InvalidArgumentError("from: must be before now");
+    if (!req.Query("from") && !req.Query("since")) {
+      return common::InvalidArgumentError(fmt::format(
+          "to: must be after from, which defaults to {}", FormatTime(w.interval.start)));
+    }
+    return common::InvalidArgumentError("to: must be after from");
+  }
   if (auto r = req.Query("resolution")) {
     if (!telemetry::ParseResolution(*r, w.resolution)) {
       return common::InvalidArgumentError(
@@ -322,7 +331,8 @@ HttpResponse NodeSeries(const TelemetrySources& src, const Principal& who, const
                         std::string_view node) {
   auto error = [&](const Status& s) { return Error(s, "nodes", "Node", std::string(node)); };
   if (Status s = Authorize(who, Access{"get", "nodes", "", "", ""}); !s.ok()) return error(s);
-  auto w = ParseWindow(req, src.clock->Now());
+  const common::Time now = src.clock->Now();
+  auto w = ParseWindow(req, now, now - common::Hours(1));
   if (!w.ok()) return error(w.error());
   std::vector<Series> series;
   if (auto gpu = req.Query("gpu")) {
@@ -359,10 +369,9 @@ HttpResponse GprSeries(const TelemetrySources& src, const Principal& who, const 
       !s.ok()) {
     return error(s);
   }
-  auto w = ParseWindow(req, src.clock->Now());
+  // Unless asked otherwise, from the start of the request's window.
+  auto w = ParseWindow(req, src.clock->Now(), common::kInfinitePast);
   if (!w.ok()) return error(w.error());
-  // Unless asked otherwise, a request's whole window.
-  if (!req.Query("from") && !req.Query("since")) w->interval.start = common::kInfinitePast;
   auto scope = src.gpr(ns, name);
   if (!scope.ok()) return error(scope.error());
   std::vector<Series> series = ScopeSeries(src, *scope, *w);
@@ -385,7 +394,8 @@ HttpResponse WorkspaceSeries(const TelemetrySources& src, const Principal& who,
     return Error(s, "workspaces", "Workspace", std::string(ns));
   };
   if (Status s = Authorize(who, Access{"get", "workspaces", "", "", ""}); !s.ok()) return error(s);
-  auto w = ParseWindow(req, src.clock->Now());
+  const common::Time now = src.clock->Now();
+  auto w = ParseWindow(req, now, now - common::Hours(1));
   if (!w.ok()) return error(w.error());
   auto scopes = src.workspace(ns);
   if (!scopes.ok()) return error(scopes.error());

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -190,6 +191,30 @@ TEST_F(TelemetryHandlersTest, BadQueriesNameTheParameter) {
   s.query.emplace("resolution", "5m");
   EXPECT_EQ(Call(viewer_, s).status, 422);
   EXPECT_EQ(Call(viewer_, Req("DELETE", "nodes/n1/telemetry")).status, 405);
+}
+
+TEST_F(TelemetryHandlersTest, AWindowErrorNamesTheBoundGiven) {
+  // A request's series reads from the request's start unless told otherwise: "to" alone, earlier
+  // than an hour ago, is a window, not an error.
+  HttpRequest gpr = Req("GET", "namespaces/team-a/gpuprovisionrequests/train/telemetry");
+  gpr.query.emplace("to", common::FormatTime(kNow - common::Minutes(90)));
+  HttpResponse r = Call(viewer_, gpr);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(Body(r)["series"].empty());
+  const std::pair<std::multimap<std::string, std::string>, std::string> cases[] = {
+      {{{"to", common::FormatTime(kNow - common::Minutes(90))}},
+       "to: must be after from, which defaults to " + common::FormatTime(kNow - common::Hours(1))},
+      {{{"from", common::FormatTime(kNow + common::Hours(1))}}, "from: must be before now"},
+      {{{"from", common::FormatTime(kNow)}, {"to", common::FormatTime(kNow - common::Hours(1))}},
+       "to: must be after from"},
+  };
+  for (const auto& [query, message] : cases) {
+    HttpRequest node = Req("GET", "nodes/n1/telemetry");
+    node.query = query;
+    HttpResponse got = Call(viewer_, node);
+    EXPECT_EQ(got.status, 422) << got.body;
+    EXPECT_THAT(got.body, HasSubstr(message)) << got.body;
+  }
 }
 
 TEST_F(TelemetryHandlersTest, NumbersInQueriesAreWholeNumbers) {
