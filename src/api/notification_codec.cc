@@ -32,7 +32,8 @@ bool IsHostChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_';
 }
 
-// "[::1]" or a DNS name / IPv4 address.
+// "[::1]" or a DNS name / IPv4 address: dot-separated labels of 1-63 characters that neither
+// start nor end with '-' (an absolute name may end with one '.'), so "." or "a..b" is no host.
 bool IsHost(std::string_view host) {
   if (host.empty()) return false;
   if (host.front() == '[') {
@@ -41,7 +42,18 @@ bool IsHost(std::string_view host) {
       return std::isxdigit(static_cast<unsigned char>(c)) != 0 || c == ':' || c == '.';
     });
   }
-  return std::all_of(host.begin(), host.end(), IsHostChar);
+  if (host.back() == '.') host.remove_suffix(1);
+  if (host.empty() || host.size() > 253) return false;
+  while (true) {
+    const std::size_t dot = host.find('.');
+    const std::string_view label = host.substr(0, dot);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-' ||
+        !std::all_of(label.begin(), label.end(), IsHostChar)) {
+      return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    host.remove_prefix(dot + 1);
+  }
 }
 
 // Event reasons are CamelCase words ("Progress50", "AlertRaised"); allow what Kubernetes

@@ -25,6 +25,9 @@ TEST(WebhookUrlTest, SplitsHttpAndHttpsUrls) {
   ASSERT_OK(u);
   EXPECT_EQ(u->port, 8080);
   EXPECT_EQ(u->path, "/");
+  u = ParseWebhookUrl("http://hooks.example.com.:8080/x", "spec.url");  // absolute DNS name
+  ASSERT_OK(u);
+  EXPECT_EQ(u->host, "hooks.example.com.");
   u = ParseWebhookUrl("http://[::1]:9000/x", "spec.url");
   ASSERT_OK(u);
   EXPECT_EQ(u->host, "[::1]");
@@ -32,9 +35,11 @@ TEST(WebhookUrlTest, SplitsHttpAndHttpsUrls) {
 }
 
 TEST(WebhookUrlTest, RejectsAnythingElseNamingTheField) {
-  for (const char* bad : {"ftp://x/y", "file:///etc/passwd", "javascript:alert(1)", "x.example/y",
-                          "http://", "http://a b/", "http://u:p@x/", "http://x:0/", "http://x:/",
-                          "http://x:70000/", "gopher://x/", ""}) {
+  for (const char* bad :
+       {"ftp://x/y", "file:///etc/passwd", "javascript:alert(1)", "x.example/y", "http://",
+        "http://a b/", "http://u:p@x/", "http://x:0/", "http://x:/", "http://x:70000/",
+        "gopher://x/", "", "http://./x", "http://-/x", "http://a..b/x", "http://.a/x",
+        "http://a-.b/x", "http://a.-b:80/x", "http://../x"}) {
     auto u = ParseWebhookUrl(bad, "spec.url");
     EXPECT_THAT(u, StatusIs(common::StatusCode::kInvalidArgument)) << bad;
     if (!u.ok()) {
