@@ -100,6 +100,43 @@ bool IsTemplateName(std::string_view name) {
   });
 }
 
+// The query parameters a route reads; nullopt for a path that is no route or whose answer does
+// not depend on them (inference endpoints: 501 whatever they name).
+std::optional<std::vector<std::string_view>> QueryParams(std::string_view rest) {
+  static const auto* kParams = new std::map<std::string_view, std::vector<std::string_view>>{
+      {"/gpr", {"gprId"}},
+      {"/gpr/list", {"sliceName"}},
+      {"/slice-workspace", {}},
+      {"/slice-workspace/list", {}},
+      {"/slice-workspace/kube-config", {"workspaceName"}},
+      {"/inventory", {"sliceName"}},
+      {"/inventory/list", {}},
+      {"/gpr-template", {"gprTemplateName"}},
+      {"/gpr-template/list", {}},
+      {"/gpr-template-binding", {"clusterName"}},
+      {"/gpr-template-binding/list", {}},
+  };
+  auto it = kParams->find(rest);
+  if (it == kParams->end()) return std::nullopt;
+  return it->second;
+}
+
+// A query parameter the route does not read, or one given twice, is refused naming it: a
+// misspelt "?slicename=" must not answer every slice, as an unknown body field is refused.
+std::optional<api::HttpResponse> CheckQuery(const api::HttpRequest& req,
+                                            const std::vector<std::string_view>& allowed) {
+  for (auto it = req.query.begin(); it != req.query.end(); it = req.query.upper_bound(it->first)) {
+    if (std::find(allowed.begin(), allowed.end(), it->first) == allowed.end()) {
+      std::string list;
+      for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      return Field(it->first, fmt::format("unknown query parameter (this call takes {})",
+                                          list.empty() ? "none" : list));
+    }
+    if (req.query.count(it->first) > 1) return Field(it->first, "given more than once");
+  }
+  return std::nullopt;
+}
+
 bool IsMutating(std::string_view method) {
   return method == "POST" || method == "PUT" || method == "DELETE" || method == "PATCH";
 }
@@ -179,6 +216,9 @@ api::HttpResponse V1Server::Route(const api::HttpRequest& req, Call& call) {
     return Field("method", fmt::format("{} {} is not allowed (use {})", m, path, allowed), 405);
   };
   call.resource = std::string(rest);
+  if (auto params = QueryParams(rest)) {
+    if (auto refused = CheckQuery(req, *params)) return std::move(*refused);
+  }
   if (rest == "/gpr") {
     if (m == "POST") return CreateGpr(call);
     if (m == "GET") return GetGpr(call);

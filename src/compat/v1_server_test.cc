@@ -393,6 +393,32 @@ TEST_F(V1ServerTest, WorkspacesInventoryAndWhatIsNotThereYet) {
       404);
 }
 
+TEST_F(V1ServerTest, QueryParametersARouteDoesNotReadAreRefused) {
+  json r = Call("POST", "/api/v1/gpr", alice_, Gpr());
+  ASSERT_EQ(r["statusCode"], 200) << r.dump();
+  const std::string id = r["data"]["gprId"];
+  // A misspelt filter must not answer every slice.
+  json typo = Call("GET", "/api/v1/gpr/list", alice_, nullptr, {{"slicename", "team-b"}});
+  EXPECT_EQ(typo["statusCode"], 400) << typo.dump();
+  EXPECT_EQ(typo["error"]["field"], "slicename");
+  EXPECT_EQ(typo["message"], "slicename: unknown query parameter (this call takes sliceName)");
+  json twice =
+      Call("GET", "/api/v1/gpr", alice_, nullptr, {{"gprId", id}, {"gprId", "team-a.other"}});
+  EXPECT_EQ(twice["statusCode"], 400) << twice.dump();
+  EXPECT_EQ(twice["message"], "gprId: given more than once");
+  json none = Call("GET", "/api/v1/inventory/list", alice_, nullptr, {{"cluster", "east"}});
+  EXPECT_EQ(none["message"], "cluster: unknown query parameter (this call takes none)");
+  json del = Call("DELETE", "/api/v1/gpr", alice_, nullptr, {{"gprID", id}});
+  EXPECT_EQ(del["statusCode"], 400) << del.dump();
+  EXPECT_EQ(del["error"]["field"], "gprID");
+  EXPECT_EQ(cp_.calls, 1);  // the create only
+  // The parameters a route reads still work.
+  EXPECT_EQ(Call("GET", "/api/v1/gpr", alice_, nullptr, {{"gprId", id}})["statusCode"], 200);
+  EXPECT_EQ(
+      Call("GET", "/api/v1/gpr/list", alice_, nullptr, {{"sliceName", "team-a"}})["statusCode"],
+      200);
+}
+
 TEST_F(V1ServerTest, MutationsAreAudited) {
   Call("POST", "/api/v1/gpr", alice_, Gpr());
   auto log = store_.ReadLog("audit", 0, 100);
