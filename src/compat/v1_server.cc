@@ -83,14 +83,17 @@ common::Result<std::vector<std::string>> StringListField(const json& body, std::
   return out;
 }
 
-// The value of `key` from the body, else from the query.
-std::optional<std::string> FromBodyOrQuery(const json& body, const api::HttpRequest& req,
-                                           std::string_view key) {
-  if (body.is_object()) {
-    if (auto it = body.find(key); it != body.end() && it->is_string())
-      return it->get<std::string>();
+// The value of `key` from the body (null: not given), else from the query; "" when neither
+// gives it. InvalidArgument when the body gives something other than a string.
+common::Result<std::string> FromBodyOrQuery(const json& body, const api::HttpRequest& req,
+                                            std::string_view key) {
+  if (auto it = body.find(key); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return common::InvalidArgumentError(fmt::format("{}: expected string", key));
+    }
+    return it->get<std::string>();
   }
-  return req.Query(key);
+  return req.Query(key).value_or("");
 }
 
 // Template names: what a person would type, safe as a store name.
@@ -616,10 +619,9 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
 api::HttpResponse V1Server::DeleteGpr(Call& call) {
   call.verb = "delete";
   if (auto st = OnlyKeys(call.body, {"gprId"}); !st.ok()) return Error(st);
-  if (call.body.contains("gprId") && !call.body["gprId"].is_string()) {
-    return Field("gprId", "expected string");
-  }
-  const std::string id = FromBodyOrQuery(call.body, call.req, "gprId").value_or("");
+  auto given = FromBodyOrQuery(call.body, call.req, "gprId");
+  if (!given.ok()) return Error(given.error());
+  const std::string id = std::move(*given);
   auto parsed = ParseGprId(id);
   if (!parsed.ok()) return Error(parsed.error());
   const auto [ns, name] = *parsed;
@@ -766,8 +768,9 @@ api::HttpResponse V1Server::ListWorkspaces(Call& call) {
 
 api::HttpResponse V1Server::KubeConfig(Call& call) {
   call.verb = "get";
-  std::optional<std::string> name = FromBodyOrQuery(call.body, call.req, "workspaceName");
-  if (!name || name->empty()) return Field("workspaceName", "required");
+  auto name = FromBodyOrQuery(call.body, call.req, "workspaceName");
+  if (!name.ok()) return Error(name.error());
+  if (name->empty()) return Field("workspaceName", "required");
   call.name = *name;
   if (auto st = Authorize(call, "get", "workspaces", ""); !st.ok()) return Error(st);
   auto ws = store_.Get(kWorkspace, "", *name);
@@ -925,7 +928,9 @@ api::HttpResponse V1Server::GetTemplates(Call& call, bool list) {
 api::HttpResponse V1Server::DeleteTemplate(Call& call) {
   call.verb = "delete";
   if (auto st = OnlyKeys(call.body, {"gprTemplateName"}); !st.ok()) return Error(st);
-  const std::string name = FromBodyOrQuery(call.body, call.req, "gprTemplateName").value_or("");
+  auto given = FromBodyOrQuery(call.body, call.req, "gprTemplateName");
+  if (!given.ok()) return Error(given.error());
+  const std::string name = std::move(*given);
   if (name.empty()) return Field("gprTemplateName", "required");
   call.name = name;
   if (auto st = Authorize(call, "delete", "gprtemplates", ""); !st.ok()) return Error(st);
@@ -1048,7 +1053,9 @@ api::HttpResponse V1Server::GetBindings(Call& call, bool list) {
 api::HttpResponse V1Server::DeleteBinding(Call& call) {
   call.verb = "delete";
   if (auto st = OnlyKeys(call.body, {"clusterName"}); !st.ok()) return Error(st);
-  const std::string cluster = FromBodyOrQuery(call.body, call.req, "clusterName").value_or("");
+  auto given = FromBodyOrQuery(call.body, call.req, "clusterName");
+  if (!given.ok()) return Error(given.error());
+  const std::string cluster = std::move(*given);
   if (cluster.empty()) return Field("clusterName", "required");
   call.name = cluster;
   if (auto st = Authorize(call, "delete", "gprtemplatebindings", ""); !st.ok()) return Error(st);

@@ -419,6 +419,26 @@ TEST_F(V1ServerTest, QueryParametersARouteDoesNotReadAreRefused) {
       200);
 }
 
+TEST_F(V1ServerTest, ANameOfTheWrongTypeIsNotAMissingOne) {
+  ASSERT_EQ(Call("POST", "/api/v1/gpr-template", admin_,
+                 json{{"gprTemplateName", "small"}, {"exitDuration", "1h"}})["statusCode"],
+            200);
+  const std::pair<std::string, std::string> cases[] = {
+      {"/api/v1/gpr-template", "gprTemplateName"},
+      {"/api/v1/gpr-template-binding", "clusterName"},
+      {"/api/v1/gpr", "gprId"},
+  };
+  for (const auto& [path, field] : cases) {
+    json r = Call("DELETE", path, admin_, json{{field, 7}});
+    EXPECT_EQ(r["statusCode"], 400) << path;
+    EXPECT_EQ(r["message"], field + ": expected string") << r.dump();
+  }
+  json kube =
+      Call("POST", "/api/v1/slice-workspace/kube-config", alice_, json{{"workspaceName", true}});
+  EXPECT_EQ(kube["message"], "workspaceName: expected string") << kube.dump();
+  EXPECT_EQ(Call("GET", "/api/v1/gpr-template/list", alice_)["data"]["items"].size(), 1u);
+}
+
 TEST_F(V1ServerTest, MutationsAreAudited) {
   Call("POST", "/api/v1/gpr", alice_, Gpr());
   auto log = store_.ReadLog("audit", 0, 100);
