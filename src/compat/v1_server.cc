@@ -705,6 +705,10 @@ api::HttpResponse V1Server::CreateWorkspace(Call& call) {
                  {"spec", std::move(spec)}};
   if (!annotations.empty()) object["metadata"]["annotations"] = std::move(annotations);
   auto created = control_plane_.Create(call.who, kWorkspace, "", std::move(object), false);
+  if (!created.ok() && created.error().code() == common::StatusCode::kAlreadyExists) {
+    return Field("workspaceName", fmt::format("slice workspace \"{}\" already exists", **name),
+                 409);
+  }
   if (!created.ok()) return Error(created.error(), WorkspaceRenames());
   return OkResponse(json{{"workspaceName", **name}}, "slice workspace created");
 }

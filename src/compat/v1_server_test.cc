@@ -439,6 +439,14 @@ TEST_F(V1ServerTest, ANameOfTheWrongTypeIsNotAMissingOne) {
   EXPECT_EQ(Call("GET", "/api/v1/gpr-template/list", alice_)["data"]["items"].size(), 1u);
 }
 
+TEST_F(V1ServerTest, AnExistingSliceWorkspaceIsAConflictAboutItsName) {
+  json again = Call("POST", "/api/v1/slice-workspace", admin_,
+                    json{{"workspaceName", "team-a"}, {"clusters", {"east"}}});
+  EXPECT_EQ(again["statusCode"], 409) << again.dump();
+  EXPECT_EQ(again["error"]["field"], "workspaceName");
+  EXPECT_EQ(again["message"], "workspaceName: slice workspace \"team-a\" already exists");
+}
+
 TEST_F(V1ServerTest, MutationsAreAudited) {
   Call("POST", "/api/v1/gpr", alice_, Gpr());
   auto log = store_.ReadLog("audit", 0, 100);
