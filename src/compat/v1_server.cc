@@ -973,6 +973,14 @@ api::HttpResponse V1Server::PutBinding(Call& call, bool create) {
   if (!cluster.ok()) return Error(cluster.error());
   auto templates = StringListField(body, "templates");
   if (!templates.ok()) return Error(templates.error());
+  for (std::size_t i = 0; i < templates->size(); ++i) {
+    auto first = std::find(templates->begin(), templates->end(), (*templates)[i]);
+    if (first != templates->begin() + static_cast<std::ptrdiff_t>(i)) {
+      return Field(fmt::format("templates[{}]", i),
+                   fmt::format("duplicate \"{}\" (also templates[{}])", (*templates)[i],
+                               first - templates->begin()));
+    }
+  }
   auto def = StringField(body, "defaultTemplateName", false);
   if (!def.ok()) return Error(def.error());
   call.name = **cluster;

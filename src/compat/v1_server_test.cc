@@ -447,6 +447,18 @@ TEST_F(V1ServerTest, AnExistingSliceWorkspaceIsAConflictAboutItsName) {
   EXPECT_EQ(again["message"], "workspaceName: slice workspace \"team-a\" already exists");
 }
 
+TEST_F(V1ServerTest, ABindingNamesEachTemplateOnce) {
+  ASSERT_EQ(Call("POST", "/api/v1/gpr-template", admin_,
+                 json{{"gprTemplateName", "small"}, {"exitDuration", "1h"}})["statusCode"],
+            200);
+  json dup = Call("POST", "/api/v1/gpr-template-binding", admin_,
+                  json{{"clusterName", "east"}, {"templates", {"small", "small"}}});
+  EXPECT_EQ(dup["statusCode"], 400) << dup.dump();
+  EXPECT_EQ(dup["error"]["field"], "templates[1]");
+  EXPECT_EQ(dup["message"], "templates[1]: duplicate \"small\" (also templates[0])");
+  EXPECT_EQ(Call("GET", "/api/v1/gpr-template-binding/list", alice_)["data"]["items"].size(), 0u);
+}
+
 TEST_F(V1ServerTest, MutationsAreAudited) {
   Call("POST", "/api/v1/gpr", alice_, Gpr());
   auto log = store_.ReadLog("audit", 0, 100);
