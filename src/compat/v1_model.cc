@@ -161,6 +161,11 @@ std::string StringAt(const json& j, std::string_view a, std::string_view b) {
   return v != o->end() && v->is_string() ? v->get<std::string>() : "";
 }
 
+common::Status PositiveExitDuration(common::Duration d) {
+  if (d > common::Duration(0)) return common::OkStatus();
+  return common::InvalidArgumentError("exitDuration: must be longer than 0d0h0m");
+}
+
 }  // namespace
 
 // ---- Envelope -----------------------------------------------------------------------------------
@@ -360,6 +365,11 @@ common::Status ValidateGprFields(const json& body, bool for_template) {
     if (it->is_null()) continue;  // null: not given
     EGS_RETURN_IF_ERROR(CheckField(*spec, *it));
   }
+  // Checked here, not only when a GPR is mapped: a template holding "0d0h0m" would be stored
+  // and then fail every GPR it fills.
+  if (auto d = body.find("exitDuration"); d != body.end() && d->is_string()) {
+    EGS_RETURN_IF_ERROR(PositiveExitDuration(*ParseV1Duration(d->get<std::string>())));
+  }
   if (!for_template) {
     if (auto s = body.find("sliceName");
         s != body.end() && s->is_string() && !api::IsDns1123Label(s->get<std::string>())) {
@@ -497,9 +507,7 @@ common::Result<json> ToGprObject(const json& body, std::string_view name,
   spec["nodes"] = body.value("numberOfGPUNodes", 1);
   spec["gpusPerNode"] = gpus_per_node;
   EGS_ASSIGN_OR_RETURN(common::Duration duration, ParseV1Duration(str("exitDuration")));
-  if (duration <= common::Duration(0)) {
-    return common::InvalidArgumentError("exitDuration: must be longer than 0d0h0m");
-  }
+  EGS_RETURN_IF_ERROR(PositiveExitDuration(duration));
   spec["duration"] = common::FormatGoDuration(duration);
   if (auto p = body.find("priority"); p != body.end() && p->is_number_integer()) {
     spec["priority"] = p->get<int>();

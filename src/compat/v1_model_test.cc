@@ -156,6 +156,10 @@ TEST(V1FieldsTest, ChecksTypesAndUnknownFields) {
   EXPECT_THAT(ValidateGprFields(json{{"sliceName", "team-a"}}, true),
               StatusIs(StatusCode::kInvalidArgument));
   EXPECT_OK(ValidateGprFields(json{{"gprTemplateName", "small"}, {"exitDuration", "1d"}}, true));
+  // Nor a duration a GPR refuses: the template would fail every GPR it fills.
+  common::Status zero =
+      ValidateGprFields(json{{"gprTemplateName", "small"}, {"exitDuration", "0d0h0m"}}, true);
+  EXPECT_EQ(zero.message(), "exitDuration: must be longer than 0d0h0m");
 }
 
 TEST(V1FieldsTest, RequiredFieldsAndMultiNode) {

@@ -459,6 +459,17 @@ TEST_F(V1ServerTest, ABindingNamesEachTemplateOnce) {
   EXPECT_EQ(Call("GET", "/api/v1/gpr-template-binding/list", alice_)["data"]["items"].size(), 0u);
 }
 
+TEST_F(V1ServerTest, ATemplateIsValidatedAsAGpr) {
+  // A zero exitDuration is refused, not stored to fail every GPR the template fills.
+  json zero = Call("POST", "/api/v1/gpr-template", admin_,
+                   json{{"gprTemplateName", "none"}, {"exitDuration", "0d0h0m"}});
+  EXPECT_EQ(zero["statusCode"], 400) << zero.dump();
+  EXPECT_EQ(zero["error"]["field"], "exitDuration");
+  EXPECT_EQ(Call("GET", "/api/v1/gpr-template", alice_, nullptr,
+                 {{"gprTemplateName", "none"}})["statusCode"],
+            404);
+}
+
 TEST_F(V1ServerTest, MutationsAreAudited) {
   Call("POST", "/api/v1/gpr", alice_, Gpr());
   auto log = store_.ReadLog("audit", 0, 100);
