@@ -524,9 +524,10 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
   const auto [ns, name] = *parsed;
   call.ns = ns;
   call.name = name;
+  auto given = [&](std::string_view k) { return body.contains(k) && !body[k].is_null(); };
   int changes = 0;
   for (std::string_view k : {"priority", "gprName", "earlyRelease"}) {
-    if (body.contains(k) && !body[k].is_null()) ++changes;
+    if (given(k)) ++changes;
   }
   if (changes != 1) {
     return Field("body",
@@ -540,7 +541,7 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
   const std::string phase = object["status"].is_object() ? object["status"].value("phase", "") : "";
 
   common::Result<json> result = json();
-  if (body.contains("earlyRelease") && !body["earlyRelease"].is_null()) {
+  if (given("earlyRelease")) {
     if (!body["earlyRelease"].is_boolean()) return Field("earlyRelease", "expected boolean");
     if (!body["earlyRelease"].get<bool>()) {
       return Field("earlyRelease", "only true is accepted (it releases the GPR's nodes now)");
@@ -561,7 +562,7 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
     if (auto st = Authorize(call, "update", "gpuprovisionrequests", ns); !st.ok()) return Error(st);
     std::optional<int> priority;
     std::optional<std::string> new_name;
-    if (body.contains("priority")) {
+    if (given("priority")) {
       const json& p = body["priority"];
       if (!p.is_number_integer()) return Field("priority", "expected integer");
       if (p.is_number_unsigned()
@@ -593,7 +594,7 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
     }
   }
   if (!result.ok() && result.error().code() == common::StatusCode::kFailedPrecondition &&
-      body.contains("priority")) {
+      given("priority")) {
     return Field("priority",
                  fmt::format("the GPR is {}; its priority can change only while it waits (Queued "
                              "or Pending): {}",
@@ -603,7 +604,7 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
   if (!result.ok()) {
     auto renames = GprRenames();
     // "spec: cannot change while ..." is about the one field changed here.
-    renames.emplace_back("spec", body.contains("priority") ? "priority" : "gprName");
+    renames.emplace_back("spec", given("priority") ? "priority" : "gprName");
     return Error(result.error(), renames);
   }
   auto after = Fetch(kGpr, ns, name);

@@ -470,6 +470,17 @@ TEST_F(V1ServerTest, ATemplateIsValidatedAsAGpr) {
             404);
 }
 
+TEST_F(V1ServerTest, ANullChangeIsNotAChange) {
+  json r = Call("POST", "/api/v1/gpr", alice_, Gpr());
+  ASSERT_EQ(r["statusCode"], 200) << r.dump();
+  const std::string id = r["data"]["gprId"];
+  json renamed = Call("PUT", "/api/v1/gpr", alice_,
+                      json{{"gprId", id}, {"priority", nullptr}, {"gprName", "train-2"}});
+  ASSERT_EQ(renamed["statusCode"], 200) << renamed.dump();
+  EXPECT_EQ(renamed["data"]["gprName"], "train-2");
+  EXPECT_EQ(renamed["data"]["priority"], 100);
+}
+
 TEST_F(V1ServerTest, MutationsAreAudited) {
   Call("POST", "/api/v1/gpr", alice_, Gpr());
   auto log = store_.ReadLog("audit", 0, 100);
