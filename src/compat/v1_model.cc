@@ -161,6 +161,28 @@ std::string StringAt(const json& j, std::string_view a, std::string_view b) {
   return v != o->end() && v->is_string() ? v->get<std::string>() : "";
 }
 
+// The clusters a GPR body asks for, each with the v1 field it came from: with automatic
+// selection, the preferred clusters (clusterName first) or any; without, clusterName (else the
+// preferred clusters, else any).
+std::vector<std::pair<std::string, std::string>> ClustersOf(const json& body) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto c = body.find("clusterName");
+  if (c != body.end() && c->is_string() && !c->get<std::string>().empty()) {
+    out.emplace_back(c->get<std::string>(), "clusterName");
+  }
+  auto a = body.find("enableAutoClusterSelection");
+  const bool automatic = a != body.end() && a->is_boolean() && a->get<bool>();
+  auto p = body.find("preferredClusters");
+  if ((!automatic && !out.empty()) || p == body.end() || !p->is_array()) return out;
+  for (std::size_t i = 0; i < p->size(); ++i) {
+    const std::string n = (*p)[i].get<std::string>();
+    if (std::none_of(out.begin(), out.end(), [&](const auto& o) { return o.first == n; })) {
+      out.emplace_back(n, fmt::format("preferredClusters[{}]", i));
+    }
+  }
+  return out;
+}
+
 common::Status PositiveExitDuration(common::Duration d) {
   if (d > common::Duration(0)) return common::OkStatus();
   return common::InvalidArgumentError("exitDuration: must be longer than 0d0h0m");
@@ -295,6 +317,15 @@ const std::vector<std::pair<std::string, std::string>>& GprRenames() {
       {"metadata.annotations", "gprName"}, {"status.phase", "gprId"},
   };
   return *kRenames;
+}
+
+std::vector<std::pair<std::string, std::string>> GprCreateRenames(const json& body) {
+  std::vector<std::pair<std::string, std::string>> renames = GprRenames();
+  const auto clusters = ClustersOf(body);
+  for (std::size_t i = 0; i < clusters.size(); ++i) {
+    renames.emplace_back(fmt::format("spec.clusters[{}]", i), clusters[i].second);
+  }
+  return renames;
 }
 
 const std::vector<std::pair<std::string, std::string>>& WorkspaceRenames() {
@@ -485,19 +516,8 @@ common::Result<json> ToGprObject(const json& body, std::string_view name,
     gpus_per_node = 0;
   }
 
-  // Clusters: with automatic selection, the preferred clusters (clusterName first) or any;
-  // without, clusterName (else the preferred clusters, else any).
   std::vector<std::string> clusters;
-  const std::string cluster = str("clusterName");
-  if (!cluster.empty()) clusters.push_back(cluster);
-  if (flag("enableAutoClusterSelection") || clusters.empty()) {
-    if (auto p = body.find("preferredClusters"); p != body.end() && p->is_array()) {
-      for (const json& c : *p) {
-        const std::string n = c.get<std::string>();
-        if (std::find(clusters.begin(), clusters.end(), n) == clusters.end()) clusters.push_back(n);
-      }
-    }
-  }
+  for (auto& [cluster, field] : ClustersOf(body)) clusters.push_back(std::move(cluster));
 
   json spec = json::object();
   json shape_names = json::array();

@@ -48,6 +48,9 @@ V1Error FromStatus(const common::Status& s,
 
 // Renames for errors of our GPR (spec.* -> v1 GPR fields).
 const std::vector<std::pair<std::string, std::string>>& GprRenames();
+// GprRenames() plus, for the GPR made from `body` by ToGprObject, each spec.clusters[i] renamed
+// to the v1 field that cluster came from (clusterName, or preferredClusters[j]).
+std::vector<std::pair<std::string, std::string>> GprCreateRenames(const nlohmann::json& body);
 // Renames for errors of our Workspace (spec.* -> v1 slice-workspace fields).
 const std::vector<std::pair<std::string, std::string>>& WorkspaceRenames();
 

@@ -263,6 +263,27 @@ TEST(V1MappingTest, ClusterSelection) {
   EXPECT_FALSE((*ToGprObject(body, "g", Shapes()))["spec"].contains("clusters"));
 }
 
+TEST(V1MappingTest, AClusterErrorNamesTheFieldTheClusterCameFrom) {
+  auto field_of = [](const json& body, std::string_view message) {
+    return FromStatus(common::InvalidArgumentError(std::string(message)), GprCreateRenames(body))
+        .field;
+  };
+  const std::string unknown = "spec.clusters[1]: unknown cluster \"west\"";
+  json body = {{"clusterName", "east"},
+               {"preferredClusters", {"east", "west"}},
+               {"enableAutoClusterSelection", true}};
+  EXPECT_EQ(field_of(body, "spec.clusters[0]: unknown cluster \"east\""), "clusterName");
+  EXPECT_EQ(field_of(body, unknown), "preferredClusters[1]");  // east is not asked twice
+  body = {{"preferredClusters", {"north", "west"}}};
+  EXPECT_EQ(field_of(body, unknown), "preferredClusters[1]");
+  EXPECT_EQ(FromStatus(common::InvalidArgumentError(unknown), GprCreateRenames(body)).message,
+            "preferredClusters[1]: unknown cluster \"west\"");
+  // Without automatic selection, clusterName alone is asked for.
+  body = {{"clusterName", "east"}, {"preferredClusters", {"west"}}};
+  EXPECT_EQ(field_of(body, "spec.clusters[0]: unknown cluster \"east\""), "clusterName");
+  EXPECT_EQ(field_of(body, "spec.nodes: must be >= 1"), "numberOfGPUNodes");
+}
+
 TEST(V1MappingTest, GprIds) {
   EXPECT_EQ(GprId("team-a", "gpr-1"), "team-a.gpr-1");
   auto p = ParseGprId("team-a.gpr-1");

@@ -462,7 +462,7 @@ api::HttpResponse V1Server::CreateGpr(Call& call) {
         attempt < 3) {
       continue;  // the generated name was taken (a clock that went back): another one
     }
-    if (!created.ok()) return Error(created.error(), GprRenames());
+    if (!created.ok()) return Error(created.error(), GprCreateRenames(body));
     call.name = name;
     return OkResponse(json{{"gprId", GprId(ns, name)}}, "GPR created");
   }
