@@ -502,10 +502,13 @@ common::Result<json> ToGprObject(const json& body, std::string_view name,
     std::sort(chosen.begin(), chosen.end(),
               [](const ShapeInfo* a, const ShapeInfo* b) { return a->name < b->name; });
     if (chosen.empty()) {
+      // Named after the narrowest criterion given: the model, else the count, else the memory.
+      const std::string_view field = !gpu_shape.empty()           ? "gpuShape"
+                                     : gpus > 0 || memory_gb <= 0 ? "numberOfGPUs"
+                                                                  : "memoryPerGpu";
       return common::InvalidArgumentError(fmt::format(
-          "{}: no instance type offers {}{} GPUs{} per node",
-          gpu_shape.empty() ? "numberOfGPUs" : "gpuShape", gpus > 0 ? std::to_string(gpus) : "",
-          gpu_shape.empty() ? "" : " " + gpu_shape,
+          "{}: no instance type offers {}{}GPUs{} per node", field,
+          gpus > 0 ? std::to_string(gpus) + " " : "", gpu_shape.empty() ? "" : gpu_shape + " ",
           memory_gb > 0 ? fmt::format(" with {} GB each", memory_gb) : ""));
     }
   }

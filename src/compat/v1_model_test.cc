@@ -241,7 +241,15 @@ TEST(V1MappingTest, GpuShapeAndAutoSelectionPickShapes) {
   body = {{"sliceName", "a"}, {"gpuShape", "A100"}, {"exitDuration", "1d"}};
   auto none = ToGprObject(body, "g", Shapes());
   ASSERT_FALSE(none.ok());
-  EXPECT_TRUE(none.error().message().starts_with("gpuShape: no instance type"));
+  EXPECT_EQ(none.error().message(), "gpuShape: no instance type offers A100 GPUs per node");
+  body = {{"sliceName", "a"},
+          {"enableAutoGpuSelection", true},
+          {"memoryPerGpu", 999},
+          {"exitDuration", "1d"}};
+  auto big = ToGprObject(body, "g", Shapes());
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error().message(),
+            "memoryPerGpu: no instance type offers GPUs with 999 GB each per node");
 
   body = {{"sliceName", "a"}, {"instanceType", "h100x8"}, {"exitDuration", "0d0h0m"}};
   auto zero = ToGprObject(body, "g", Shapes());
