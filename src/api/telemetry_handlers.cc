@@ -88,11 +88,19 @@ Result<std::uint64_t> Counter(const json& sample, std::size_t i, const char* fie
   return it->get<std::uint64_t>();
 }
 
+// A label of the GPU (uuid, model). Bounded: it is kept and repeated on every /metrics line of the
+// GPU. NVML's UUIDs have 40 characters and its names at most 96.
 Result<std::string> Text(const json& sample, std::size_t i, const char* field) {
+  constexpr std::size_t kMaxLength = 256;
   auto it = sample.find(field);
   if (it == sample.end()) return std::string();
   if (!it->is_string()) {
     return common::InvalidArgumentError(fmt::format("samples[{}].{}: expected string", i, field));
+  }
+  if (it->get_ref<const std::string&>().size() > kMaxLength) {
+    return common::InvalidArgumentError(fmt::format("samples[{}].{}: {} characters, at most {}", i,
+                                                    field, it->get_ref<const std::string&>().size(),
+                                                    kMaxLength));
   }
   return it->get<std::string>();
 }

@@ -5,7 +5,8 @@
 //        ingest: body {"samples": [{"gpu": 0, "time": RFC 3339 (default: now), "utilization": %,
 //        "memoryUsedMiB", "memoryTotalMiB", "powerW", "temperatureC", "smClockMHz",
 //        "eccSbeTotal", "eccDbeTotal", "xidErrorsTotal", "uuid", "model"}]} (only gpu and
-//        utilization are required; at most kMaxSamplesPerPost), optionally a node agent's
+//        utilization are required; uuid and model have at most 256 characters; at most
+//        kMaxSamplesPerPost samples), optionally a node agent's
 //        "inventory" and "events" (agent_report.h) -> 202 {"accepted": n} (plus the inventory
 //        check and the event count when given).
 //        Allowed for admins and for the node's own node token (role node, user

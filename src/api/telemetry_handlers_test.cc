@@ -115,6 +115,14 @@ TEST_F(TelemetryHandlersTest, BadInputIsRejectedNamingTheField) {
       {R"({"samples":[{"gpu":0,"utilization":1,"time":"2027-01-15T09:00:00Z"}]})", 422,
        "samples[0].time"},
   };
+  // Labels repeated on every /metrics line of the GPU: bounded.
+  for (const char* field : {"uuid", "model"}) {
+    json body = {{"samples", {{{"gpu", 0}, {"utilization", 1}, {field, std::string(257, 'u')}}}}};
+    HttpResponse r = Call(admin_, Req("POST", "nodes/n1/telemetry", body.dump()));
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_THAT(r.body,
+                HasSubstr(std::string("samples[0].") + field + ": 257 characters, at most 256"));
+  }
   for (const Case& c : cases) {
     HttpResponse r = Call(admin_, Req("POST", "nodes/n1/telemetry", c.body));
     EXPECT_EQ(r.status, c.status) << c.body << " -> " << r.body;
