@@ -1,6 +1,5 @@
 #include "common/time.h"
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 namespace egs::common {
@@ -8,10 +7,18 @@ namespace egs::common {
 std::string FormatTime(Time t) {
   if (t <= kInfinitePast) return "-inf";
   if (t >= kInfiniteFuture) return "+inf";
-  auto secs = std::chrono::floor<std::chrono::seconds>(t);
-  auto micros = (t - secs).count();
-  if (micros == 0) return fmt::format("{:%Y-%m-%dT%H:%M:%S}Z", secs);
-  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:06d}Z", secs, micros);
+  // Calendar fields by hand: fmt's chrono formatting goes through the system clock's
+  // nanoseconds, which overflow outside 1678-2261 (0001-01-01 came out as 1754-08-30).
+  const auto day = std::chrono::floor<std::chrono::days>(t);
+  const std::chrono::year_month_day date{day};
+  const auto secs = std::chrono::floor<std::chrono::seconds>(t);
+  const std::chrono::hh_mm_ss hms{secs - day};
+  std::string out =
+      fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", static_cast<int>(date.year()),
+                  static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+                  hms.hours().count(), hms.minutes().count(), hms.seconds().count());
+  if (const auto micros = (t - secs).count(); micros != 0) out += fmt::format(".{:06d}", micros);
+  return out + "Z";
 }
 
 std::string FormatDuration(Duration d) {

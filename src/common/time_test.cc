@@ -15,6 +15,16 @@ TEST(TimeTest, FormatsRfc3339) {
   EXPECT_EQ(FormatTime(FromUnixMicros(0)), "1970-01-01T00:00:00Z");
   EXPECT_EQ(FormatTime(FromUnixMicros(1'500'000)), "1970-01-01T00:00:01.500000Z");
   EXPECT_EQ(FormatTime(kInfiniteFuture), "+inf");
+  // Outside the system clock's nanosecond range (1678-2261) too: what ParseTime accepts.
+  const auto at = [](int y, unsigned m, unsigned d) {
+    return Time(std::chrono::sys_days(std::chrono::year(y) / m / d));
+  };
+  EXPECT_EQ(FormatTime(at(1, 1, 1)), "0001-01-01T00:00:00Z");
+  EXPECT_EQ(FormatTime(at(1600, 2, 29) + Hours(23) + Minutes(59) + Seconds(59)),
+            "1600-02-29T23:59:59Z");
+  EXPECT_EQ(FormatTime(at(9999, 12, 31) + Hours(23) + std::chrono::microseconds(7)),
+            "9999-12-31T23:00:00.000007Z");
+  EXPECT_EQ(FormatTime(FromUnixMicros(-1)), "1969-12-31T23:59:59.999999Z");
 }
 
 TEST(TimeTest, FormatsDurations) {
