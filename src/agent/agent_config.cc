@@ -3,9 +3,14 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
+#include <set>
+
+#include "agent/http_agent_channel.h"
 
 namespace egs::agent {
 
@@ -37,6 +42,11 @@ common::Result<common::Duration> ParseDurationFlag(const std::string& flag, cons
 }
 
 common::Result<std::string> ReadTokenFile(const std::string& path) {
+  // A directory opens and reads as an empty file.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return common::InvalidArgumentError(fmt::format("--token-file: {} is a directory", path));
+  }
   std::ifstream in(path);
   if (!in) return common::InvalidArgumentError(fmt::format("--token-file: cannot read {}", path));
   std::string token;
@@ -46,6 +56,26 @@ common::Result<std::string> ReadTokenFile(const std::string& path) {
     return common::InvalidArgumentError(fmt::format("--token-file: {} is empty", path));
   }
   return token;
+}
+
+// egsd's nodes are named like Kubernetes Nodes: a DNS-1123 subdomain (lower case letters, digits,
+// '-' and '.', at most 253). Another name is never found, and one holding a space or '?' broke
+// the request line.
+bool IsNodeName(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t dot = s.find('.', begin);
+    const std::string label = s.substr(begin, dot == std::string::npos ? dot : dot - begin);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char ch : label) {
+      if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-')) return false;
+    }
+    if (dot == std::string::npos) return true;
+    begin = dot + 1;
+  }
 }
 
 }  // namespace
@@ -87,6 +117,10 @@ common::Result<common::Duration> ParseAgentDuration(const std::string& text) {
     return common::InvalidArgumentError(
         fmt::format("\"{}\" is not a duration such as 500ms, 1s, 2m or 1h", text));
   }
+  // n * unit overflowed (undefined) for n beyond about 2.5 million hours.
+  if (n > std::numeric_limits<std::int64_t>::max() / it->second.count()) {
+    return common::InvalidArgumentError(fmt::format("\"{}\" is out of range", text));
+  }
   return n * it->second;
 }
 
@@ -95,6 +129,9 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
   AgentConfig c;
   std::optional<std::string> token_file;
   bool has_token = false;
+  bool has_node = false;
+  bool has_synthetic_gpus = false;
+  std::set<std::string> seen;  // a flag given twice was the last one winning, silently
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
     std::optional<std::string> inline_value;
@@ -102,12 +139,18 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
       inline_value = flag.substr(eq + 1);
       flag.resize(eq);
     }
+    if (flag.starts_with("-") && !seen.insert(flag == "-h" ? "--help" : flag).second) {
+      return common::InvalidArgumentError(fmt::format("{}: is given twice", flag));
+    }
+    // An empty value ("--node=") fell back to the default; a flag where the value belongs
+    // ("--token --interval 1s") was taken as the value.
     auto value = [&]() -> common::Result<std::string> {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= args.size()) {
+      if (!inline_value && (i + 1 >= args.size() || args[i + 1].starts_with("--"))) {
         return common::InvalidArgumentError(fmt::format("{}: needs a value", flag));
       }
-      return args[++i];
+      std::string v = inline_value ? *inline_value : args[++i];
+      if (v.empty()) return common::InvalidArgumentError(fmt::format("{}: is empty", flag));
+      return v;
     };
     auto boolean = [&]() -> common::Status {
       if (inline_value) {
@@ -116,6 +159,7 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
       return common::OkStatus();
     };
     if (flag == "--help" || flag == "-h") {
+      EGS_RETURN_IF_ERROR(boolean());
       c.help = true;
     } else if (flag == "--server") {
       EGS_ASSIGN_OR_RETURN(c.server, value());
@@ -126,6 +170,7 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
       EGS_ASSIGN_OR_RETURN(token_file, value());
     } else if (flag == "--node") {
       EGS_ASSIGN_OR_RETURN(c.node, value());
+      has_node = true;
     } else if (flag == "--interval") {
       EGS_ASSIGN_OR_RETURN(auto v, value());
       EGS_ASSIGN_OR_RETURN(
@@ -139,6 +184,7 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
       EGS_ASSIGN_OR_RETURN(auto v, value());
       EGS_ASSIGN_OR_RETURN(auto n, ParseInt(flag, v, 0, 64));
       c.synthetic_gpus = static_cast<int>(n);
+      has_synthetic_gpus = true;
     } else if (flag == "--once") {
       EGS_RETURN_IF_ERROR(boolean());
       c.once = true;
@@ -172,6 +218,8 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
   }
   if (c.help) return c;
   if (c.server.empty()) return common::InvalidArgumentError("--server: is required");
+  // Checked here so that a bad URL is a bad flag (exit 1) even when NVML is missing (exit 2).
+  EGS_RETURN_IF_ERROR(CheckServerUrl(c.server));
   if (has_token && token_file) {
     return common::InvalidArgumentError("--token and --token-file: give only one");
   }
@@ -180,7 +228,7 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
   } else if (!has_token || c.token.empty()) {
     return common::InvalidArgumentError("--token or --token-file: a node token is required");
   }
-  if (c.node.empty()) c.node = default_node;
+  if (!has_node) c.node = default_node;
   if (c.node.empty()) {
     return common::InvalidArgumentError("--node: is required (the host name is unknown)");
   }
@@ -188,8 +236,17 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
     return common::InvalidArgumentError(
         fmt::format("--node: \"{}\" is not a node name (it holds '/')", c.node));
   }
+  if (!IsNodeName(c.node)) {
+    return common::InvalidArgumentError(fmt::format(
+        "--node: \"{}\"{} is not a node name (a DNS-1123 subdomain: lower case letters, digits, "
+        "'-' and '.')",
+        c.node, has_node ? "" : " (the host name)"));
+  }
   if (c.synthetic && !c.nvml_path.empty()) {
     return common::InvalidArgumentError("--synthetic and --nvml-path: give only one");
+  }
+  if (has_synthetic_gpus && !c.synthetic) {
+    return common::InvalidArgumentError("--synthetic-gpus: only with --synthetic");
   }
   return c;
 }

@@ -1,13 +1,14 @@
 // AgentConfig: egs-agent's command line. ParseAgentFlags turns argv into a checked config;
-// every bad flag is an InvalidArgument naming the flag and the reason, and nothing runs.
+// every bad flag is an InvalidArgument naming the flag and the reason, and nothing runs. A flag
+// given twice, an empty value and a flag where a value belongs are bad flags.
 //
 //   --server URL          egsd, http(s)://host[:port] (required)
 //   --token TOKEN | --token-file FILE   the node token (exactly one; the file's first line)
-//   --node NAME           the node's name in egsd (default: the host name)
+//   --node NAME           the node's name in egsd, a DNS-1123 subdomain (default: the host name)
 //   --interval DURATION   sampling and reporting interval, 100ms..1h (default 10s)
 //   --nvml-path PATH      the NVML library (default libnvidia-ml.so.1, found the dlopen way)
 //   --synthetic           made-up telemetry for demos instead of NVML
-//   --synthetic-gpus N    GPUs of the synthetic node, 0..64 (default 8)
+//   --synthetic-gpus N    GPUs of the synthetic node, 0..64 (default 8; only with --synthetic)
 //   --once                read once, deliver, exit (non-zero if egsd did not take it)
 //   --buffer-samples N    samples kept while egsd is unreachable, >= 1 (default 20000)
 //   --backoff-max DURATION  longest wait between retries (default 60s)

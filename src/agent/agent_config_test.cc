@@ -46,6 +46,18 @@ TEST(AgentConfigTest, TokenFile) {
   EXPECT_THAT(empty.error().message(), HasSubstr("--token-file"));
   auto missing = ParseAgentFlags({"--server", "http://e", "--token-file", dir.File("none")}, "n");
   EXPECT_THAT(missing.error().message(), HasSubstr("cannot read"));
+  // A directory reads as an empty file: say what it is.
+  auto directory =
+      ParseAgentFlags({"--server", "http://e", "--token-file", dir.path().string()}, "n");
+  EXPECT_THAT(directory.error().message(), HasSubstr("is a directory"));
+}
+
+TEST(AgentConfigTest, TheHostNameMustBeANodeNameToo) {
+  auto c = ParseAgentFlags({"--server", "http://e", "--token", "t"}, "Build Host");
+  ASSERT_THAT(c, testing::StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.error().message(), HasSubstr("\"Build Host\" (the host name) is not a node name"));
+  ASSERT_OK(ParseAgentFlags({"--server", "http://e", "--token", "t", "--node", "gpu-1.rack-2"},
+                            "Build Host"));
 }
 
 struct BadFlags {
@@ -66,6 +78,7 @@ TEST(AgentConfigTest, BadFlagsNameTheFlagAndTheReason) {
       {with({"--interval", "fast"}), "--interval: \"fast\" is not a duration"},
       {with({"--interval", "10ms"}), "--interval: 10ms is outside"},
       {with({"--interval"}), "--interval: needs a value"},
+      {with({"--interval", "99999999999999h"}), "--interval: \"99999999999999h\" is out of range"},
       {with({"--synthetic-gpus", "65"}), "--synthetic-gpus: 65 is outside [0, 64]"},
       {with({"--buffer-samples", "x"}), "--buffer-samples: \"x\" is not an integer"},
       {with({"--log-level", "loud"}), "--log-level: \"loud\" is not one of"},
@@ -74,6 +87,22 @@ TEST(AgentConfigTest, BadFlagsNameTheFlagAndTheReason) {
       {with({"--token-file", "/x"}), "--token and --token-file: give only one"},
       {with({"--synthetic", "--nvml-path", "/x"}), "--synthetic and --nvml-path"},
       {with({"--node", "a/b"}), "--node: \"a/b\" is not a node name"},
+      {with({"--node", "a b"}), "--node: \"a b\" is not a node name (a DNS-1123 subdomain"},
+      {with({"--node", "GPU-1"}), "--node: \"GPU-1\" is not a node name"},
+      {with({"--node", ".."}), "--node: \"..\" is not a node name"},
+      {with({"--node", ""}), "--node: is empty"},
+      {with({"--node="}), "--node: is empty"},
+      {with({"--nvml-path", ""}), "--nvml-path: is empty"},
+      {with({"--token-file="}), "--token-file: is empty"},
+      {with({"--node", "a", "--node", "b"}), "--node: is given twice"},
+      {with({"--interval", "1s", "--interval=2s"}), "--interval: is given twice"},
+      {with({"--once", "--once"}), "--once: is given twice"},
+      {with({"--token", "u"}), "--token: is given twice"},
+      {{"--server", "http://e", "--token", "--interval", "1s"}, "--token: needs a value"},
+      {with({"--synthetic-gpus", "4"}), "--synthetic-gpus: only with --synthetic"},
+      {with({"--help=yes"}), "--help: takes no value"},
+      {{"--server", "ftp://e", "--token", "t"}, "--server: \"ftp://e\" is not a URL"},
+      {{"--server", "http://e:70000", "--token", "t"}, "--server: port 70000 is outside"},
   };
   for (const BadFlags& c : cases) {
     auto r = ParseAgentFlags(c.args, "n");

@@ -40,26 +40,40 @@ common::Status StatusForHttp(int code, const std::string& what) {
   }
 }
 
-}  // namespace
+struct ServerUrl {
+  std::string scheme;
+  std::string host;
+  int port = 0;
+};
 
-common::Result<std::unique_ptr<HttpAgentChannel>> HttpAgentChannel::Create(
-    HttpChannelOptions options) {
+common::Result<ServerUrl> ParseServerUrl(const std::string& server) {
   static const std::regex kUrl(
       R"(^(https?)://([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?/?$)");
   std::smatch m;
-  if (!std::regex_match(options.server, m, kUrl)) {
-    return common::InvalidArgumentError(fmt::format(
-        "--server: \"{}\" is not a URL of the form http(s)://host[:port]", options.server));
-  }
-  const std::string scheme = m[1].str();
-  const int port = m[3].matched ? std::stoi(m[3].str()) : (scheme == "https" ? 443 : 80);
-  if (port <= 0 || port > 65535) {
+  if (!std::regex_match(server, m, kUrl)) {
     return common::InvalidArgumentError(
-        fmt::format("--server: port {} is outside [1, 65535]", port));
+        fmt::format("--server: \"{}\" is not a URL of the form http(s)://host[:port]", server));
   }
+  ServerUrl url{m[1].str(), m[2].str(), 0};
+  url.port = m[3].matched ? std::stoi(m[3].str()) : (url.scheme == "https" ? 443 : 80);
+  if (url.port <= 0 || url.port > 65535) {
+    return common::InvalidArgumentError(
+        fmt::format("--server: port {} is outside [1, 65535]", url.port));
+  }
+  return url;
+}
+
+}  // namespace
+
+common::Status CheckServerUrl(const std::string& server) { return ParseServerUrl(server).error(); }
+
+common::Result<std::unique_ptr<HttpAgentChannel>> HttpAgentChannel::Create(
+    HttpChannelOptions options) {
+  EGS_ASSIGN_OR_RETURN(const ServerUrl url, ParseServerUrl(options.server));
   std::unique_ptr<httplib::Client> client;
   try {
-    client = std::make_unique<httplib::Client>(fmt::format("{}://{}:{}", scheme, m[2].str(), port));
+    client = std::make_unique<httplib::Client>(
+        fmt::format("{}://{}:{}", url.scheme, url.host, url.port));
   } catch (const std::exception& e) {
     return common::InvalidArgumentError(fmt::format("--server: {}", e.what()));
   }

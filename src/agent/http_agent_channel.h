@@ -25,6 +25,10 @@ struct HttpChannelOptions {
   common::Duration timeout = common::Seconds(10);
 };
 
+// OK when `server` is http(s)://host[:port] with a port in [1, 65535]; InvalidArgument naming
+// --server otherwise.
+common::Status CheckServerUrl(const std::string& server);
+
 class HttpAgentChannel final : public AgentChannel {
  public:
   // InvalidArgument naming --server for a URL that is not http(s)://host[:port].
