@@ -6,6 +6,10 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
 #include <set>
 
 namespace egs::alerts {
@@ -60,7 +64,8 @@ common::Result<double> Number(const YAML::Node& node, const std::string& field) 
   EGS_ASSIGN_OR_RETURN(std::string text, Scalar(node, field));
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) {
+  // from_chars reads "nan" and "inf": a threshold no reading ever crosses.
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
     return InvalidArgumentError(fmt::format("{}: \"{}\" is not a number", field, text));
   }
   if (v < 0) return InvalidArgumentError(fmt::format("{}: must not be negative", field));
@@ -201,11 +206,17 @@ Status ApplyRemediation(const YAML::Node& node, const std::string& field, Remedi
     EGS_RETURN_IF_ERROR(Assign(r.recover_when_cleared,
                                Bool(node["recoverWhenCleared"], field + ".recoverWhenCleared")));
   }
-  if (node["window"])
+  if (node["window"]) {
     EGS_RETURN_IF_ERROR(Assign(r.window, DurationField(node["window"], field + ".window")));
+    // No failure stays within an empty window: cordonAfter was silently never reached.
+    if (r.window <= common::Duration(0)) {
+      return InvalidArgumentError(fmt::format("{}.window: must be positive", field));
+    }
+  }
   if (node["cordonAfter"]) {
     EGS_ASSIGN_OR_RETURN(double n, Number(node["cordonAfter"], field + ".cordonAfter"));
-    if (n != static_cast<double>(static_cast<int>(n)) || n > 1000) {
+    // The range first: casting a double beyond int's range is undefined.
+    if (n > 1000 || n != static_cast<double>(static_cast<int>(n))) {
       return InvalidArgumentError(
           fmt::format("{}.cordonAfter: must be a whole number in [0, 1000]", field));
     }
@@ -291,10 +302,16 @@ common::Result<AlertConfig> ParseAlertConfig(std::string_view text, std::string_
       if (!models.IsMap()) {
         return InvalidArgumentError(fmt::format("{}.models: must be a mapping", prefix));
       }
+      std::map<std::string, std::string> seen;  // lower case -> as written
       for (const auto& kv : models) {
         const std::string name = kv.first.as<std::string>();
         const std::string field = fmt::format("{}.models.{}", prefix, name);
         if (name.empty()) return InvalidArgumentError(field + ": empty model name");
+        // Names match ignoring case: the second entry was merged over the first.
+        if (auto [it, fresh] = seen.emplace(Lower(name), name); !fresh) {
+          return InvalidArgumentError(fmt::format(
+              "{}: the same model as \"{}\" (model names match ignoring case)", field, it->second));
+        }
         auto it = std::find_if(c.models.begin(), c.models.end(), [&](const ModelOverride& m) {
           return Lower(m.model) == Lower(name);
         });
@@ -345,7 +362,8 @@ common::Result<common::Duration> ParseDurationText(std::string_view text) {
         return InvalidArgumentError(
             fmt::format("\"{}\" is not a duration (units s, m, h, d)", text));
     }
-    if (n < 0 || n > 100'000) {
+    // Each term is at most 100,000 d; their sum must not overflow (a long enough "1d1d..." did).
+    if (n < 0 || n > 100'000 || n * unit > std::numeric_limits<std::int64_t>::max() - total_us) {
       return InvalidArgumentError(fmt::format("\"{}\": out of range", text));
     }
     total_us += n * unit;

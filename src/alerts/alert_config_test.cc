@@ -88,7 +88,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"remediation: {enabled: maybe}", "alerts.remediation.enabled"},
         BadCase{"evaluationInterval: 0s", "alerts.evaluationInterval"},
         BadCase{"rules: {notReporting: {after: 0s}}", "alerts.rules.notReporting.after"},
-        BadCase{"[1, 2]", "alerts: must be a mapping"}));
+        BadCase{"[1, 2]", "alerts: must be a mapping"},
+        BadCase{"rules: {power: {raiseAbove: nan}}",
+                "alerts.rules.power.raiseAbove: \"nan\" is not a number"},
+        BadCase{"rules: {temperature: {raiseAbove: 85, clearBelow: -inf}}",
+                "alerts.rules.temperature.clearBelow: \"-inf\" is not a number"},
+        BadCase{"rules: {lowUtilization: {raiseBelow: inf}}",
+                "alerts.rules.lowUtilization.raiseBelow: \"inf\" is not a number"},
+        BadCase{"remediation: {cordonAfter: 1e300}",
+                "alerts.remediation.cordonAfter: must be a whole number in [0, 1000]"},
+        BadCase{"remediation: {window: 0s}", "alerts.remediation.window: must be positive"},
+        BadCase{"models: {H100: {power: {raiseAbove: 600}}, h100: {power: {raiseAbove: 650}}}",
+                "alerts.models.h100: the same model as \"H100\""}));
 
 TEST(AlertConfigTest, Durations) {
   EXPECT_EQ(*ParseDurationText("1h30m"), common::Minutes(90));
@@ -96,6 +107,12 @@ TEST(AlertConfigTest, Durations) {
   EXPECT_FALSE(ParseDurationText("5").ok());
   EXPECT_FALSE(ParseDurationText("5x").ok());
   EXPECT_FALSE(ParseDurationText("").ok());
+  // Each term is in range but the sum is not: it wrapped around to a negative duration.
+  std::string long_sum;
+  for (int i = 0; i < 1100; ++i) long_sum += "100000d";
+  auto sum = ParseDurationText(long_sum);
+  ASSERT_FALSE(sum.ok());
+  EXPECT_THAT(sum.error().message(), HasSubstr("out of range"));
 }
 
 }  // namespace
