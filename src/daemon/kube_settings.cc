@@ -332,6 +332,11 @@ common::Status ApplyCluster(const YAML::Node& v, const std::string& f, KubeClust
     const YAML::Node& x = kv.second;
     if (k == "name") {
       EGS_ASSIGN_OR_RETURN(c.name, Scalar(x, kf));
+      // The name of the Cluster object egsd creates: refused there only after the data
+      // directory and the fleet were written.
+      if (!c.name.empty() && !IsDnsLabel(c.name)) {
+        return Error(kf, fmt::format("must be a DNS-1123 label, got \"{}\"", c.name));
+      }
     } else if (k == "project") {
       EGS_ASSIGN_OR_RETURN(c.project, Scalar(x, kf));
     } else if (k == "kubeconfig") {
@@ -349,6 +354,7 @@ common::Status ApplyCluster(const YAML::Node& v, const std::string& f, KubeClust
         const std::string lf = kf + "." + lk;
         EGS_ASSIGN_OR_RETURN(std::string value, Scalar(l.second, lf));
         if (value.empty()) return Error(lf, "must not be empty");
+        if (!IsLabelKey(value)) return Error(lf, fmt::format("not a label key: \"{}\"", value));
         if (lk == "product") {
           c.product_label = value;
         } else if (lk == "count") {
@@ -361,6 +367,9 @@ common::Status ApplyCluster(const YAML::Node& v, const std::string& f, KubeClust
       }
     } else if (k == "gpuResource") {
       EGS_ASSIGN_OR_RETURN(c.gpu_resource, Scalar(x, kf));
+      if (!IsLabelKey(c.gpu_resource)) {
+        return Error(kf, fmt::format("not a resource name: \"{}\"", c.gpu_resource));
+      }
     } else if (k == "steerByNamespaceAnnotations") {
       EGS_RETURN_IF_ERROR(SetBool(x, kf, c.steer_by_namespace_annotations));
     } else if (k == "evictionDeadline") {
@@ -390,6 +399,9 @@ common::Status ApplyCluster(const YAML::Node& v, const std::string& f, KubeClust
     return Error(f, "exactly one of kubeconfig (a file) and inCluster: true is required");
   }
   if (c.shapes.empty()) return Error(f + ".shapes", "at least one rule is required");
+  if (c.retry_max < c.retry_initial) {
+    return Error(f + ".retryMax", "must be at least retryInitial");
+  }
   for (std::size_t i = 0; i < c.autoscaled_pools.size(); ++i) {
     if (c.autoscaled_pools[i].pod_resources.count(c.gpu_resource) > 0) {
       return Error(

@@ -238,6 +238,22 @@ TEST(KubeSettingsTest, BadInputNamesTheFieldAndChangesNothing) {
       {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], preCheckJob: "
        "{image: i, retries: 3}}]}",
        "kubernetes.clusters[0].preCheckJob.retries: unknown key"},
+      // Refused by the Cluster object only after the data directory and the fleet were written.
+      {"kubernetes: {clusters: [{name: Gpu East, kubeconfig: k, shapes: [{shape: s}]}]}",
+       "kubernetes.clusters[0].name: must be a DNS-1123 label, got \"Gpu East\""},
+      // A backoff whose ceiling is below its first step.
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], retryInitial: 1m, "
+       "retryMax: 1s}]}",
+       "kubernetes.clusters[0].retryMax: must be at least retryInitial"},
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], gpuResource: "
+       "\"\"}]}",
+       "kubernetes.clusters[0].gpuResource: not a resource name: \"\""},
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], gpuResource: "
+       "nvidia com/gpu}]}",
+       "kubernetes.clusters[0].gpuResource: not a resource name"},
+      {"kubernetes: {clusters: [{name: a, kubeconfig: k, shapes: [{shape: s}], labels: "
+       "{product: gpu product}}]}",
+       "kubernetes.clusters[0].labels.product: not a label key: \"gpu product\""},
   };
   for (const Case& c : cases) {
     DaemonConfig config;
