@@ -7,6 +7,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -16,6 +18,11 @@ namespace {
 using nlohmann::json;
 
 common::Result<std::string> ReadFile(const std::string& path) {
+  // A directory opens and reads as an empty file ("no context").
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return common::InvalidArgumentError(path + " is a directory");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return common::NotFoundError("cannot read " + path);
   std::ostringstream out;
@@ -209,7 +216,11 @@ common::Result<std::unique_ptr<KubeClient>> KubeClient::Create(common::Clock& cl
   auto colon = rest.rfind(':');
   if (colon != std::string::npos && rest.find(']', colon) == std::string::npos) {
     client->host_ = rest.substr(0, colon);
-    client->port_ = std::atoi(rest.substr(colon + 1).c_str());
+    // atoi read "99999" (and "80x") as a port: refuse all but 1..65535 in digits.
+    const std::string port = rest.substr(colon + 1);
+    int n = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+    client->port_ = ec == std::errc() && end == port.data() + port.size() && n <= 65535 ? n : 0;
   } else {
     client->host_ = rest;
     client->port_ = client->scheme_ == "https" ? 443 : 80;

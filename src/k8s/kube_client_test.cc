@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "common/clock.h"
@@ -79,11 +80,26 @@ users:
             common::StatusCode::kInvalidArgument);
 }
 
+TEST(KubeconfigTest, ADirectoryIsNotAKubeconfig) {
+  auto config = LoadKubeconfigFile(std::filesystem::temp_directory_path().string(), "");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().code(), common::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.error().message(), ::testing::HasSubstr("is a directory"));
+}
+
 TEST(KubeClientCreateTest, RejectsBadServerAndPem) {
   common::RealClock clock;
   KubeConfig config;
   config.server = "ftp://x";
   EXPECT_EQ(KubeClient::Create(clock, config).error().code(), common::StatusCode::kInvalidArgument);
+  // Ports beyond 65535 (atoi took them) and ports that are not numbers.
+  for (const char* server : {"http://10.0.0.1:99999", "http://10.0.0.1:80x", "http://10.0.0.1:"}) {
+    config.server = server;
+    auto bad = KubeClient::Create(clock, config);
+    ASSERT_FALSE(bad.ok()) << server;
+    EXPECT_EQ(bad.error().code(), common::StatusCode::kInvalidArgument) << server;
+    EXPECT_THAT(bad.error().message(), ::testing::HasSubstr("want http(s)://host[:port]"));
+  }
   config.server = "https://10.0.0.1:6443";
   config.ca_pem = "not pem";
   EXPECT_EQ(KubeClient::Create(clock, config).error().code(), common::StatusCode::kInvalidArgument);
