@@ -339,6 +339,14 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   if (!config.admin_token_file.empty()) {
     EGS_RETURN_IF_ERROR(CheckWritable(config.admin_token_file, "--admin-token-file"));
   }
+  // A kubeconfig that does not load failed the start after the fleet and the Cluster object
+  // were written.
+  EGS_RETURN_IF_ERROR(KubeClusters::CheckConnections(config.kubernetes, clock));
+  // The webhook's listener too: its TLS files and address failed the start once the loop ran.
+  std::unique_ptr<api::HttpServer> webhook;
+  if (config.kubernetes.webhook.enabled) {
+    EGS_ASSIGN_OR_RETURN(webhook, KubeClusters::BindWebhook(config.kubernetes.webhook));
+  }
   // Bind now (the address, the port, the TLS files); serve at the end, once everything is up.
   api::HttpServerOptions http;
   http.host = config.listen_host;
@@ -385,11 +393,12 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   // Kubernetes member clusters: their Cluster objects, connectors and webhook.
   if (!config.kubernetes.clusters.empty() || config.kubernetes.webhook.enabled) {
     EGS_ASSIGN_OR_RETURN(
-        p->kube,
-        KubeClusters::Create(config.kubernetes, *p->clock, *p->control_plane, *p->scheduler,
-                             *p->store, [raw](std::function<void(scheduler::Scheduler&)> fn) {
-                               raw->PostToScheduler(std::move(fn));
-                             }));
+        p->kube, KubeClusters::Create(
+                     config.kubernetes, *p->clock, *p->control_plane, *p->scheduler, *p->store,
+                     [raw](std::function<void(scheduler::Scheduler&)> fn) {
+                       raw->PostToScheduler(std::move(fn));
+                     },
+                     std::move(webhook)));
     p->control_plane->SetEventObserver([raw](const core::Event& e) { raw->kube->OnEvent(e); });
   }
   KubeClusters* kube = p->kube.get();

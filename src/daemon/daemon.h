@@ -3,12 +3,13 @@
 // stopped in reverse order.
 //
 // Start: first checks what can be checked without writing (the fleet file, --portal-dir,
-// --admin-token-file, and binds the listen address with its TLS files); then takes the
-// exclusive lock <data-dir>/egsd.lock (FailedPrecondition naming --data-dir when another egsd
-// holds it; released by Stop), opens (or creates) <data-dir>/egs.db; on a first start (no fleet
-// objects stored) loads the fleet file into the store; rebuilds the scheduler from the store;
-// starts the loop, the fleet and the server; last, issues the first admin token when no token
-// exists, so that a start refused for bad input never consumes it.
+// --admin-token-file, the Kubernetes clusters' kubeconfigs, and binds the webhook's and the
+// listen address with their TLS files); then takes the exclusive lock <data-dir>/egsd.lock
+// (FailedPrecondition naming --data-dir when another egsd holds it; released by Stop), opens
+// (or creates) <data-dir>/egs.db; on a first start (no fleet objects stored) loads the fleet
+// file into the store; rebuilds the scheduler from the store; starts the loop, the fleet and
+// the server; last, issues the first admin token when no token exists, so that a start refused
+// for bad input never consumes it.
 //
 // Thread-safety: Start/Stop from one thread; the accessors from any thread.
 #pragma once

@@ -95,6 +95,49 @@ TEST(DaemonStartTest, FailedStartsKeepTheAdminTokenForTheNextStart) {
   EXPECT_EQ(self->status, 200) << self->body;
 }
 
+// A kubeconfig that did not load failed the start after the data directory, the fleet and the
+// member's Cluster object were written; it is read before the first write now.
+TEST(DaemonStartTest, ABadKubeconfigChangesNothing) {
+  TestDaemon egsd(kFleet);
+  KubeClusterSettings east;
+  east.name = "gpu-east";
+  east.project = "research";
+  east.shapes = {{"", 0, "h100x8"}};
+  const std::string missing = (egsd.dir() / "no-such.kubeconfig").string();
+  const std::string directory = egsd.dir().string();
+  const std::string bad_server = (egsd.dir() / "bad-server.kubeconfig").string();
+  std::ofstream(bad_server)
+      << "current-context: c\n"
+         "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:99999'}}]\n"
+         "contexts: [{name: c, context: {cluster: c}}]\n";
+  for (const std::string& kubeconfig : {missing, directory, bad_server}) {
+    east.kubeconfig = kubeconfig;
+    egsd.config().kubernetes.clusters = {east};
+    auto started = egsd.Start();
+    EXPECT_FALSE(started.ok()) << kubeconfig;
+    EXPECT_NE(started.message().find("kubernetes.clusters[0]"), std::string::npos)
+        << started.ToString();
+    ExpectNothingWritten(egsd);
+  }
+}
+
+// The webhook's listener started after the loop: TLS files that did not load failed the start
+// after the data directory and the fleet were written.
+TEST(DaemonStartTest, AWebhookThatCannotListenChangesNothing) {
+  TestDaemon egsd(kFleet);
+  WebhookSettings& webhook = egsd.config().kubernetes.webhook;
+  webhook.enabled = true;
+  webhook.listen_host = "127.0.0.1";
+  webhook.listen_port = 0;
+  webhook.tls_cert_file = (egsd.dir() / "missing.crt").string();
+  webhook.tls_key_file = (egsd.dir() / "missing.key").string();
+  auto started = egsd.Start();
+  EXPECT_FALSE(started.ok());
+  EXPECT_NE(started.message().find("kubernetes.webhook.listen"), std::string::npos)
+      << started.ToString();
+  ExpectNothingWritten(egsd);
+}
+
 // Two egsd on one data directory both started; the second died at its first write (UNIQUE
 // constraint failed). The second is refused now, naming --data-dir, and the first serves on.
 TEST(DaemonStartTest, SecondDaemonOnTheSameDataDirIsRefused) {

@@ -57,6 +57,29 @@ api::HttpResponse JsonResponse(int status, const json& body) {
   return r;
 }
 
+// The connection of cluster `c` (kubernetes.clusters[i] is `field`): its kubeconfig, or the
+// in-cluster service account.
+common::Result<k8s::KubeConfig> LoadConnection(const KubeClusterSettings& c,
+                                               const std::string& field) {
+  if (c.in_cluster) {
+    const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+    const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+    auto config = k8s::InClusterConfig(host ? host : "", port ? port : "443");
+    if (!config.ok()) return config.error().WithContext(field + ".inCluster");
+    return config;
+  }
+  auto config = k8s::LoadKubeconfigFile(c.kubeconfig, c.context);
+  if (!config.ok()) return config.error().WithContext(field + ".kubeconfig");
+  return config;
+}
+
+k8s::KubeClientOptions ClientOptions(const KubeClusterSettings& c) {
+  k8s::KubeClientOptions options;
+  options.qps = c.qps;
+  options.burst = c.burst;
+  return options;
+}
+
 }  // namespace
 
 class KubeClusters::OrderRouter final : public core::ClusterConnector {
@@ -91,10 +114,12 @@ KubeClusters::~KubeClusters() { Stop(); }
 common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
     const KubernetesSettings& settings, common::Clock& clock, ControlPlaneImpl& control_plane,
     scheduler::Scheduler& scheduler, store::Store& store,
-    std::function<void(std::function<void(scheduler::Scheduler&)>)> post) {
+    std::function<void(std::function<void(scheduler::Scheduler&)>)> post,
+    std::unique_ptr<api::HttpServer> webhook) {
   std::unique_ptr<KubeClusters> k(
       new KubeClusters(settings, clock, control_plane, scheduler, store));
   k->post_ = std::move(post);
+  k->webhook_ = std::move(webhook);
   KubeClusters* self = k.get();
   EGS_RETURN_IF_ERROR(ValidateAutoscaledPools(settings, control_plane, store));
   for (std::size_t i = 0; i < settings.clusters.size(); ++i) {
@@ -137,20 +162,8 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
     auto member = std::make_unique<Member>();
     member->settings = c;
     member->id = *id;
-    if (c.in_cluster) {
-      const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
-      const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
-      auto config = k8s::InClusterConfig(host ? host : "", port ? port : "443");
-      if (!config.ok()) return config.error().WithContext(field + ".inCluster");
-      member->config = std::move(*config);
-    } else {
-      auto config = k8s::LoadKubeconfigFile(c.kubeconfig, c.context);
-      if (!config.ok()) return config.error().WithContext(field + ".kubeconfig");
-      member->config = std::move(*config);
-    }
-    k8s::KubeClientOptions client_options;
-    client_options.qps = c.qps;
-    client_options.burst = c.burst;
+    EGS_ASSIGN_OR_RETURN(member->config, LoadConnection(c, field));
+    const k8s::KubeClientOptions client_options = ClientOptions(c);
     auto client = k8s::KubeClient::Create(clock, member->config, client_options);
     if (!client.ok()) return client.error().WithContext(field);
     auto api_client = k8s::KubeClient::Create(clock, member->config, client_options);
@@ -231,6 +244,18 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
   return k;
 }
 
+common::Status KubeClusters::CheckConnections(const KubernetesSettings& settings,
+                                              common::Clock& clock) {
+  for (std::size_t i = 0; i < settings.clusters.size(); ++i) {
+    const KubeClusterSettings& c = settings.clusters[i];
+    const std::string field = fmt::format("kubernetes.clusters[{}]", i);
+    EGS_ASSIGN_OR_RETURN(k8s::KubeConfig config, LoadConnection(c, field));
+    auto client = k8s::KubeClient::Create(clock, std::move(config), ClientOptions(c));
+    if (!client.ok()) return client.error().WithContext(field);
+  }
+  return common::OkStatus();
+}
+
 bool KubeClusters::Owns(core::ClusterId cluster) const { return members_.count(cluster) > 0; }
 
 core::ClusterConnector& KubeClusters::Router(core::ClusterConnector* fallback) {
@@ -253,23 +278,31 @@ common::Status KubeClusters::Start() {
     status_sync_ = std::thread([this] { RunStatusSync(); });
     housekeeping_ = std::thread([this] { RunHousekeeping(); });
   }
-  if (!settings_.webhook.enabled) return common::OkStatus();
+  if (!webhook_) return common::OkStatus();
+  const WebhookSettings& w = settings_.webhook;
+  EGS_RETURN_IF_ERROR(
+      webhook_->Serve([this](const api::HttpRequest& req) { return HandleWebhook(req); })
+          .WithContext(
+              fmt::format("kubernetes.webhook.listen {}:{}", w.listen_host, w.listen_port)));
+  spdlog::info("pod admission webhook on https://{}:{}/mutate-pods", w.listen_host,
+               webhook_->port());
+  return common::OkStatus();
+}
+
+common::Result<std::unique_ptr<api::HttpServer>> KubeClusters::BindWebhook(
+    const WebhookSettings& webhook) {
   api::HttpServerOptions options;
-  options.host = settings_.webhook.listen_host;
-  options.port = settings_.webhook.listen_port;
+  options.host = webhook.listen_host;
+  options.port = webhook.listen_port;
   options.threads = 4;
-  options.tls_cert_file = settings_.webhook.tls_cert_file;
-  options.tls_key_file = settings_.webhook.tls_key_file;
-  auto server = api::HttpServer::Start(
-      options, [this](const api::HttpRequest& req) { return HandleWebhook(req); });
+  options.tls_cert_file = webhook.tls_cert_file;
+  options.tls_key_file = webhook.tls_key_file;
+  auto server = api::HttpServer::Bind(options);
   if (!server.ok()) {
     return server.error().WithContext(
         fmt::format("kubernetes.webhook.listen {}:{}", options.host, options.port));
   }
-  webhook_ = std::move(*server);
-  spdlog::info("pod admission webhook on https://{}:{}/mutate-pods", options.host,
-               webhook_->port());
-  return common::OkStatus();
+  return server;
 }
 
 void KubeClusters::Stop() {

@@ -72,21 +72,33 @@ class KubeClusters {
  public:
   // Before the loop starts, after the fleet is loaded. Creates missing Cluster objects, reads the
   // kubeconfigs and builds the connectors (not started). `post` runs a function on the
-  // scheduler loop. InvalidArgument naming the setting for an unreadable kubeconfig, an unknown
-  // shape or project, or a cluster of the same name that is not provider kubernetes.
+  // scheduler loop. `webhook` is the listener BindWebhook bound when the webhook is enabled
+  // (else null); Start serves it. InvalidArgument naming the setting for an unreadable
+  // kubeconfig, an unknown shape or project, or a cluster of the same name that is not provider
+  // kubernetes.
   static common::Result<std::unique_ptr<KubeClusters>> Create(
       const KubernetesSettings& settings, common::Clock& clock, ControlPlaneImpl& control_plane,
       scheduler::Scheduler& scheduler, store::Store& store,
-      std::function<void(std::function<void(scheduler::Scheduler&)>)> post);
+      std::function<void(std::function<void(scheduler::Scheduler&)>)> post,
+      std::unique_ptr<api::HttpServer> webhook);
+  // The webhook's listener, bound (its TLS files loaded) but not serving: for Daemon::Start
+  // before its first write. The errors of api::HttpServer::Bind, naming
+  // kubernetes.webhook.listen.
+  static common::Result<std::unique_ptr<api::HttpServer>> BindWebhook(
+      const WebhookSettings& webhook);
   ~KubeClusters();
+  // What Create would refuse about the connections, checked without the store or the network:
+  // each cluster's kubeconfig (or in-cluster service account) reads, and a client can be made
+  // of it (server URL, PEM data). For Daemon::Start before its first write.
+  static common::Status CheckConnections(const KubernetesSettings& settings, common::Clock& clock);
 
   // Whether `cluster` is a Kubernetes cluster of this egsd.
   bool Owns(core::ClusterId cluster) const;
   // The connector for the scheduler: Kubernetes clusters' orders to their connectors, the rest to
   // `fallback` (the simulated fleet; must outlive this).
   core::ClusterConnector& Router(core::ClusterConnector* fallback);
-  // After the loop runs: starts the connectors and the webhook listener (Unavailable naming
-  // kubernetes.webhook.listen when it cannot listen).
+  // After the loop runs: starts the connectors and serves the webhook listener (Unavailable
+  // naming kubernetes.webhook.listen when it cannot accept).
   common::Status Start();
   void Stop();
   int webhook_port() const;
