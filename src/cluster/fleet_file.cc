@@ -178,7 +178,8 @@ class Parser {
   Status ParseClusters(const YAML::Node& root, FleetSpec& spec);
   Status ParsePool(const YAML::Node& n, const std::string& path, const core::Cluster& cluster,
                    FleetSpec& spec);
-  // Adds the pool's `labels` (if any) to `labels`.
+  // Adds the pool's `labels` (if any) to `labels`; a key given twice or one `labels` holds
+  // already (derived from the cluster and the shape) is an error.
   Status ParseLabels(const YAML::Node& n, const std::string& path,
                      std::map<std::string, std::string>& labels) const;
   Status ParseWorkspaces(const YAML::Node& root, FleetSpec& spec);
@@ -293,6 +294,8 @@ Status Parser::ParseShapes(const YAML::Node& root, FleetSpec& spec) {
     s.id = core::ShapeId(static_cast<std::uint32_t>(i + 1));
     EGS_RETURN_IF_ERROR(GetName(n, path, "shape", names, s.name));
     EGS_RETURN_IF_ERROR(Require(n, path, "gpuModel", s.gpu_model));
+    // Refused by egsd's store only after the data directory was created.
+    if (s.gpu_model.empty()) return Error(Join(path, "gpuModel"), "must not be empty");
     EGS_RETURN_IF_ERROR(Require(n, path, "gpusPerNode", s.gpus_per_node));
     EGS_RETURN_IF_ERROR(Get(n, path, "memoryPerGpuMiB", s.memory_per_gpu_mib));
     EGS_RETURN_IF_ERROR(Get(n, path, "interconnect", s.interconnect));
@@ -390,10 +393,17 @@ Status Parser::ParseLabels(const YAML::Node& n, const std::string& path,
   const YAML::Node l = n["labels"];
   if (!l.IsDefined() || l.IsNull()) return common::OkStatus();
   if (!l.IsMap()) return Error(Join(path, "labels"), "must be a mapping");
+  // The last of a repeated key won, and the pool's labels replaced those derived from the
+  // cluster and the shape (the only ones in `labels` yet), silently.
+  std::set<std::string> own;
   for (const auto& kv : l) {
     const std::string field = Join(Join(path, "labels"), kv.first.Scalar());
     if (kv.first.Scalar().empty()) return Error(field, "label key must not be empty");
     if (!kv.second.IsScalar()) return Error(field, "must be a string");
+    if (!own.insert(kv.first.Scalar()).second) return Error(field, "duplicate key");
+    if (labels.contains(kv.first.Scalar())) {
+      return Error(field, "set from the cluster and the shape; a pool may not set it");
+    }
     labels[kv.first.Scalar()] = kv.second.Scalar();
   }
   return common::OkStatus();

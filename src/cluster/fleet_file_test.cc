@@ -238,6 +238,20 @@ INSTANTIATE_TEST_SUITE_P(
                 "shapes[0].pricePerGpuHour: must be >= 0"},
         BadCase{"ShapeModelMissing", "shapes: [{name: s, gpusPerNode: 8}]\n",
                 "shapes[0].gpuModel: required"},
+        BadCase{"ShapeModelEmpty", "shapes: [{name: s, gpuModel: '', gpusPerNode: 8}]\n",
+                "shapes[0].gpuModel: must not be empty"},
+        BadCase{"PoolLabelOverridesCluster",
+                kBase + "clusters: [{name: c, project: p, pools: [{shape: s8, count: 1, labels: "
+                        "{egs.dev/cluster: other}}]}]\n",
+                "clusters[0].pools[0].labels.egs.dev/cluster: set from the cluster and the shape"},
+        BadCase{"PoolLabelTwice",
+                kBase + "clusters: [{name: c, project: p, pools: [{shape: s8, count: 1, labels: "
+                        "{tier: gold, tier: silver}}]}]\n",
+                "clusters[0].pools[0].labels.tier: duplicate key"},
+        BadCase{"PoolLabelOverridesRegion",
+                kBase + "clusters: [{name: c, project: p, region: r, pools: [{shape: s8, count: 1, "
+                        "labels: {topology.kubernetes.io/region: x}}]}]\n",
+                "clusters[0].pools[0].labels.topology.kubernetes.io/region: set from"},
         BadCase{"ClusterUnknownProject", kBase + "clusters: [{name: c, project: nope}]\n",
                 "clusters[0].project: unknown project \"nope\""},
         BadCase{"ClusterUnknownProvider",
