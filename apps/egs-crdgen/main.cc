@@ -5,11 +5,14 @@
 //   egs-crdgen --kind KIND      one CRD on stdout
 //   egs-crdgen --out-dir DIR    one file per CRD in DIR (<plural>.egs.dev.yaml); prints the paths
 //
-// Exit codes: 0 done, 2 bad flags or unknown kind, 1 a file could not be written.
+// Exit codes: 0 done, 2 bad flags (a flag given twice or empty, an --out-dir that is not a
+// directory) or unknown kind, 1 a file could not be written.
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,27 +29,42 @@ void PrintUsage() { fmt::print(stderr, "usage: egs-crdgen [--kind KIND] [--out-d
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::string kind;
-  std::string out_dir;
+  std::optional<std::string> kind;
+  std::optional<std::string> out_dir;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
       PrintUsage();
       return 0;
     }
-    if ((a == "--kind" || a == "--out-dir") && i + 1 < args.size()) {
-      (a == "--kind" ? kind : out_dir) = args[++i];
-      continue;
-    }
+    std::string error;
     if (a == "--kind" || a == "--out-dir") {
-      fmt::print(stderr, "egs-crdgen: {} needs a value\n", a);
+      std::optional<std::string>& value = a == "--kind" ? kind : out_dir;
+      // Given twice, the last one won; empty, it meant every kind, or stdout.
+      if (value) {
+        error = fmt::format("{} is given twice", a);
+      } else if (i + 1 >= args.size() || args[i + 1].starts_with("--")) {
+        error = fmt::format("{} needs a value", a);
+      } else if (args[i + 1].empty()) {
+        error = fmt::format("{} is empty", a);
+      } else {
+        value = args[++i];
+        continue;
+      }
     } else {
-      fmt::print(stderr, "egs-crdgen: unknown flag \"{}\"\n", a);
+      error = fmt::format("unknown flag \"{}\"", a);
     }
+    fmt::print(stderr, "egs-crdgen: {}\n", error);
     PrintUsage();
     return kBadFlagExit;
   }
-  std::vector<std::string> kinds = kind.empty() ? egs::api::CrdKinds() : std::vector{kind};
+  // Checked before the first file is written, and with the reason.
+  std::error_code ec;
+  if (out_dir && !std::filesystem::is_directory(*out_dir, ec)) {
+    fmt::print(stderr, "egs-crdgen: --out-dir: {} is not a directory\n", *out_dir);
+    return kBadFlagExit;
+  }
+  std::vector<std::string> kinds = kind ? std::vector{*kind} : egs::api::CrdKinds();
   bool first = true;
   for (const auto& k : kinds) {
     auto yaml = egs::api::CrdYaml(k);
@@ -54,12 +72,12 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "egs-crdgen: --kind: {}\n", yaml.error().message());
       return kBadFlagExit;
     }
-    if (out_dir.empty()) {
+    if (!out_dir) {
       fmt::print("{}{}", first ? "" : "---\n", *yaml);
       first = false;
       continue;
     }
-    std::string path = fmt::format("{}/{}", out_dir, egs::api::CrdFileName(k));
+    std::string path = fmt::format("{}/{}", *out_dir, egs::api::CrdFileName(k));
     std::ofstream f(path, std::ios::trunc);
     f << *yaml;
     f.close();
