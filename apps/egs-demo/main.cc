@@ -8,9 +8,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/simulated_clock.h"
@@ -26,29 +29,44 @@ namespace {
 using common::FormatDuration;
 using core::Time;
 
+constexpr char kUsage[] = "usage: egs-demo [--traces DIR] [--nodes N]";
+
 struct Args {
   std::string traces = "../shared/traces";
   int nodes = 4;  // a slice of the Tiresias cluster, small enough that requests contend
+  bool help = false;
 };
 
+// Every bad flag is an InvalidArgument naming it: a value missing, empty or given twice (the
+// last one won), and --nodes that is not a whole number ("4x" was 4, "1.5" was 1).
 common::Result<Args> ParseArgs(int argc, char** argv) {
   Args args;
+  std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--traces" && i + 1 < argc) {
-      args.traces = argv[++i];
-    } else if (a == "--nodes" && i + 1 < argc) {
-      try {
-        args.nodes = std::stoi(argv[++i]);
-      } catch (const std::exception&) {
-        return common::InvalidArgumentError("--nodes: must be a whole number");
-      }
-      if (args.nodes < 1) return common::InvalidArgumentError("--nodes: must be >= 1");
-    } else if (a == "--help" || a == "-h") {
-      return common::InvalidArgumentError("usage: egs-demo [--traces DIR] [--nodes N]");
-    } else {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      args.help = true;
+      continue;
+    }
+    if (a != "--traces" && a != "--nodes") {
       return common::InvalidArgumentError(fmt::format("unknown argument '{}'", a));
     }
+    if (!seen.insert(a).second) return common::InvalidArgumentError(a + ": is given twice");
+    if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--")) {
+      return common::InvalidArgumentError(a + ": needs a value");
+    }
+    const std::string value = argv[++i];
+    if (value.empty()) return common::InvalidArgumentError(a + ": is empty");
+    if (a == "--traces") {
+      args.traces = value;
+      continue;
+    }
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), args.nodes);
+    if (ec != std::errc() || end != value.data() + value.size()) {
+      return common::InvalidArgumentError(
+          fmt::format("--nodes: must be a whole number, got '{}'", value));
+    }
+    if (args.nodes < 1) return common::InvalidArgumentError("--nodes: must be >= 1");
   }
   return args;
 }
@@ -61,7 +79,13 @@ int Run(const Args& args) {
     fmt::print(stderr, "egs-demo: {}\n", nodes.error().ToString());
     return 2;
   }
-  if (static_cast<std::size_t>(args.nodes) < nodes->size()) nodes->resize(args.nodes);
+  // More than the cluster has was the whole cluster, silently.
+  if (static_cast<std::size_t>(args.nodes) > nodes->size()) {
+    fmt::print(stderr, "egs-demo: --nodes: {} is more than the {} nodes of the Tiresias cluster\n",
+               args.nodes, nodes->size());
+    return 2;
+  }
+  nodes->resize(args.nodes);
   auto trace = sim::LoadTiresias(args.traces + "/tiresias/60_job.csv");
   if (!trace.ok()) {
     fmt::print(stderr, "egs-demo: {}\n", trace.error().ToString());
@@ -218,8 +242,12 @@ int main(int argc, char** argv) {
   try {
     auto args = egs::ParseArgs(argc, argv);
     if (!args.ok()) {
-      std::fprintf(stderr, "egs-demo: %s\n", args.error().message().c_str());
+      std::fprintf(stderr, "egs-demo: %s\n%s\n", args.error().message().c_str(), egs::kUsage);
       return 2;
+    }
+    if (args->help) {
+      std::printf("%s\n", egs::kUsage);
+      return 0;
     }
     return egs::Run(*args);
   } catch (const std::exception& e) {  // last resort: nothing below is meant to throw
