@@ -131,6 +131,29 @@ std::vector<std::pair<std::string, json>> FleetObjects(const cluster::FleetSpec&
   return out;
 }
 
+// What CreateFleet's parsers refuse in the fleet's objects (a pool label that is not a qualified
+// name, say), with CreateFleet's words: it refused them only after the first write.
+common::Status CheckFleetObjects(const std::vector<std::pair<std::string, json>>& objects) {
+  for (const auto& [kind, object] : objects) {
+    common::Status s;
+    if (kind == "Project") {
+      s = api::ParseProject(object).error();
+    } else if (kind == "GPUShape") {
+      s = api::ParseGpuShape(object).error();
+    } else if (kind == "Cluster") {
+      s = api::ParseCluster(object).error();
+    } else if (kind == "Node") {
+      s = api::ParseNode(object).error();
+    } else if (kind == "Workspace") {
+      s = api::ParseWorkspace(object).error();
+    }
+    if (!s.ok()) {
+      return s.WithContext(fmt::format("{} {}", kind, object["metadata"].value("name", "")));
+    }
+  }
+  return common::OkStatus();
+}
+
 // OK when `path` can be written (an existing writable file, or a new one in a writable
 // directory), checked without writing it. InvalidArgument naming `flag` otherwise.
 common::Status CheckWritable(const std::string& path, std::string_view flag) {
@@ -320,6 +343,8 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     auto loaded = cluster::LoadFleetFile(config.fleet_file);
     if (!loaded.ok()) return loaded.error().WithContext("--fleet");
     fleet = std::move(*loaded);
+    EGS_RETURN_IF_ERROR(CheckFleetObjects(FleetObjects(*fleet))
+                            .WithContext(fmt::format("--fleet {}", config.fleet_file)));
   }
   const cluster::SimulationSettings sim = fleet ? fleet->sim : cluster::SimulationSettings{};
   if (sim.time_scale != 1.0) {

@@ -138,6 +138,21 @@ TEST(DaemonStartTest, AWebhookThatCannotListenChangesNothing) {
   ExpectNothingWritten(egsd);
 }
 
+// A fleet the fleet file reader takes but the store refuses (a pool label that is not a
+// qualified name) failed the start after the data directory was created.
+TEST(DaemonStartTest, AFleetTheStoreWouldRefuseChangesNothing) {
+  std::string fleet = kFleet;
+  const std::string pool = "namePrefix: east-h100-}";
+  fleet.replace(fleet.find(pool), pool.size(), "namePrefix: east-h100-, labels: {'a b': x}}");
+  TestDaemon egsd(fleet);
+  auto started = egsd.Start();
+  EXPECT_FALSE(started.ok());
+  EXPECT_NE(started.message().find("Node east-h100-000: metadata.labels[a b]"), std::string::npos)
+      << started.ToString();
+  EXPECT_NE(started.message().find("--fleet"), std::string::npos) << started.ToString();
+  ExpectNothingWritten(egsd);
+}
+
 // Two egsd on one data directory both started; the second died at its first write (UNIQUE
 // constraint failed). The second is refused now, naming --data-dir, and the first serves on.
 TEST(DaemonStartTest, SecondDaemonOnTheSameDataDirIsRefused) {
