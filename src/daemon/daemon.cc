@@ -367,11 +367,6 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   // A kubeconfig that does not load failed the start after the fleet and the Cluster object
   // were written.
   EGS_RETURN_IF_ERROR(KubeClusters::CheckConnections(config.kubernetes, clock));
-  // The webhook's listener too: its TLS files and address failed the start once the loop ran.
-  std::unique_ptr<api::HttpServer> webhook;
-  if (config.kubernetes.webhook.enabled) {
-    EGS_ASSIGN_OR_RETURN(webhook, KubeClusters::BindWebhook(config.kubernetes.webhook));
-  }
   // Bind now (the address, the port, the TLS files); serve at the end, once everything is up.
   api::HttpServerOptions http;
   http.host = config.listen_host;
@@ -386,6 +381,12 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         fmt::format("--listen {}:{}", config.listen_host, config.listen_port));
   }
   p->http = std::move(*bound);
+  // The webhook's listener too (after egsd's own, so that a clash names the webhook): its TLS
+  // files and address failed the start once the loop ran.
+  std::unique_ptr<api::HttpServer> webhook;
+  if (config.kubernetes.webhook.enabled) {
+    EGS_ASSIGN_OR_RETURN(webhook, KubeClusters::BindWebhook(config.kubernetes.webhook));
+  }
 
   // 2. The data directory and the store: the first writes.
   std::error_code ec;
