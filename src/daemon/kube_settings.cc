@@ -194,6 +194,10 @@ common::Status ApplyTolerations(const YAML::Node& v, const std::string& field,
         }
       } else if (k == "value") {
         EGS_ASSIGN_OR_RETURN(t.value, Scalar(kv.second, kf));
+        // The API server refuses such a PodTemplate only when egsd first creates it.
+        if (!IsLabelValue(t.value)) {
+          return Error(kf, fmt::format("not a taint value: \"{}\"", t.value));
+        }
       } else if (k == "effect") {
         EGS_ASSIGN_OR_RETURN(t.effect, Scalar(kv.second, kf));
         if (t.effect != "" && t.effect != "NoSchedule" && t.effect != "PreferNoSchedule" &&

@@ -169,6 +169,10 @@ TEST(KubeSettingsTest, BadAutoscaledPoolsNameTheField) {
       {"{name: a, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}, namespace: Bad}",
        "kubernetes.clusters[0].autoscaledPools[0].namespace: must be a namespace name"},
       {"x", "kubernetes.clusters[0].autoscaledPools[0]: must be a mapping"},
+      {"{name: a, shape: s, maxNodes: 1, leadTime: 1m, nodeSelector: {g: a}, podTemplate: "
+       "{tolerations: [{key: k, value: a b}]}}",
+       "kubernetes.clusters[0].autoscaledPools[0].podTemplate.tolerations[0].value: not a taint "
+       "value: \"a b\""},
   };
   for (const Case& c : cases) {
     DaemonConfig config;
