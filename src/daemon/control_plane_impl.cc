@@ -793,6 +793,20 @@ common::Status ControlPlaneImpl::CreateFleet(
   return common::OkStatus();
 }
 
+common::Status ControlPlaneImpl::CheckFleet(
+    const std::vector<std::pair<std::string, json>>& objects) {
+  EGS_CHECK(loop_ == nullptr);
+  for (const auto& [kind, object] : objects) {
+    // dry_run: nothing applied; !persist: no uid drawn, nothing written.
+    auto checked = CreateFleetObject(kind, object, /*dry_run=*/true, /*persist=*/false);
+    if (!checked.ok()) {
+      return checked.error().WithContext(
+          fmt::format("{} {}", kind, object["metadata"].value("name", "")));
+    }
+  }
+  return common::OkStatus();
+}
+
 common::Result<json> ControlPlaneImpl::CreateOnLoop(std::string_view kind, std::string_view ns,
                                                     const json& object, bool dry_run) {
   if (kind == kGpr) return CreateGpr(ns, object, dry_run);

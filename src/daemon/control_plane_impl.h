@@ -62,6 +62,9 @@ class ControlPlaneImpl final : public api::ControlPlane {
   // commits them in one transaction. A bad object is an error naming it, and nothing is stored
   // (the scheduler then holds a partial fleet: the caller must give up).
   common::Status CreateFleet(const std::vector<std::pair<std::string, nlohmann::json>>& objects);
+  // Before the loop starts: what CreateFleet would refuse about each object on its own (its
+  // fields, a name taken, an unknown project), without creating or storing anything.
+  common::Status CheckFleet(const std::vector<std::pair<std::string, nlohmann::json>>& objects);
   // Mutations run through `loop` from now on.
   void AttachLoop(SchedulerLoop* loop) { loop_ = loop; }
   // Loop thread, after each cycle: persists the cycle's events and the requests they concern.

@@ -80,6 +80,43 @@ k8s::KubeClientOptions ClientOptions(const KubeClusterSettings& c) {
   return options;
 }
 
+// The Cluster object egsd creates for cluster `c`.
+json ClusterObject(const KubeClusterSettings& c) {
+  api::ClusterDoc d;
+  d.meta.name = c.name;
+  d.project = c.project;
+  d.provider = "kubernetes";
+  return api::ToJson(d);
+}
+
+// What Create refuses about cluster `c` (`field`) from the store's view, without writing: a
+// stored Cluster of another provider, a new one the store would refuse (an unknown project),
+// a shape rule naming an unknown GPUShape.
+common::Status CheckCluster(const KubeClusterSettings& c, const std::string& field,
+                            ControlPlaneImpl& control_plane, store::Store& store) {
+  EGS_ASSIGN_OR_RETURN(auto stored, store.Get("Cluster", "", c.name));
+  if (stored) {
+    const json object = json::parse(stored->data, nullptr, false);
+    const std::string provider =
+        object.is_object() ? object.value("/spec/provider"_json_pointer, std::string()) : "";
+    if (provider != "kubernetes") {
+      return common::InvalidArgumentError(
+          fmt::format("{}.name: cluster \"{}\" exists with provider \"{}\", not kubernetes", field,
+                      c.name, provider));
+    }
+  } else {
+    EGS_RETURN_IF_ERROR(
+        control_plane.CheckFleet({{"Cluster", ClusterObject(c)}}).WithContext(field));
+  }
+  for (std::size_t s = 0; s < c.shapes.size(); ++s) {
+    if (!control_plane.FindShapeId(c.shapes[s].shape)) {
+      return common::InvalidArgumentError(
+          fmt::format("{}.shapes[{}].shape: unknown GPUShape \"{}\"", field, s, c.shapes[s].shape));
+    }
+  }
+  return common::OkStatus();
+}
+
 }  // namespace
 
 class KubeClusters::OrderRouter final : public core::ClusterConnector {
@@ -122,27 +159,20 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
   k->webhook_ = std::move(webhook);
   KubeClusters* self = k.get();
   EGS_RETURN_IF_ERROR(ValidateAutoscaledPools(settings, control_plane, store));
+  // Every cluster is checked before the first Cluster object is created: a start refused for
+  // a later cluster (or a later check) left the objects of the earlier ones behind.
+  for (std::size_t i = 0; i < settings.clusters.size(); ++i) {
+    EGS_RETURN_IF_ERROR(CheckCluster(
+        settings.clusters[i], fmt::format("kubernetes.clusters[{}]", i), control_plane, store));
+  }
   for (std::size_t i = 0; i < settings.clusters.size(); ++i) {
     const KubeClusterSettings& c = settings.clusters[i];
     const std::string field = fmt::format("kubernetes.clusters[{}]", i);
-    // 1. The Cluster object.
+    // 1. The Cluster object (CheckCluster checked an existing one).
     EGS_ASSIGN_OR_RETURN(auto stored, store.Get("Cluster", "", c.name));
-    if (stored) {
-      const json object = json::parse(stored->data, nullptr, false);
-      const std::string provider =
-          object.is_object() ? object.value("/spec/provider"_json_pointer, std::string()) : "";
-      if (provider != "kubernetes") {
-        return common::InvalidArgumentError(
-            fmt::format("{}.name: cluster \"{}\" exists with provider \"{}\", not kubernetes",
-                        field, c.name, provider));
-      }
-    } else {
-      api::ClusterDoc d;
-      d.meta.name = c.name;
-      d.project = c.project;
-      d.provider = "kubernetes";
+    if (!stored) {
       EGS_RETURN_IF_ERROR(
-          control_plane.CreateFleet({{"Cluster", api::ToJson(d)}}).WithContext(field));
+          control_plane.CreateFleet({{"Cluster", ClusterObject(c)}}).WithContext(field));
       spdlog::info("created cluster {} (provider kubernetes)", c.name);
     }
     auto id = control_plane.FindClusterId(c.name);

@@ -153,6 +153,25 @@ class KubeDaemonTest : public ::testing::Test {
   std::string token_;
 };
 
+// A start refused for the second cluster (an unknown shape) left the first cluster's Cluster
+// object stored; every cluster is checked before the first one is created now.
+TEST_F(KubeDaemonTest, ARefusedStartStoresNoClusterObject) {
+  KubeClusterSettings west = config_.kubernetes.clusters[0];
+  west.name = "gpu-west";
+  west.shapes = {{"", 0, "no-such-shape"}};
+  config_.kubernetes.clusters.push_back(west);
+  auto refused = egsd_.Start();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("kubernetes.clusters[1].shapes[0].shape: unknown GPUShape"),
+            std::string::npos)
+      << refused.ToString();
+  config_.kubernetes.clusters.clear();
+  StartDaemon();
+  auto r = Client().Get("/apis/egs.dev/v1alpha1/clusters/gpu-east");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+}
+
 TEST_F(KubeDaemonTest, RegistersTheClusterAndSyncsItsGpuNodes) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   json cluster = Get("/apis/egs.dev/v1alpha1/clusters/gpu-east");
