@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -131,6 +132,32 @@ TEST(DaemonStartTest, AWebhookThatCannotListenChangesNothing) {
   webhook.listen_port = 0;
   webhook.tls_cert_file = (egsd.dir() / "missing.crt").string();
   webhook.tls_key_file = (egsd.dir() / "missing.key").string();
+  auto started = egsd.Start();
+  EXPECT_FALSE(started.ok());
+  EXPECT_NE(started.message().find("kubernetes.webhook.listen"), std::string::npos)
+      << started.ToString();
+  ExpectNothingWritten(egsd);
+}
+
+// A webhook on egsd's own port: egsd binds its own listener first, so the clash names the
+// webhook, and nothing is written.
+TEST(DaemonStartTest, AWebhookOnEgsdsPortIsRefusedNamingTheWebhook) {
+  TestDaemon egsd(kFleet);
+  const std::string cert = (egsd.dir() / "webhook.crt").string();
+  const std::string key = (egsd.dir() / "webhook.key").string();
+  const std::string openssl =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "
+      "/CN=127.0.0.1 -keyout " +
+      key + " -out " + cert + " 2>/dev/null";
+  ASSERT_EQ(std::system(openssl.c_str()), 0);
+  int port = 0;
+  {
+    auto probe = api::HttpServer::Bind({});
+    ASSERT_OK(probe);
+    port = (*probe)->port();
+  }
+  egsd.config().listen_port = port;
+  egsd.config().kubernetes.webhook = {true, "127.0.0.1", port, cert, key, true};
   auto started = egsd.Start();
   EXPECT_FALSE(started.ok());
   EXPECT_NE(started.message().find("kubernetes.webhook.listen"), std::string::npos)
