@@ -253,6 +253,44 @@ std::vector<telemetry::GpuReading> FleetReadings(const std::vector<cluster::GpuT
   return out;
 }
 
+// What a start creates in the data directory, removed again when the start fails: a start
+// refused after its first write (an unknown shape in the kubernetes section, say) left a data
+// directory with a store and the fleet in it. Only what did not exist before is removed.
+class UndoCreatedFiles {
+ public:
+  explicit UndoCreatedFiles(const std::string& data_dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path top = fs::absolute(data_dir, ec);
+    if (ec) return;
+    if (!fs::exists(top, ec)) {
+      // The highest directory create_directories will create.
+      while (top.has_parent_path() && top.parent_path() != top &&
+             !fs::exists(top.parent_path(), ec)) {
+        top = top.parent_path();
+      }
+      created_.push_back(top);
+      return;
+    }
+    for (const char* name : {"egs.db", "egs.db-journal", "egs.db-wal", "egs.db-shm", "egsd.lock"}) {
+      if (!fs::exists(top / name, ec)) created_.push_back(top / name);
+    }
+  }
+  ~UndoCreatedFiles() {
+    if (!armed_) return;
+    for (const std::filesystem::path& path : created_) {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  }
+  // The start succeeded: keep everything.
+  void Keep() { armed_ = false; }
+
+ private:
+  std::vector<std::filesystem::path> created_;
+  bool armed_ = true;
+};
+
 }  // namespace
 
 struct Daemon::Parts {
@@ -332,6 +370,8 @@ Daemon::~Daemon() { Stop(); }
 
 common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config,
                                                       common::Clock& clock) {
+  // Declared before the parts, so that it runs after they are stopped and closed.
+  UndoCreatedFiles undo(config.data_dir);
   auto p = std::make_unique<Parts>();
   p->config = config;
 
@@ -638,6 +678,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   }
   spdlog::info("egsd listening on {}://{}:{}", config.tls_cert_file.empty() ? "http" : "https",
                config.listen_host, p->http->port());
+  undo.Keep();
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "api/httplib_server.h"
 #include "daemon/test_daemon.h"
@@ -178,6 +179,45 @@ TEST(DaemonStartTest, AFleetTheStoreWouldRefuseChangesNothing) {
       << started.ToString();
   EXPECT_NE(started.message().find("--fleet"), std::string::npos) << started.ToString();
   ExpectNothingWritten(egsd);
+}
+
+// Some bad input can only be seen against the store (a shape rule naming a GPUShape the fleet
+// does not have): such a first start created the data directory, the store and the fleet and
+// left them behind. What the start created is removed again now, and only that.
+TEST(DaemonStartTest, AFirstStartRefusedAfterItsFirstWriteLeavesNothing) {
+  TestDaemon egsd(kFleet);
+  const std::string kubeconfig = (egsd.dir() / "east.kubeconfig").string();
+  std::ofstream(kubeconfig) << "current-context: c\n"
+                               "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+                               "contexts: [{name: c, context: {cluster: c}}]\n";
+  KubeClusterSettings east;
+  east.name = "gpu-east";
+  east.project = "research";
+  east.kubeconfig = kubeconfig;
+  east.shapes = {{"", 0, "no-such-shape"}};
+  egsd.config().kubernetes.clusters = {east};
+  // The data directory does not exist, nor its parent.
+  egsd.config().data_dir = (egsd.dir() / "new" / "data").string();
+  auto refused = egsd.Start();
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("kubernetes.clusters[0].shapes[0].shape: unknown GPUShape"),
+            std::string::npos)
+      << refused.ToString();
+  EXPECT_FALSE(std::filesystem::exists(egsd.dir() / "new"));
+  EXPECT_TRUE(egsd.admin_token().empty());
+  // The data directory exists and holds a file of its own: only what the start created goes.
+  std::filesystem::create_directories(egsd.config().data_dir);
+  std::ofstream(egsd.dir() / "new" / "data" / "notes.txt") << "mine\n";
+  EXPECT_FALSE(egsd.Start().ok());
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(egsd.config().data_dir)) {
+    left.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, std::vector<std::string>{"notes.txt"});
+  // The good start still works and issues the first admin token.
+  egsd.config().kubernetes.clusters.clear();
+  ASSERT_OK(egsd.Start());
+  EXPECT_FALSE(egsd.admin_token().empty());
 }
 
 // Two egsd on one data directory both started; the second died at its first write (UNIQUE
