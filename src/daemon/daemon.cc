@@ -263,17 +263,35 @@ class UndoCreatedFiles {
     std::error_code ec;
     fs::path top = fs::absolute(data_dir, ec);
     if (ec) return;
-    if (!fs::exists(top, ec)) {
+    // Whether `path` exists itself (a symlink counts, dangling or not); nullopt when that cannot
+    // be told (no permission): then nothing is ever removed.
+    auto present = [](const fs::path& path) -> std::optional<bool> {
+      std::error_code error;
+      const fs::file_type type = fs::symlink_status(path, error).type();
+      if (type == fs::file_type::not_found) return false;
+      if (type == fs::file_type::none) return std::nullopt;
+      return true;
+    };
+    const std::optional<bool> exists = present(top);
+    if (!exists) return;
+    if (!*exists) {
       // The highest directory create_directories will create.
-      while (top.has_parent_path() && top.parent_path() != top &&
-             !fs::exists(top.parent_path(), ec)) {
+      while (top.has_parent_path() && top.parent_path() != top) {
+        const std::optional<bool> parent = present(top.parent_path());
+        if (!parent) return;
+        if (*parent) break;
         top = top.parent_path();
       }
       created_.push_back(top);
       return;
     }
     for (const char* name : {"egs.db", "egs.db-journal", "egs.db-wal", "egs.db-shm", "egsd.lock"}) {
-      if (!fs::exists(top / name, ec)) created_.push_back(top / name);
+      const std::optional<bool> file = present(top / name);
+      if (!file) {
+        created_.clear();
+        return;
+      }
+      if (!*file) created_.push_back(top / name);
     }
   }
   ~UndoCreatedFiles() {

@@ -220,6 +220,17 @@ TEST(DaemonStartTest, AFirstStartRefusedAfterItsFirstWriteLeavesNothing) {
   EXPECT_FALSE(egsd.admin_token().empty());
 }
 
+// What was there before the start is never removed, not even a --data-dir that is a dangling
+// symbolic link (it does not exist as a directory, but it is the user's).
+TEST(DaemonStartTest, ARefusedStartKeepsADanglingDataDirLink) {
+  TestDaemon egsd(kFleet);
+  const std::filesystem::path link = egsd.dir() / "data-link";
+  std::filesystem::create_symlink(egsd.dir() / "nowhere" / "data", link);
+  egsd.config().data_dir = link.string();
+  EXPECT_FALSE(egsd.Start().ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+}
+
 // Two egsd on one data directory both started; the second died at its first write (UNIQUE
 // constraint failed). The second is refused now, naming --data-dir, and the first serves on.
 TEST(DaemonStartTest, SecondDaemonOnTheSameDataDirIsRefused) {
