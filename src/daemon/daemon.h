@@ -9,7 +9,9 @@
 // (or creates) <data-dir>/egs.db; on a first start (no fleet objects stored) loads the fleet
 // file into the store; rebuilds the scheduler from the store; starts the loop, the fleet and
 // the server; last, issues the first admin token when no token exists, so that a start refused
-// for bad input never consumes it.
+// for bad input never consumes it. A start refused after its first write (for what only the
+// store can tell, such as a shape rule naming an unknown GPUShape) removes what it created: a
+// new data directory, or the store and lock files it added to an existing one.
 //
 // Thread-safety: Start/Stop from one thread; the accessors from any thread.
 #pragma once
