@@ -17,6 +17,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "cluster/yaml_documents.h"
+
 namespace egs::cluster {
 namespace {
 
@@ -610,22 +612,22 @@ Result<Duration> ParseFleetDuration(std::string_view text) {
 }
 
 Result<FleetSpec> ParseFleetYaml(std::string_view text, std::string_view source_name) {
-  std::vector<YAML::Node> documents;
+  YamlDocuments documents;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    documents = LoadYamlDocuments(std::string(text));
   } catch (const YAML::Exception& e) {
     return common::InvalidArgumentError(fmt::format("{}: line {}, column {}: {}", source_name,
                                                     e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   // One document: what followed a "---" was ignored.
-  if (documents.size() > 1) {
-    const YAML::Mark at = documents[1].Mark();
+  if (documents.second) {
+    const YAML::Mark at = *documents.second;
     return common::InvalidArgumentError(
         fmt::format("{}: {}a second YAML document (\"---\"): a fleet file holds one", source_name,
                     at.is_null() ? std::string() : fmt::format("line {}: ", at.line + 1)));
   }
   try {
-    return Parser(source_name).Parse(documents.empty() ? YAML::Node() : documents[0]);
+    return Parser(source_name).Parse(documents.first);
   } catch (const YAML::Exception& e) {
     // Not expected (the parser only reads scalars it has checked), but yaml-cpp may throw.
     return common::InvalidArgumentError(fmt::format("{}: {}", source_name, e.what()));

@@ -351,6 +351,15 @@ TEST(FleetFileTest, ASecondDocumentIsRefused) {
   EXPECT_EQ(leading->shapes.size(), 1u);
 }
 
+// yaml-cpp's LoadAll never returned on a lone "," (found by fuzz/yaml_config_fuzz.cc).
+TEST(FleetFileTest, TextThatStartsNoNodeIsRefusedNotLoopedOn) {
+  for (const std::string text : {",", "shapes: []\n,\n", ",\n---\n"}) {
+    auto r = ParseFleetYaml(text, "fleet.yaml");
+    ASSERT_THAT(r, StatusIs(StatusCode::kInvalidArgument)) << text;
+    EXPECT_THAT(r.error().message(), ::testing::StartsWith("fleet.yaml: line ")) << text;
+  }
+}
+
 TEST(FleetFileTest, DuplicateShapeName) {
   auto r = ParseFleetYaml(kBase + "shapes: []\n", "f");  // duplicate key first
   EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "cluster/yaml_documents.h"
 #include "daemon/kube_settings.h"
 
 namespace egs::daemon {
@@ -213,24 +214,24 @@ common::Status ParseListen(const std::string& value, const std::string& field, D
 
 common::Status ApplyConfigYaml(const std::string& text, const std::string& source,
                                DaemonConfig& out) {
-  std::vector<YAML::Node> documents;
+  cluster::YamlDocuments documents;
   try {
-    documents = YAML::LoadAll(text);
+    documents = cluster::LoadYamlDocuments(text);
   } catch (const YAML::Exception& e) {
     return common::InvalidArgumentError(
         fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   // One document: a second one (after "---") was ignored.
-  if (documents.size() > 1) {
-    const YAML::Mark at = documents[1].Mark();
+  if (documents.second) {
+    const YAML::Mark at = *documents.second;
     return common::InvalidArgumentError(
         fmt::format("{}{}: a second YAML document (\"---\"): a config file holds one", source,
                     at.is_null() ? std::string() : fmt::format(":{}", at.line + 1)));
   }
-  if (documents.empty() || documents[0].IsNull()) {
+  if (!documents.first || documents.first.IsNull()) {
     return common::OkStatus();  // an empty file configures nothing
   }
-  const YAML::Node& root = documents[0];
+  const YAML::Node& root = documents.first;
   DaemonConfig copy = out;
   try {
     EGS_RETURN_IF_ERROR(CheckNoDuplicateKeys(root, source, "", 0));

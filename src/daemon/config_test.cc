@@ -117,6 +117,9 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
                                       ":3: a second YAML document (\"---\"): a config file "
                                       "holds one");
   expect_error({"--config", dir.Write("p.yaml", "a: &x [*x]\n")}, "nested deeper than 64");
+  // yaml-cpp's LoadAll never returned on a lone "," (found by fuzz/yaml_config_fuzz.cc).
+  const std::string comma = dir.Write("q.yaml", ",");
+  expect_error({"--config", comma}, comma + ":1:1: ");
 }
 
 }  // namespace
