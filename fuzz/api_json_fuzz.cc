@@ -102,7 +102,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     RoundTrip(j["spec"], [](const nlohmann::json& x) { return api::ParseGprSpec(x); });
     const nlohmann::json& spec = j["spec"];
     if (spec.is_object() && spec.contains("policy")) {
-      RoundTrip(spec["policy"], [](const nlohmann::json& x) { return api::ParseWorkspacePolicy(x); });
+      RoundTrip(spec["policy"],
+                [](const nlohmann::json& x) { return api::ParseWorkspacePolicy(x); });
     }
   }
   Compat(j);
