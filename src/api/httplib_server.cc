@@ -244,18 +244,29 @@ class HttpServer::Impl {
     server_->set_read_timeout(options_.read_timeout);
     server_->set_write_timeout(options_.write_timeout);
     server_->set_payload_max_length(options_.max_body_bytes);
-    server_->set_error_handler(
-        httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
-          // Only errors httplib produced itself: the handler's answers always carry a body.
-          if (!res.body.empty() || res.content_provider_) {
-            return httplib::Server::HandlerResponse::Unhandled;
-          }
-          res.set_content(TransportErrorBody(res.status), "application/json");
-          // After a refused body the rest of it is still in the socket: do not read it as a
-          // request.
-          if (res.status == 413) res.set_header("Connection", "close");
-          return httplib::Server::HandlerResponse::Handled;
-        }));
+    server_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
+                                                                       httplib::Response& res) {
+      // Only errors httplib produced itself: the handler's answers always carry a body.
+      if (!res.body.empty() || res.content_provider_) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      // httplib refuses a POST, PUT or PATCH that says nothing of its body's length.
+      const bool needs_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+      if (res.status == 400 && needs_body && !req.has_header("Content-Length") &&
+          !req.has_header("Transfer-Encoding")) {
+        res.set_content(StatusBody(400, "BadRequest",
+                                   fmt::format("a {} request needs a body: send it with a "
+                                               "Content-Length header (0 for an empty one)",
+                                               req.method)),
+                        "application/json");
+      } else {
+        res.set_content(TransportErrorBody(res.status), "application/json");
+      }
+      // After a refused body the rest of it is still in the socket: do not read it as a
+      // request.
+      if (res.status == 413) res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }));
     server_->set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
           res.status = 500;

@@ -1,8 +1,13 @@
 #include "api/httplib_server.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -89,6 +94,63 @@ TEST(HttpServerTest, RefusesPathsAndQueriesThatAreNotUtf8) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   EXPECT_EQ(json::parse(ok->body)["path"], "/caf\xC3\xA9");
+  EXPECT_EQ(calls.load(), 1);
+}
+
+// What a raw HTTP/1.1 exchange of `request` on a new connection gets back, whole.
+std::string RawExchange(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval limit{.tv_sec = 10, .tv_usec = 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  std::string answer;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    // Until the connection closes or the answer is whole (headers and Content-Length bytes).
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) {
+      answer.append(buf, static_cast<std::size_t>(n));
+      const auto end = answer.find("\r\n\r\n");
+      const auto length = answer.find("Content-Length: ");
+      if (end == std::string::npos || length == std::string::npos || length > end) continue;
+      const auto bytes = std::strtoul(answer.c_str() + length + 16, nullptr, 10);
+      if (answer.size() >= end + 4 + bytes) break;
+    }
+  }
+  ::close(fd);
+  return answer;
+}
+
+TEST(HttpServerTest, ABodyWithoutALengthIsRefusedSayingWhatIsMissing) {
+  std::atomic<int> calls{0};
+  // httplib reads on for a body of unknown length until its read timeout, then refuses it.
+  HttpServerOptions options;
+  options.read_timeout = std::chrono::milliseconds(200);
+  auto server = StartOrDie(
+      [&calls](const HttpRequest& req) {
+        ++calls;
+        return Echo(req);
+      },
+      options);
+  ASSERT_NE(server, nullptr);
+  for (const std::string method : {"POST", "PUT", "PATCH"}) {
+    SCOPED_TRACE(method);
+    const std::string answer = RawExchange(
+        server->port(), method + " /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    EXPECT_THAT(answer, HasSubstr("HTTP/1.1 400"));
+    EXPECT_THAT(answer, HasSubstr("\"message\":\"a " + method +
+                                  " request needs a body: send it with a Content-Length header "
+                                  "(0 for an empty one)\""));
+  }
+  // Content-Length: 0 reaches the handler.
+  const std::string empty =
+      RawExchange(server->port(),
+                  "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(empty, HasSubstr("HTTP/1.1 200"));
   EXPECT_EQ(calls.load(), 1);
 }
 
