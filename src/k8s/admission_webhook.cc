@@ -1,5 +1,6 @@
 #include "k8s/admission_webhook.h"
 
+#include <fmt/format.h>
 #include <openssl/evp.h>
 
 #include <vector>
@@ -24,6 +25,21 @@ bool HasRequirement(const json& term, const std::string& ws) {
     }
   }
   return false;
+}
+
+// The string member `key` of `j`: "" when j is not an object or the member is not a string.
+std::string StringOf(const json& j, const char* key) {
+  if (!j.is_object()) return "";
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// InvalidArgument naming request.<key> when that member is present with another JSON type.
+common::Status CheckType(const json& request, const char* key, json::value_t type,
+                         const char* expected) {
+  const auto it = request.find(key);
+  if (it == request.end() || it->type() == type) return common::OkStatus();
+  return common::InvalidArgumentError(fmt::format("request.{}: expected {}", key, expected));
 }
 
 json Response(const std::string& uid, bool allowed) {
@@ -95,20 +111,24 @@ json SteeringPatch(const json& pod, core::WorkspaceId workspace) {
 }
 
 common::Result<json> ReviewPod(const json& review, const AdmissionPolicy& policy) {
-  if (!review.is_object() || review.value("kind", "") != "AdmissionReview" ||
-      review.value("apiVersion", "") != "admission.k8s.io/v1") {
+  if (StringOf(review, "kind") != "AdmissionReview" ||
+      StringOf(review, "apiVersion") != "admission.k8s.io/v1") {
     return common::InvalidArgumentError(
         "body: must be an AdmissionReview of apiVersion admission.k8s.io/v1");
   }
   const json request = review.value("request", json::object());
+  if (!request.is_object()) return common::InvalidArgumentError("request: expected an object");
   if (!request.contains("uid") || !request["uid"].is_string()) {
     return common::InvalidArgumentError("request.uid: required (a string)");
   }
+  EGS_RETURN_IF_ERROR(CheckType(request, "kind", json::value_t::object, "an object"));
+  EGS_RETURN_IF_ERROR(CheckType(request, "namespace", json::value_t::string, "a string"));
+  EGS_RETURN_IF_ERROR(CheckType(request, "operation", json::value_t::string, "a string"));
+  EGS_RETURN_IF_ERROR(CheckType(request, "object", json::value_t::object, "an object"));
   const std::string uid = request["uid"].get<std::string>();
-  const json kind = request.value("kind", json::object());
-  const std::string ns = request.value("namespace", "");
-  if (kind.value("kind", "") != "Pod" || request.value("operation", "") != "CREATE" || ns.empty() ||
-      !policy.lookup) {
+  const std::string ns = StringOf(request, "namespace");
+  if (StringOf(request.value("kind", json::object()), "kind") != "Pod" ||
+      StringOf(request, "operation") != "CREATE" || ns.empty() || !policy.lookup) {
     return Response(uid, true);
   }
   const std::optional<NamespaceTarget> target = policy.lookup(ns);
@@ -127,7 +147,15 @@ common::Result<json> ReviewPod(const json& review, const AdmissionPolicy& policy
     r["response"]["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", why}};
     return r;
   }
-  const json ops = SteeringPatch(request.value("object", json::object()), target->workspace);
+  json ops;
+  try {
+    ops = SteeringPatch(request.value("object", json::object()), target->workspace);
+  } catch (const json::exception&) {
+    // The API server validates pods before it asks; a pod it would refuse is refused here too.
+    return common::InvalidArgumentError(
+        "request.object: not a Pod: a field of spec.affinity or spec.tolerations has the wrong "
+        "type");
+  }
   json r = Response(uid, true);
   if (!ops.empty()) {
     r["response"]["patchType"] = "JSONPatch";

@@ -60,6 +60,8 @@ const json kRequirement = {{"key", "egs.dev/workspace"}, {"operator", "In"}, {"v
 const json kToleration = {
     {"key", "egs.dev/workspace"}, {"operator", "Equal"}, {"value", "7"}, {"effect", "NoSchedule"}};
 
+constexpr const char* kRequired = "requiredDuringSchedulingIgnoredDuringExecution";
+
 TEST(AdmissionWebhookTest, PlainPodGetsAffinityAndToleration) {
   const json review = Review("team-a", Pod());
   auto out = ReviewPod(review, Policy(true));
@@ -160,6 +162,47 @@ TEST(AdmissionWebhookTest, MalformedReviewsAreRefusedNamingTheField) {
   auto missing = ReviewPod(no_uid, Policy(true));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message().find("request.uid"), std::string::npos);
+}
+
+// Members of the wrong JSON type are refused naming them; before, reading them threw out of
+// ReviewPod (found by fuzz/api_json_fuzz.cc).
+TEST(AdmissionWebhookTest, MembersOfTheWrongTypeAreRefusedNamingThem) {
+  struct Case {
+    json review;
+    std::string message;
+  };
+  json kind_object = Review("team-a", Pod());
+  kind_object["kind"] = json::object();
+  json request_string = Review("team-a", Pod());
+  request_string["request"] = "x";
+  json request_kind = Review("team-a", Pod());
+  request_kind["request"]["kind"] = "Pod";
+  json ns_number = Review("team-a", Pod());
+  ns_number["request"]["namespace"] = 7;
+  json operation_array = Review("team-a", Pod());
+  operation_array["request"]["operation"] = json::array({"CREATE"});
+  json object_string = Review("team-a", Pod());
+  object_string["request"]["object"] = "pod";
+  const std::string not_a_pod =
+      "request.object: not a Pod: a field of spec.affinity or spec.tolerations has the wrong type";
+  const Case cases[] = {
+      {kind_object, "body: must be an AdmissionReview of apiVersion admission.k8s.io/v1"},
+      {request_string, "request: expected an object"},
+      {request_kind, "request.kind: expected an object"},
+      {ns_number, "request.namespace: expected a string"},
+      {operation_array, "request.operation: expected a string"},
+      {object_string, "request.object: expected an object"},
+      {Review("team-a", Pod({{"tolerations", "all"}})), not_a_pod},
+      {Review("team-a", Pod({{"tolerations", {{{"key", 1}}}}})), not_a_pod},
+      {Review("team-a", Pod({{"affinity", {{"nodeAffinity", {{kRequired, 5}}}}}})), not_a_pod},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.review.dump());
+    auto r = ReviewPod(c.review, Policy(true));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code(), common::StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.error().message(), c.message);
+  }
 }
 
 TEST(AdmissionWebhookTest, Base64MatchesKnownVectors) {
