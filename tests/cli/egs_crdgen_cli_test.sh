@@ -4,9 +4,7 @@
 # Usage: egs_crdgen_cli_test.sh EGS_CRDGEN
 set -uo pipefail
 gen=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
+source "$(dirname "$0")/cli_test_lib.sh"
 
 # bad ARGS... -- EXPECTED: egs-crdgen must exit 2, print EXPECTED on stderr, write nothing.
 bad() {
@@ -14,15 +12,8 @@ bad() {
   local args=("${@:1:$#-2}")
   rm -rf "$work/out" && mkdir "$work/out"
   "$gen" "${args[@]}" >"$work/stdout" 2>"$work/stderr"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then
-    echo "FAIL: ${args[*]}: exit $rc, want 2" >&2
-    failures=$((failures + 1))
-  elif ! grep -qF -- "$expected" "$work/stderr"; then
-    echo "FAIL: ${args[*]}: stderr does not say '$expected':" >&2
-    cat "$work/stderr" >&2
-    failures=$((failures + 1))
-  elif [[ -s $work/stdout || -n $(ls -A "$work/out") ]]; then
+  refused $? "$expected" "${args[@]}" || return 0
+  if [[ -s $work/stdout || -n $(ls -A "$work/out") ]]; then
     echo "FAIL: ${args[*]}: wrote something" >&2
     failures=$((failures + 1))
   fi

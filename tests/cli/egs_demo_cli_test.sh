@@ -4,9 +4,7 @@
 # Usage: egs_demo_cli_test.sh EGS_DEMO
 set -uo pipefail
 demo=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
+source "$(dirname "$0")/cli_test_lib.sh"
 mkdir -p "$work/traces/tiresias"
 printf 'num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n1,2,4,128,254\n' \
   >"$work/traces/tiresias/cluster_spec.csv"
@@ -18,15 +16,8 @@ bad() {
   local expected=${*: -1}
   local args=("${@:1:$#-2}")
   "$demo" "${args[@]}" >"$work/stdout" 2>"$work/stderr"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then
-    echo "FAIL: ${args[*]}: exit $rc, want 2" >&2
-    failures=$((failures + 1))
-  elif ! grep -qF -- "$expected" "$work/stderr"; then
-    echo "FAIL: ${args[*]}: stderr does not say '$expected':" >&2
-    cat "$work/stderr" >&2
-    failures=$((failures + 1))
-  elif [[ -s $work/stdout ]]; then
+  refused $? "$expected" "${args[@]}" || return 0
+  if [[ -s $work/stdout ]]; then
     echo "FAIL: ${args[*]}: printed on stdout" >&2
     failures=$((failures + 1))
   fi

@@ -5,9 +5,7 @@
 set -uo pipefail
 sim=$1
 trace=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
+source "$(dirname "$0")/cli_test_lib.sh"
 
 # bad ARGS... -- EXPECTED: egs-sim must exit 2, print EXPECTED on stderr, create no --out.
 bad() {
@@ -19,15 +17,8 @@ bad() {
   [[ " ${args[*]} " == *" --trace "* ]] || base+=(--trace "$trace")
   [[ " ${args[*]} " == *" --fleet "* ]] || base+=(--fleet 4x8)
   "$sim" "${base[@]}" "${args[@]}" >"$work/stdout" 2>"$work/stderr"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then
-    echo "FAIL: ${args[*]}: exit $rc, want 2" >&2
-    failures=$((failures + 1))
-  elif ! grep -qF -- "$expected" "$work/stderr"; then
-    echo "FAIL: ${args[*]}: stderr does not say '$expected':" >&2
-    cat "$work/stderr" >&2
-    failures=$((failures + 1))
-  elif [[ -e $out ]]; then
+  refused $? "$expected" "${args[@]}" || return 0
+  if [[ -e $out ]]; then
     echo "FAIL: ${args[*]}: created $out" >&2
     failures=$((failures + 1))
   fi
