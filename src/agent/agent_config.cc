@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -228,19 +230,24 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
   } else if (!has_token || c.token.empty()) {
     return common::InvalidArgumentError("--token or --token-file: a node token is required");
   }
-  if (!has_node) c.node = default_node;
+  if (!has_node) {
+    // As the kubelet names a node after its host: in lower case.
+    c.node = default_node;
+    std::transform(c.node.begin(), c.node.end(), c.node.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  }
   if (c.node.empty()) {
     return common::InvalidArgumentError("--node: is required (the host name is unknown)");
   }
   if (c.node.find('/') != std::string::npos) {
-    return common::InvalidArgumentError(
-        fmt::format("--node: \"{}\" is not a node name (it holds '/')", c.node));
+    return common::InvalidArgumentError(fmt::format(
+        "--node: \"{}\" is not a node name (it holds '/')", has_node ? c.node : default_node));
   }
   if (!IsNodeName(c.node)) {
     return common::InvalidArgumentError(fmt::format(
         "--node: \"{}\"{} is not a node name (a DNS-1123 subdomain: lower case letters, digits, "
         "'-' and '.')",
-        c.node, has_node ? "" : " (the host name)"));
+        has_node ? c.node : default_node, has_node ? "" : " (the host name)"));
   }
   if (c.synthetic && !c.nvml_path.empty()) {
     return common::InvalidArgumentError("--synthetic and --nvml-path: give only one");

@@ -58,6 +58,13 @@ TEST(AgentConfigTest, TheHostNameMustBeANodeNameToo) {
   EXPECT_THAT(c.error().message(), HasSubstr("\"Build Host\" (the host name) is not a node name"));
   ASSERT_OK(ParseAgentFlags({"--server", "http://e", "--token", "t", "--node", "gpu-1.rack-2"},
                             "Build Host"));
+  // An upper-case host name is the node's name in lower case, as the kubelet registers it.
+  auto upper = ParseAgentFlags({"--server", "http://e", "--token", "t"}, "GPU-Node-7.Lab");
+  ASSERT_OK(upper);
+  EXPECT_EQ(upper->node, "gpu-node-7.lab");
+  // An explicit --node is taken as given.
+  auto given = ParseAgentFlags({"--server", "http://e", "--token", "t", "--node", "GPU-1"}, "h");
+  ASSERT_THAT(given, testing::StatusIs(common::StatusCode::kInvalidArgument));
 }
 
 struct BadFlags {
