@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/self_signed_cert.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
@@ -418,11 +419,7 @@ struct TlsFiles {
   egs::testing::TempDir dir;
   std::string cert = dir.File("tls.crt");
   std::string key = dir.File("tls.key");
-  bool made = std::system(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-                           "-days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
-                           "-keyout " +
-                           key + " -out " + cert + " 2>/dev/null")
-                              .c_str()) == 0;
+  bool made = egs::testing::WriteSelfSignedCert(cert, key);
 };
 
 TEST(HttpServerTest, ServesTlsWithTheGivenCertificate) {

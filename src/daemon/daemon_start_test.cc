@@ -12,6 +12,7 @@
 
 #include "api/httplib_server.h"
 #include "daemon/test_daemon.h"
+#include "testing/self_signed_cert.h"
 #include "testing/status_matchers.h"
 
 namespace egs::daemon {
@@ -146,11 +147,7 @@ TEST(DaemonStartTest, AWebhookOnEgsdsPortIsRefusedNamingTheWebhook) {
   TestDaemon egsd(kFleet);
   const std::string cert = (egsd.dir() / "webhook.crt").string();
   const std::string key = (egsd.dir() / "webhook.key").string();
-  const std::string openssl =
-      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "
-      "/CN=127.0.0.1 -keyout " +
-      key + " -out " + cert + " 2>/dev/null";
-  ASSERT_EQ(std::system(openssl.c_str()), 0);
+  ASSERT_TRUE(egs::testing::WriteSelfSignedCert(cert, key));
   int port = 0;
   {
     auto probe = api::HttpServer::Bind({});

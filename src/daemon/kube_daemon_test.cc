@@ -23,6 +23,7 @@
 #include "daemon/test_daemon.h"
 #include "k8s/kube_client.h"
 #include "k8s/testing/fake_kube_api_server.h"
+#include "testing/self_signed_cert.h"
 
 namespace egs::daemon {
 namespace {
@@ -482,11 +483,7 @@ TEST_F(KubeAutoscaleTest, FailedProvisioningRequeuesTheRequestAndBacksOffTheSlot
 TEST_F(KubeDaemonTest, WebhookOverTlsSteersPodsOnlyWithAnActiveReservation) {
   const std::string cert = (egsd_.dir() / "webhook.crt").string();
   const std::string key = (egsd_.dir() / "webhook.key").string();
-  const std::string openssl =
-      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "
-      "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
-      key + " -out " + cert + " 2>/dev/null";
-  ASSERT_EQ(std::system(openssl.c_str()), 0);
+  ASSERT_TRUE(egs::testing::WriteSelfSignedCert(cert, key));
   config_.kubernetes.webhook = {true, "127.0.0.1", 0, cert, key, true};
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   ASSERT_GT(egsd_.daemon().webhook_port(), 0);
