@@ -780,8 +780,10 @@ std::map<core::RequestId, Claim> KubernetesConnector::Claims() const {
   std::map<core::RequestId, Claim> out;
   for (const auto& [name, labels] : node_labels_) {
     if (!labels.contains(kLabelRequest)) continue;
-    auto get = [&node = labels](const char* key) {
-      return node.contains(key) && node[key].is_string() ? ToInt(node[key].get<std::string>()) : 0;
+    auto get = [&of_node = labels](const char* key) {
+      return of_node.contains(key) && of_node[key].is_string()
+                 ? ToInt(of_node[key].get<std::string>())
+                 : 0;
     };
     // Labels are user-editable: a value that is not a request id is not a claim of ours.
     const std::string request =
