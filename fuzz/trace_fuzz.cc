@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   EGS_CHECK(std::fwrite(data + 1, 1, size - 1, f) == size - 1);
   EGS_CHECK(std::fclose(f) == 0);
   std::size_t cpu_only = 0;
-  switch (data[0] % 10) {
+  switch (data[0] % 12) {
     case 0:
       (void)sim::LoadTiresias(path);
       break;
@@ -68,8 +68,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 8:
       (void)sim::LoadHeliosGpuNumbers(path, sim::QuotaStatistic::kLastDay);
       break;
-    default:
+    case 9:
       (void)sim::LoadHeliosGpuNumbers(path, sim::QuotaStatistic::kMaxOverDays);
+      break;
+    case 10:
+      (void)sim::LoadJobLog(path);
+      break;
+    default:
+      (void)sim::LoadQuotaTable(path);
       break;
   }
   return 0;

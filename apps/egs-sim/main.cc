@@ -7,19 +7,24 @@
 //           [--load 0.5,0.7,0.9,1.1|trace] [--seed N] --out DIR [--max-jobs N]
 //           [--max-planned N] [--lower-bound] [--lb-jobs N] [--lb-windows K]
 //           [--preemptible-below P] [--fair-share-age-limit HOURS] [--hard-quota]
-//           [--share-nodes]
+//           [--quotas PATH.csv] [--share-nodes]
 //
 // Inputs, per trace (files under --traces-dir, default $EGS_TRACES_DIR or ../shared/traces):
 //   philly    philly-pollux/philly.csv; teams = virtual clusters with quotas from
-//             helios/philly_vc.csv (fair-share weights; with --hard-quota also each team
-//             workspace's GPU quota); priorities drawn from DefaultPriorityMix() with --seed.
+//             helios/philly_vc.csv (used with --hard-quota: each team workspace's GPU quota,
+//             which also weights its fair share); priorities drawn from DefaultPriorityMix()
+//             with --seed.
 //   openb     alibaba-gpu-v2023/openb_pod_list_default.csv; priorities from QoS.
 //   tiresias  tiresias/60_job.csv; priorities drawn like Philly's.
 //   alibaba-spot  alibaba-spot-gpu-v2026/job_info_df.csv (not among the shared traces: over
 //             4 MiB; put it there); teams = organizations, priorities from job_type
 //             (LoadSpotJobs); its default fleet is the alibaba-spot node inventory.
-//   PATH.csv  any of the four formats, told apart by the header; its teams have no quotas
-//             (the VC table is Philly's own).
+//   PATH.csv  any of those formats, or a Slurm-style job log (Helios cluster_log.csv, Acme
+//             trace_seren.csv / trace_kalos.csv; sim::LoadJobLog), told apart by the header;
+//             its teams have no quotas (the VC table is Philly's own) unless --quotas gives
+//             them. A job log has no node list: give --fleet.
+//   --quotas PATH.csv  team quotas for --hard-quota from a Philly VC table (vc,node num) or a
+//             Helios GPU-number series (<Cluster>_cluster_gpu_number.csv: the last day's).
 // Fleets: philly = 420 nodes x 8 GPUs (the node count of helios/philly_node_sequence.csv; the VC
 // table covers 352 of them, the rest is shared capacity); openb = its GPU node list
 // (openb_node_list_gpu_node.csv); tiresias = tiresias/cluster_spec.csv; alibaba-spot =
@@ -48,6 +53,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -83,6 +89,7 @@ struct Args {
   bool lower_bound = false;
   bool hard_quota = false;
   bool share_nodes = false;
+  std::string quotas;  // --quotas; empty: philly's VC table for philly, none otherwise
   std::size_t lb_jobs = 500;
   std::size_t lb_windows = 3;
   bool help = false;
@@ -95,7 +102,8 @@ constexpr const char* kUsage =
     "               [--policy egs,conservative,easy,priority,fifo]\n"
     "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
     "               [--lower-bound] [--lb-jobs N] [--lb-windows K] [--preemptible-below P]\n"
-    "               [--fair-share-age-limit HOURS] [--hard-quota] [--share-nodes]\n";
+    "               [--fair-share-age-limit HOURS] [--hard-quota] [--quotas PATH.csv]\n"
+    "               [--share-nodes]\n";
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -119,7 +127,7 @@ common::Result<T> ParseNumber(const std::string& flag, const std::string& text) 
 }
 
 // The flags that take a value (ParseFlag reads each of them).
-constexpr std::array<std::string_view, 13> kValuedFlags = {"--trace",
+constexpr std::array<std::string_view, 14> kValuedFlags = {"--trace",
                                                            "--traces-dir",
                                                            "--fleet",
                                                            "--out",
@@ -131,7 +139,8 @@ constexpr std::array<std::string_view, 13> kValuedFlags = {"--trace",
                                                            "--preemptible-below",
                                                            "--lb-jobs",
                                                            "--lb-windows",
-                                                           "--fair-share-age-limit"};
+                                                           "--fair-share-age-limit",
+                                                           "--quotas"};
 
 bool IsValuedFlag(std::string_view flag) {
   return std::find(kValuedFlags.begin(), kValuedFlags.end(), flag) != kValuedFlags.end();
@@ -146,6 +155,8 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
     args.traces_dir = value;
   } else if (flag == "--fleet") {
     args.fleet = value;
+  } else if (flag == "--quotas") {
+    args.quotas = value;
   } else if (flag == "--out") {
     args.out = value;
   } else if (flag == "--policy") {
@@ -258,6 +269,11 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
   if (args.trace.empty()) return common::InvalidArgumentError("--trace: required");
   if (args.out.empty()) return common::InvalidArgumentError("--out: required");
   if (args.policies.empty()) return common::InvalidArgumentError("--policy: no policy given");
+  if (!args.quotas.empty() && !args.hard_quota) {
+    return common::InvalidArgumentError(
+        "--quotas: takes effect only with --hard-quota (the quotas become the team workspaces' "
+        "GPU quotas)");
+  }
   return args;
 }
 
@@ -330,6 +346,11 @@ common::Result<std::vector<sim::FleetNodeSpec>> ReadNodeList(const std::string& 
 common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim::TraceFormat format,
                                                           std::string& description) {
   std::string name = args.fleet;
+  if (name.empty() && format == sim::TraceFormat::kJobLog) {
+    return common::InvalidArgumentError(
+        "--fleet: required for a job log (Helios, Acme): it lists jobs, not nodes (give NxG, a "
+        "node list or an egsd fleet file)");
+  }
   if (name.empty()) {
     name = format == sim::TraceFormat::kPhilly  ? "philly"
            : format == sim::TraceFormat::kOpenb ? "openb"
@@ -417,6 +438,35 @@ class ProgressTicker {
   std::thread thread_;
 };
 
+// Says on stderr how well a --quotas table covers the trace's teams: a team without a quota has
+// no GPU cap under --hard-quota, which is most often a table from another cluster.
+void ReportQuotaCoverage(const sim::Trace& trace, const std::vector<sim::TeamQuota>& quotas,
+                         const std::string& path) {
+  std::set<std::string> with_quota;
+  for (const sim::TeamQuota& q : quotas) with_quota.insert(q.team);
+  std::set<std::string> teams, without;
+  for (const sim::TraceJob& job : trace.jobs) {
+    teams.insert(job.team);
+    if (!with_quota.contains(job.team)) without.insert(job.team);
+  }
+  fmt::print(stderr, "egs-sim: --quotas {}: {} team quota(s)", path, quotas.size());
+  if (without.empty()) {
+    fmt::print(stderr, ", every one of the trace's {} team(s) has one\n", teams.size());
+    return;
+  }
+  fmt::print(stderr, "; {} of the trace's {} team(s) have none (no GPU cap):", without.size(),
+             teams.size());
+  std::size_t shown = 0;
+  for (const std::string& team : without) {
+    if (++shown > 10) {
+      fmt::print(stderr, " ...");
+      break;
+    }
+    fmt::print(stderr, " {}", team);
+  }
+  fmt::print(stderr, "\n");
+}
+
 // One --load's requests, rescaled before anything is written so that a load the trace cannot
 // be rescaled to fails like any other bad flag.
 struct PreparedLoad {
@@ -449,14 +499,22 @@ common::Result<Setup> Prepare(const Args& args) {
                          sim::AssignPriorityMix(s.trace, sim::DefaultPriorityMix(), args.seed));
   }
   // Philly's virtual-cluster table describes Philly's teams only: another trace in its format
-  // (PATH.csv) has teams of its own, with equal fair-share weights and no quotas.
-  if (args.trace == "philly") {
+  // (PATH.csv) has teams of its own, with equal fair-share weights and no quotas, unless
+  // --quotas names a table for them.
+  if (!args.quotas.empty()) {
+    auto quotas = sim::LoadQuotaTable(args.quotas);
+    if (!quotas.ok()) return quotas.error().WithContext("--quotas");
+    s.quotas = *std::move(quotas);
+    ReportQuotaCoverage(s.trace, s.quotas, args.quotas);
+  } else if (args.trace == "philly") {
     EGS_ASSIGN_OR_RETURN(s.quotas,
                          sim::LoadPhillyVcQuotas(args.traces_dir + "/helios/philly_vc.csv"));
   }
   if (args.hard_quota && s.quotas.empty()) {
     return common::InvalidArgumentError(fmt::format(
-        "--hard-quota: trace '{}' has no team quotas (only philly has them)", args.trace));
+        "--hard-quota: trace '{}' has no team quotas (only philly has them; give --quotas "
+        "PATH.csv)",
+        args.trace));
   }
   EGS_ASSIGN_OR_RETURN(s.fleet, LoadFleet(args, file.second, s.fleet_description));
   for (const sim::FleetNodeSpec& node : s.fleet) s.total_gpus += node.gpus;

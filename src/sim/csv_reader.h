@@ -57,7 +57,8 @@ class CsvReader {
   // A finite, non-negative decimal number of seconds ("66", "66.0", "1e3"), as a Duration
   // rounded to the microsecond. Negative values are errors: no trace column holds one legally.
   common::Result<core::Duration> Seconds(int column) const;
-  // "YYYY-MM-DD HH:MM:SS", read as UTC.
+  // "YYYY-MM-DD HH:MM:SS", read as UTC, or followed by "Z" (UTC) or an offset "+HH:MM" /
+  // "-HH:MM" from UTC ("2023-03-01 00:18:22+08:00" is 2023-02-28 16:18:22 UTC).
   common::Result<core::Time> UtcDateTime(int column) const;
   // "YYYY-MM-DD", as midnight UTC.
   common::Result<core::Time> UtcDate(int column) const;

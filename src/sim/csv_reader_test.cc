@@ -191,6 +191,38 @@ TEST_F(FieldTest, UtcDateTimeParsesAsUtc) {
   EXPECT_EQ(*t, common::FromUnixMicros(1'507'532'515'000'000));
 }
 
+TEST_F(FieldTest, UtcDateTimeTakesAnOffsetFromUtc) {
+  // Acme's traces write local times with their offset; Z is UTC.
+  ASSERT_OK(csv_.Open(
+      dir_.Write("z.csv",
+                 "v\n2023-03-01 00:18:22+08:00\n2023-03-01 00:18:22Z\n2023-02-28 11:18:22-05:00\n"
+                 "1970-01-01 05:30:00+05:30\n")));
+  const char* want[] = {"2023-02-28T16:18:22Z", "2023-03-01T00:18:22Z", "2023-02-28T16:18:22Z",
+                        "1970-01-01T00:00:00Z"};
+  for (const char* expected : want) {
+    ASSERT_OK(csv_.Next());
+    auto t = csv_.UtcDateTime(0);
+    ASSERT_OK(t);
+    EXPECT_EQ(common::FormatTime(*t), expected) << csv_.Text(0);
+  }
+}
+
+TEST_F(FieldTest, UtcDateTimeRejectsMalformedOffsets) {
+  ASSERT_OK(csv_.Open(dir_.Write("o.csv",
+                                 "v\n2023-03-01 00:18:22+8:00\n2023-03-01 00:18:22+08\n"
+                                 "2023-03-01 00:18:22 +08:00\n2023-03-01 00:18:22+24:00\n"
+                                 "2023-03-01 00:18:22+08:60\n2023-03-01 00:18:22z\n"
+                                 "1970-01-01 00:30:00+01:00\n2023-03-01 00:18:22+08:00x\n")));
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_OK(csv_.Next());
+    auto t = csv_.UtcDateTime(0);
+    EXPECT_THAT(t, StatusIs(StatusCode::kInvalidArgument)) << csv_.Text(0);
+    if (!t.ok()) {
+      EXPECT_THAT(t.error().message(), HasSubstr("+HH:MM offset")) << csv_.Text(0);
+    }
+  }
+}
+
 TEST_F(FieldTest, UtcDateTimeRejectsMalformed) {
   ASSERT_OK(csv_.Open(dir_.Write("t.csv",
                                  "v\n2017-02-30 00:00:00\n2017-10-09T07:01:55\n2017-10-09 "

@@ -327,6 +327,58 @@ Result<Trace> LoadSpotJobs(const std::string& path) {
   return Finish(std::move(trace));
 }
 
+Result<Trace> LoadJobLog(const std::string& path) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
+                       csv.Columns({"job_id", "gpu_num", "submit_time", "duration"}));
+  enum { kId, kGpus, kSubmit, kDuration };
+  const std::vector<std::string>& header = csv.header();
+  auto optional_column = [&](std::string_view name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+  };
+  // The team: Helios's virtual cluster, else (Acme, which has none) the user.
+  int team_col = optional_column("vc");
+  if (team_col < 0) team_col = optional_column("user");
+  const int start_col = optional_column("start_time");
+  Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
+  SeenIds ids;
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
+    if (csv.IsEmpty(col[kId])) return csv.ColumnError(col[kId], "is empty");
+    EGS_RETURN_IF_ERROR(ids.Add(csv, col[kId]));
+    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[kGpus]));
+    EGS_ASSIGN_OR_RETURN(core::Time submit, csv.UtcDateTime(col[kSubmit]));
+    if (team_col >= 0 && csv.IsEmpty(team_col)) return csv.ColumnError(team_col, "is empty");
+    // A job cancelled in the queue has no start time and, in some exports, no duration either.
+    const bool never_started = start_col >= 0 && csv.IsEmpty(start_col);
+    if (never_started && csv.IsEmpty(col[kDuration])) {
+      CountSkip(trace, kSkipNeverScheduled);
+      continue;
+    }
+    EGS_ASSIGN_OR_RETURN(core::Duration hold, csv.Seconds(col[kDuration]));
+    // 2. Skip what cannot be replayed.
+    if (never_started) {
+      CountSkip(trace, kSkipNeverScheduled);
+      continue;
+    }
+    if (SkipUnschedulable(trace, gpus, hold)) continue;
+    trace.jobs.push_back(
+        TraceJob{.id = std::string(csv.Text(col[kId])),
+                 .submit = submit,
+                 .gpus = gpus,
+                 .gpu_fraction = 1.0,
+                 .hold = hold,
+                 .team = team_col >= 0 ? std::string(csv.Text(team_col)) : std::string("default"),
+                 .priority = 0,
+                 .gpu_model = ""});
+  }
+  return Finish(std::move(trace));
+}
+
 Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path, std::size_t* cpu_only) {
   return LoadNodeRows(path, {"sn", "gpu", "model"}, "openb", cpu_only);
 }
@@ -473,12 +525,14 @@ common::Result<TraceFormat> DetectTraceFormat(const std::string& path) {
     return std::find(header.begin(), header.end(), column) != header.end();
   };
   if (has("timestamp") && has("num_gpus")) return TraceFormat::kPhilly;
+  if (has("gpu_num") && has("submit_time") && has("duration")) return TraceFormat::kJobLog;
   if (has("creation_time")) return TraceFormat::kOpenb;
   if (has("worker_num")) return TraceFormat::kSpot;  // it has a submit_time too
   if (has("submit_time")) return TraceFormat::kTiresias;
   return common::InvalidArgumentError(fmt::format(
-      "{}:1: cannot tell the format from the header (philly: timestamp,num_gpus; openb: "
-      "creation_time; alibaba-spot: worker_num; tiresias: submit_time)",
+      "{}:1: cannot tell the format from the header (philly: timestamp,num_gpus; job log "
+      "(Helios, Acme): gpu_num,submit_time,duration; openb: creation_time; alibaba-spot: "
+      "worker_num; tiresias: submit_time)",
       path));
 }
 
@@ -492,8 +546,28 @@ common::Result<Trace> LoadTrace(const std::string& path, TraceFormat format) {
       return LoadTiresias(path);
     case TraceFormat::kSpot:
       return LoadSpotJobs(path);
+    case TraceFormat::kJobLog:
+      return LoadJobLog(path);
   }
   return common::InternalError("unknown trace format");
+}
+
+Result<std::vector<TeamQuota>> LoadQuotaTable(const std::string& path) {
+  std::vector<std::string> header;
+  {
+    CsvReader csv;
+    EGS_RETURN_IF_ERROR(csv.Open(path));
+    header = csv.header();
+  }
+  auto has = [&](std::string_view column) {
+    return std::find(header.begin(), header.end(), column) != header.end();
+  };
+  if (has("vc") && has("node num")) return LoadPhillyVcQuotas(path);
+  if (has("date") && has("total")) return LoadHeliosGpuNumbers(path, QuotaStatistic::kLastDay);
+  return InvalidArgumentError(
+      fmt::format("{}:1: cannot tell the quota table's format from its header (Philly VC table: "
+                  "vc,node num; Helios GPU numbers: date,<vc>...,total)",
+                  path));
 }
 
 common::Result<std::vector<FleetNodeSpec>> UniformFleet(std::string_view spec,

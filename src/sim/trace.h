@@ -89,10 +89,23 @@ common::Result<Trace> LoadOpenbPods(const std::string& path);
 // (empty = any). Skips: zero GPUs (gpu_request or worker_num 0), zero duration.
 common::Result<Trace> LoadSpotJobs(const std::string& path);
 
+// A Slurm-style job log: Helios (SC'21; <Cluster>/cluster_log.csv: job_id, user, vc, gpu_num,
+// cpu_num, node_num, state, submit_time, start_time, end_time, duration, queue) and Acme
+// (NSDI'24; trace_seren.csv, trace_kalos.csv: the same without vc, with submit_time carrying an
+// offset such as "+08:00"). Reads job_id, gpu_num, submit_time (YYYY-MM-DD HH:MM:SS, UTC unless
+// it names an offset), duration (seconds the job ran), and when present vc, user and
+// start_time; other columns are ignored. team = vc, else user (Acme has no virtual clusters),
+// else "default"; priority 0 (the log records none: drawn like Philly's). Every terminal state
+// counts (a failed or cancelled job held its GPUs while it ran); node_num is not read, the GPUs
+// are split over the fleet's nodes like any job's (SplitGpus). Skips: zero GPUs (CPU jobs),
+// never started (an empty start_time), zero duration.
+common::Result<Trace> LoadJobLog(const std::string& path);
+
 // The trace formats above, told apart by a CSV file's header.
-enum class TraceFormat { kPhilly, kOpenb, kTiresias, kSpot };
-// The format of the CSV file at `path` from its header: Philly (timestamp and num_gpus), openb
-// (creation_time), alibaba-spot (worker_num) or Tiresias (submit_time). InvalidArgument naming
+enum class TraceFormat { kPhilly, kOpenb, kTiresias, kSpot, kJobLog };
+// The format of the CSV file at `path` from its header: Philly (timestamp and num_gpus), a job
+// log (gpu_num, submit_time and duration), openb (creation_time), alibaba-spot (worker_num) or
+// Tiresias (submit_time). InvalidArgument naming
 // the file when it cannot be read or the header matches none.
 common::Result<TraceFormat> DetectTraceFormat(const std::string& path);
 // The loader of `format` on `path`.
@@ -169,5 +182,11 @@ enum class QuotaStatistic {
 // also if dates do not increase or a row's VC GPUs do not sum to its `total`.
 common::Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(
     const std::string& path, QuotaStatistic statistic = QuotaStatistic::kLastDay);
+
+// A team quota table told apart by its header: Philly's VC table (vc, node num;
+// LoadPhillyVcQuotas) or a Helios GPU-number series (date, <vc>..., total; the last day's
+// allocation, LoadHeliosGpuNumbers). InvalidArgument naming the file and the headers it knows
+// otherwise.
+common::Result<std::vector<TeamQuota>> LoadQuotaTable(const std::string& path);
 
 }  // namespace egs::sim

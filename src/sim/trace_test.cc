@@ -180,6 +180,135 @@ TEST(LoadSpotJobsTest, MalformedRowsAreErrors) {
                 "missing column 'gpu_request'");
 }
 
+// The header and first rows of Helios's Venus/cluster_log.csv and Acme's trace_seren.csv, as
+// their READMEs show them.
+constexpr std::string_view kHeliosHeader =
+    "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,"
+    "queue\n";
+constexpr std::string_view kAcmeHeader =
+    "job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration,"
+    "queue,gpu_time\n";
+
+TEST(LoadJobLogTest, HeliosTeamsAreVirtualClusters) {
+  TempDir dir;
+  std::string path =
+      dir.Write("cluster_log.csv",
+                std::string(kHeliosHeader) +
+                    "1425511,uXBbc,vcJkd,1,1,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,"
+                    "2020-06-10 04:55:09,36848,0\n"
+                    "1425512,uVMrF,vchbv,16,16,2,FAILED,2020-06-09 18:41:27,2020-06-09 18:41:27,"
+                    "2020-06-09 18:45:36,249,0\n"
+                    "1425513,uzqls,vcpDC,0,4,1,COMPLETED,2020-06-09 18:41:28,2020-06-09 18:41:28,"
+                    "2020-06-09 18:42:28,60,0\n"
+                    "1425514,uzqls,vcpDC,8,4,1,CANCELLED,2020-06-09 18:40:00,,,0,0\n"
+                    "1425515,uzqls,vcpDC,2,4,1,CANCELLED,2020-06-09 18:42:00,2020-06-09 18:42:00,"
+                    "2020-06-09 18:42:00,0,0\n");
+  auto format = DetectTraceFormat(path);
+  ASSERT_OK(format);
+  EXPECT_EQ(*format, TraceFormat::kJobLog);
+  auto trace = LoadJobLog(path);
+  ASSERT_OK(trace);
+  EXPECT_EQ(trace->name, "cluster_log");
+  ASSERT_THAT(Ids(*trace), ElementsAre("1425511", "1425512"));
+  const TraceJob& first = trace->jobs[0];
+  EXPECT_EQ(common::FormatTime(first.submit), "2020-06-09T18:41:01Z");
+  EXPECT_EQ(first.gpus, 1);
+  EXPECT_EQ(first.hold, Seconds(36848));
+  EXPECT_EQ(first.team, "vcJkd");
+  EXPECT_EQ(first.priority, 0);
+  EXPECT_EQ(trace->jobs[1].gpus, 16);  // a failed job held its GPUs while it ran
+  EXPECT_EQ(trace->jobs[1].team, "vchbv");
+  EXPECT_EQ(SkippedCount(*trace, kSkipZeroGpus), 1u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipNeverScheduled), 1u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipZeroDuration), 1u);
+}
+
+TEST(LoadJobLogTest, AcmeTeamsAreUsersAndOffsetsAreHonoured) {
+  TempDir dir;
+  std::string path = dir.Write(
+      "trace_seren.csv",
+      std::string(kAcmeHeader) +
+          "5778469,u5907,1,8,128,Other,COMPLETED,2023-03-01 00:23:58+08:00,"
+          "2023-03-01 00:24:11+08:00,2023-03-01 01:09:04+08:00,2693,13,21544.0\n"
+          "5778432,u17,1,4,128,SFT,FAILED,2023-03-01 00:18:22+08:00,2023-03-01 00:18:54+08:00,"
+          "2023-03-01 00:20:51+08:00,117.5,32,468.0\n");
+  ASSERT_OK(DetectTraceFormat(path));
+  EXPECT_EQ(*DetectTraceFormat(path), TraceFormat::kJobLog);
+  auto trace = LoadJobLog(path);
+  ASSERT_OK(trace);
+  ASSERT_THAT(Ids(*trace), ElementsAre("5778432", "5778469"));  // sorted by submit
+  EXPECT_EQ(common::FormatTime(trace->jobs[0].submit), "2023-02-28T16:18:22Z");
+  EXPECT_EQ(trace->jobs[0].team, "u17");
+  EXPECT_EQ(trace->jobs[0].hold, common::Duration(117'500'000));
+  EXPECT_EQ(trace->jobs[1].team, "u5907");
+  EXPECT_EQ(trace->jobs[1].gpus, 8);
+  // Neither vc nor user: one team.
+  auto bare = LoadJobLog(dir.Write("bare.csv",
+                                   "job_id,gpu_num,submit_time,duration\n"
+                                   "a,2,2023-05-17 11:00:58+00:00,18\n"));
+  ASSERT_OK(bare);
+  ASSERT_EQ(bare->jobs.size(), 1u);
+  EXPECT_EQ(bare->jobs[0].team, "default");
+}
+
+TEST(LoadJobLogTest, MalformedRowsAreErrorsNamingLineAndColumn) {
+  TempDir dir;
+  const std::string header = std::string(kHeliosHeader);
+  const std::string good_tail = ",2020-06-09 18:41:01,2020-06-10 04:55:09,36848,0\n";
+  struct Case {
+    std::string row;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"1,u,vc,1,1,1,COMPLETED,2020-06-09 18:41:01" + good_tail, ""},
+      {"1,u,vc,-1,1,1,COMPLETED,2020-06-09 18:41:01" + good_tail, "b.csv:2: column gpu_num"},
+      {"1,u,vc,1,1,1,COMPLETED,2020-06-09T18:41:01" + good_tail,
+       "b.csv:2: column submit_time: '2020-06-09T18:41:01' is not a timestamp"},
+      {"1,u,vc,1,1,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,x,-5,0\n",
+       "b.csv:2: column duration: '-5' is negative"},
+      {"1,u,vc,1,1,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,x,,0\n",
+       "b.csv:2: column duration: is empty"},
+      {"1,u,,1,1,1,COMPLETED,2020-06-09 18:41:01" + good_tail, "b.csv:2: column vc: is empty"},
+      {",u,vc,1,1,1,COMPLETED,2020-06-09 18:41:01" + good_tail, "b.csv:2: column job_id: is empty"},
+  };
+  for (const Case& c : cases) {
+    auto trace = LoadJobLog(dir.Write("b.csv", header + c.row));
+    if (c.message.empty()) {
+      EXPECT_OK(trace) << c.row;
+    } else {
+      ExpectInvalid(trace, c.message);
+    }
+  }
+  // A job id given twice names both lines, even when the second row would be skipped.
+  ExpectInvalid(
+      LoadJobLog(dir.Write("d.csv", header + cases[0].row +
+                                        "1,u,vc,0,1,1,COMPLETED,2020-06-09 18:41:01" + good_tail)),
+      "d.csv:3: column job_id: '1' is given twice (first on line 2)");
+  ExpectInvalid(LoadJobLog(dir.Write("m.csv", "job_id,gpu_num,submit_time\n")),
+                "m.csv:1: missing column 'duration'");
+}
+
+TEST(LoadQuotaTableTest, PhillyOrHeliosByTheirHeader) {
+  TempDir dir;
+  auto philly = LoadQuotaTable(dir.Write("p.csv", "vc,node num\na,2\nb,1\n"));
+  ASSERT_OK(philly);
+  ASSERT_EQ(philly->size(), 2u);
+  EXPECT_EQ((*philly)[0].team, "a");
+  EXPECT_EQ((*philly)[0].gpus, 16);
+  auto helios = LoadQuotaTable(
+      dir.Write("h.csv", "date,vcA,vcB,total\n2020-09-01,8,16,24\n2020-09-02,16,0,16\n"));
+  ASSERT_OK(helios);
+  ASSERT_EQ(helios->size(), 2u);  // the last day's allocation
+  EXPECT_EQ((*helios)[0].team, "vcA");
+  EXPECT_EQ((*helios)[0].gpus, 16);
+  EXPECT_EQ((*helios)[1].gpus, 0);
+  ExpectInvalid(LoadQuotaTable(dir.Write("x.csv", "team,gpus\na,8\n")),
+                "x.csv:1: cannot tell the quota table's format from its header");
+  ExpectInvalid(LoadQuotaTable(dir.Write("bad.csv", "vc,node num\na,0\n")),
+                "bad.csv:2: column node num: must be >= 1");
+  EXPECT_THAT(LoadQuotaTable(dir.File("absent.csv")), StatusIs(StatusCode::kNotFound));
+}
+
 TEST(DetectTraceFormatTest, TellsTheFormatsApartByTheirHeader) {
   TempDir dir;
   auto spot = DetectTraceFormat(dir.Write("s.csv", std::string(kSpotHeader)));

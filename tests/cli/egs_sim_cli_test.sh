@@ -123,6 +123,44 @@ elif ! grep -qF "spot-jobs.csv: 5 jobs" "$work/stderr" ||
   failures=$((failures + 1))
 fi
 
+# A Helios-style job log (told apart by its header) with a Helios GPU-number table as hard
+# quotas: vcA's quota of 8 GPUs holds its second 8-GPU job until the first ends, though the
+# fleet has room; vcB (16 GPUs) runs its two at once. CPU jobs and jobs never started are
+# skipped and counted.
+cat >"$work/cluster_log.csv" <<'CSV'
+job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue
+1,u1,vcA,8,8,1,COMPLETED,2020-06-09 18:00:00,2020-06-09 18:00:00,2020-06-09 19:00:00,3600,0
+2,u1,vcA,8,8,1,FAILED,2020-06-09 18:00:00,2020-06-09 18:00:00,2020-06-09 19:00:00,3600,0
+3,u2,vcB,8,8,1,COMPLETED,2020-06-09 18:00:00,2020-06-09 18:00:00,2020-06-09 19:00:00,3600,0
+4,u2,vcB,8,8,1,COMPLETED,2020-06-09 18:00:00,2020-06-09 18:00:00,2020-06-09 19:00:00,3600,0
+5,u2,vcB,0,8,1,COMPLETED,2020-06-09 18:00:00,2020-06-09 18:00:00,2020-06-09 19:00:00,3600,0
+6,u2,vcB,8,8,1,CANCELLED,2020-06-09 18:00:00,,,0,0
+CSV
+printf 'date,vcA,vcB,total\n2020-06-01,16,16,32\n2020-06-02,8,16,24\n' >"$work/gpu_number.csv"
+rm -rf "$work/out"
+"$sim" --trace "$work/cluster_log.csv" --out "$work/out" >"$work/stdout" 2>"$work/stderr"
+refused $? "--fleet: required for a job log" "job log without --fleet"
+bad --quotas "$work/gpu_number.csv" -- "--quotas: takes effect only with --hard-quota"
+bad --hard-quota --quotas "$work/nodes.csv" -- "--quotas: $work/nodes.csv:1: cannot tell the quota table's format"
+bad --hard-quota --quotas "$work/absent.csv" -- "--quotas: $work/absent.csv: cannot open"
+if ! "$sim" --trace "$work/cluster_log.csv" --fleet 4x8 --policy egs --load trace --hard-quota \
+    --quotas "$work/gpu_number.csv" --out "$work/helios" >"$work/stdout" 2>"$work/stderr"; then
+  echo "FAIL: job-log run exited non-zero:" >&2
+  cat "$work/stderr" >&2
+  failures=$((failures + 1))
+else
+  csv=$work/helios/jobs-egs-trace.csv
+  wait_of() { awk -F, -v id="$1" '$1 == id { print $13 }' "$csv"; }
+  if ! grep -qF "cluster_log.csv: 4 jobs, skipped 1 (zero gpus), skipped 1 (never scheduled)" "$work/stderr" ||
+      ! grep -qF "2 team quota(s), every one of the trace's 2 team(s) has one" "$work/stderr" ||
+      [[ $(wait_of 1) != 0.000000 || $(wait_of 3) != 0.000000 || $(wait_of 4) != 0.000000 ||
+        $(wait_of 2) != 3600.000000 ]]; then
+    echo "FAIL: job-log run: want jobs 1, 3, 4 at once and job 2 after vcA's quota frees:" >&2
+    cat "$work/stderr" "$csv" >&2
+    failures=$((failures + 1))
+  fi
+fi
+
 # Jobs that can never fit the fleet (8 GPUs on one 4-GPU node) are rejected, and said so.
 if ! "$sim" --trace "$trace" --fleet 1x4 --policy egs --load 0.9 --out "$work/small" \
     >"$work/stdout" 2>"$work/stderr"; then
