@@ -1,7 +1,7 @@
-// Fuzz target: the trace and fleet files egs-sim loads (--trace, --fleet, quota tables). The
-// first byte picks the loader, the rest is the file's content, written to a temporary file
-// because the loaders read paths. Every input must be refused with a Status naming the file
-// and line or loaded; nothing may crash.
+// Fuzz target: the trace and fleet files egs-sim loads (--trace, --fleet, --quotas). The first
+// byte picks the loader (its value modulo 14), the rest is the file's content, written to a
+// temporary file because the loaders read paths. Every input must be refused with a Status
+// naming the file and line (or JSON member) or loaded; nothing may crash.
 #include <unistd.h>
 
 #include <cstddef>
@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   EGS_CHECK(std::fwrite(data + 1, 1, size - 1, f) == size - 1);
   EGS_CHECK(std::fclose(f) == 0);
   std::size_t cpu_only = 0;
-  switch (data[0] % 12) {
+  switch (data[0] % 14) {
     case 0:
       (void)sim::LoadTiresias(path);
       break;
@@ -74,8 +74,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 10:
       (void)sim::LoadJobLog(path);
       break;
-    default:
+    case 11:
       (void)sim::LoadQuotaTable(path);
+      break;
+    case 12:
+      (void)sim::LoadPhillyJobLog(path);
+      break;
+    default:
+      (void)sim::LoadPhillyMachines(path, &cpu_only);
       break;
   }
   return 0;

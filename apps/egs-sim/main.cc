@@ -1,7 +1,7 @@
 // egs-sim: replays a GPU-cluster trace through the real scheduler under several policies and
 // offered loads, and writes the benchmark report (src/sim/report.h) into --out.
 //
-//   egs-sim --trace {philly|openb|tiresias|alibaba-spot|PATH.csv} [--traces-dir DIR]
+//   egs-sim --trace {philly|openb|tiresias|alibaba-spot|PATH} [--traces-dir DIR]
 //           [--fleet {philly|openb|tiresias|alibaba-spot|NxG|PATH.csv|PATH.yaml}]
 //           [--policy egs,conservative,easy,priority,fifo]
 //           [--load 0.5,0.7,0.9,1.1|trace] [--seed N] --out DIR [--max-jobs N]
@@ -23,6 +23,9 @@
 //             trace_seren.csv / trace_kalos.csv; sim::LoadJobLog), told apart by the header;
 //             its teams have no quotas (the VC table is Philly's own) unless --quotas gives
 //             them. A job log has no node list: give --fleet.
+//   PATH      Philly's original JSON job log (cluster_job_log; sim::LoadPhillyJobLog), told
+//             apart by its opening '['; default fleet philly, or --fleet its
+//             cluster_machine_list; --hard-quota --quotas helios/philly_vc.csv for its VCs.
 //   --quotas PATH.csv  team quotas for --hard-quota from a Philly VC table (vc,node num) or a
 //             Helios GPU-number series (<Cluster>_cluster_gpu_number.csv: the last day's).
 // Fleets: philly = 420 nodes x 8 GPUs (the node count of helios/philly_node_sequence.csv; the VC
@@ -96,7 +99,7 @@ struct Args {
 };
 
 constexpr const char* kUsage =
-    "usage: egs-sim --trace {philly|openb|tiresias|alibaba-spot|PATH.csv} --out DIR\n"
+    "usage: egs-sim --trace {philly|openb|tiresias|alibaba-spot|PATH} --out DIR\n"
     "               [--traces-dir DIR]\n"
     "               [--fleet {philly|openb|tiresias|alibaba-spot|NxG|PATH.csv|PATH.yaml}]\n"
     "               [--policy egs,conservative,easy,priority,fifo]\n"
@@ -352,7 +355,8 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
         "node list or an egsd fleet file)");
   }
   if (name.empty()) {
-    name = format == sim::TraceFormat::kPhilly  ? "philly"
+    name = format == sim::TraceFormat::kPhilly || format == sim::TraceFormat::kPhillyJobLog
+               ? "philly"
            : format == sim::TraceFormat::kOpenb ? "openb"
            : format == sim::TraceFormat::kSpot  ? "alibaba-spot"
                                                 : "tiresias";

@@ -54,6 +54,37 @@ std::optional<std::chrono::sys_days> ParseDate(std::string_view text) {
 
 }  // namespace
 
+std::optional<core::Time> ParseTraceTimestamp(std::string_view text) {
+  if (text.size() < 19 || text[10] != ' ' || text[13] != ':' || text[16] != ':') {
+    return std::nullopt;
+  }
+  std::optional<std::chrono::sys_days> day = ParseDate(text.substr(0, 10));
+  int h = FixedDigits(text.substr(11, 2));
+  int m = FixedDigits(text.substr(14, 2));
+  int s = FixedDigits(text.substr(17, 2));
+  if (!day || h < 0 || h > 23 || m < 0 || m > 59 || s < 0 || s > 59) return std::nullopt;
+  // The offset from UTC of a local time, as exporters such as pandas write it.
+  std::string_view zone = text.substr(19);
+  std::chrono::minutes offset{0};
+  if (!zone.empty() && zone != "Z") {
+    if (zone.size() != 6 || (zone[0] != '+' && zone[0] != '-') || zone[3] != ':') {
+      return std::nullopt;
+    }
+    int oh = FixedDigits(zone.substr(1, 2));
+    int om = FixedDigits(zone.substr(4, 2));
+    if (oh < 0 || oh > 23 || om < 0 || om > 59) return std::nullopt;
+    offset = std::chrono::minutes(oh * 60 + om);
+    if (zone[0] == '-') offset = -offset;
+  }
+  const core::Time local =
+      core::Time(*day) + std::chrono::hours(h) + std::chrono::minutes(m) + std::chrono::seconds(s);
+  // 1970-01-01 00:30+01:00 is before the epoch: refused like any date before 1970.
+  if (local - offset < core::Time(std::chrono::sys_days(std::chrono::year(1970) / 1 / 1))) {
+    return std::nullopt;
+  }
+  return local - offset;
+}
+
 Status CsvReader::Open(const std::string& path) {
   path_ = path;
   in_.open(path, std::ios::in | std::ios::binary);
@@ -203,38 +234,9 @@ Result<core::Time> CsvReader::UtcDate(int column) const {
 }
 
 Result<core::Time> CsvReader::UtcDateTime(int column) const {
-  std::string_view text = Text(column);
-  auto bad = [&] {
-    return ColumnError(column, fmt::format("'{}' is not a timestamp YYYY-MM-DD HH:MM:SS (with an "
-                                           "optional Z or +HH:MM offset) between 1970 and 2199",
-                                           text));
-  };
-  if (text.size() < 19 || text[10] != ' ' || text[13] != ':' || text[16] != ':') return bad();
-  std::optional<std::chrono::sys_days> day = ParseDate(text.substr(0, 10));
-  int h = FixedDigits(text.substr(11, 2));
-  int m = FixedDigits(text.substr(14, 2));
-  int s = FixedDigits(text.substr(17, 2));
-  if (!day || h < 0 || h > 23 || m < 0 || m > 59 || s < 0 || s > 59) return bad();
-  // The offset from UTC of a local time, as exporters such as pandas write it.
-  std::string_view zone = text.substr(19);
-  std::chrono::minutes offset{0};
-  if (zone == "Z") {
-    zone = {};
-  } else if (!zone.empty()) {
-    if (zone.size() != 6 || (zone[0] != '+' && zone[0] != '-') || zone[3] != ':') return bad();
-    int oh = FixedDigits(zone.substr(1, 2));
-    int om = FixedDigits(zone.substr(4, 2));
-    if (oh < 0 || oh > 23 || om < 0 || om > 59) return bad();
-    offset = std::chrono::minutes(oh * 60 + om);
-    if (zone[0] == '-') offset = -offset;
-  }
-  const core::Time local =
-      core::Time(*day) + std::chrono::hours(h) + std::chrono::minutes(m) + std::chrono::seconds(s);
-  // 1970-01-01 00:30+01:00 is before the epoch: refused like any date before 1970.
-  if (local - offset < core::Time(std::chrono::sys_days(std::chrono::year(1970) / 1 / 1))) {
-    return bad();
-  }
-  return local - offset;
+  std::optional<core::Time> t = ParseTraceTimestamp(Text(column));
+  if (!t) return ColumnError(column, fmt::format("'{}' {}", Text(column), kTimestampExpected));
+  return *t;
 }
 
 Status CsvReader::ColumnError(int column, std::string_view reason) const {

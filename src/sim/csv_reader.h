@@ -17,6 +17,7 @@
 #include <deque>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,14 @@
 #include "core/ids.h"
 
 namespace egs::sim {
+
+// "YYYY-MM-DD HH:MM:SS" between 1970 and 2199, read as UTC, or followed by "Z" (UTC) or an offset
+// "+HH:MM" / "-HH:MM" from UTC ("2023-03-01 00:18:22+08:00" is 2023-02-28 16:18:22 UTC);
+// nullopt otherwise. kTimestampExpected says so in an error message.
+std::optional<core::Time> ParseTraceTimestamp(std::string_view text);
+inline constexpr std::string_view kTimestampExpected =
+    "is not a timestamp YYYY-MM-DD HH:MM:SS (with an optional Z or +HH:MM offset) between 1970 "
+    "and 2199";
 
 class CsvReader {
  public:
@@ -57,8 +66,7 @@ class CsvReader {
   // A finite, non-negative decimal number of seconds ("66", "66.0", "1e3"), as a Duration
   // rounded to the microsecond. Negative values are errors: no trace column holds one legally.
   common::Result<core::Duration> Seconds(int column) const;
-  // "YYYY-MM-DD HH:MM:SS", read as UTC, or followed by "Z" (UTC) or an offset "+HH:MM" /
-  // "-HH:MM" from UTC ("2023-03-01 00:18:22+08:00" is 2023-02-28 16:18:22 UTC).
+  // A timestamp (ParseTraceTimestamp).
   common::Result<core::Time> UtcDateTime(int column) const;
   // "YYYY-MM-DD", as midnight UTC.
   common::Result<core::Time> UtcDate(int column) const;

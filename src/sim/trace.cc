@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -379,6 +380,167 @@ Result<Trace> LoadJobLog(const std::string& path) {
   return Finish(std::move(trace));
 }
 
+namespace {
+
+// The text of a JSON value that should be a timestamp; nullopt for a missing one (null, absent,
+// or the "None" Python wrote for it in Philly's log).
+Result<std::optional<core::Time>> JsonTime(const nlohmann::json& object, std::string_view key,
+                                           std::string_view where, bool required) {
+  auto it = object.find(key);
+  const bool missing = it == object.end() || it->is_null() || (it->is_string() && *it == "None");
+  if (missing) {
+    if (required) return InvalidArgumentError(fmt::format("{}.{}: is missing", where, key));
+    return std::optional<core::Time>();
+  }
+  if (!it->is_string()) {
+    return InvalidArgumentError(fmt::format("{}.{}: expected a string", where, key));
+  }
+  const std::string& text = it->get_ref<const std::string&>();
+  std::optional<core::Time> t = ParseTraceTimestamp(text);
+  if (!t)
+    return InvalidArgumentError(
+        fmt::format("{}.{}: '{}' {}", where, key, text, kTimestampExpected));
+  return t;
+}
+
+// A non-empty string member.
+Result<std::string> JsonText(const nlohmann::json& object, std::string_view key,
+                             std::string_view where) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) {
+    return InvalidArgumentError(fmt::format("{}.{}: expected a string", where, key));
+  }
+  if (it->get_ref<const std::string&>().empty()) {
+    return InvalidArgumentError(fmt::format("{}.{}: is empty", where, key));
+  }
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+Result<Trace> LoadPhillyJobLog(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) return common::NotFoundError(fmt::format("{}: cannot open file", path));
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
+    std::string_view what = e.what();
+    if (auto bracket = what.find("] "); bracket != std::string_view::npos) {
+      what.remove_prefix(bracket + 2);
+    }
+    return InvalidArgumentError(fmt::format("{}: not a JSON job log: {}", path, what));
+  }
+  if (!doc.is_array()) {
+    return InvalidArgumentError(
+        fmt::format("{}: expected a JSON array of jobs (Philly's cluster_job_log)", path));
+  }
+  Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
+  std::unordered_map<std::string, std::size_t> first_index;  // job id -> its index
+  for (std::size_t i = 0; i < doc.size(); ++i) {
+    const nlohmann::json& job = doc[i];
+    const std::string where = fmt::format("{}: jobs[{}]", path, i);
+    // 1. Read every member the loader uses, so a malformed job fails even if it is skipped.
+    if (!job.is_object()) return InvalidArgumentError(fmt::format("{}: expected an object", where));
+    EGS_ASSIGN_OR_RETURN(std::string id, JsonText(job, "jobid", where));
+    if (auto [it, fresh] = first_index.try_emplace(id, i); !fresh) {
+      return InvalidArgumentError(
+          fmt::format("{}.jobid: '{}' is given twice (first in jobs[{}])", where, id, it->second));
+    }
+    EGS_ASSIGN_OR_RETURN(std::string team, JsonText(job, "vc", where));
+    EGS_ASSIGN_OR_RETURN(std::optional<core::Time> submit,
+                         JsonTime(job, "submitted_time", where, /*required=*/true));
+    auto attempts = job.find("attempts");
+    if (attempts == job.end() || !attempts->is_array()) {
+      return InvalidArgumentError(fmt::format("{}.attempts: expected an array", where));
+    }
+    int gpus = 0;                     // the most GPUs any attempt held
+    std::optional<core::Time> first;  // the earliest start recorded
+    std::optional<core::Time> last;   // the last attempt's end
+    bool running_at_end = false;      // the last attempt has a start but no end
+    for (std::size_t a = 0; a < attempts->size(); ++a) {
+      const nlohmann::json& attempt = (*attempts)[a];
+      const std::string at = fmt::format("{}.attempts[{}]", where, a);
+      if (!attempt.is_object())
+        return InvalidArgumentError(fmt::format("{}: expected an object", at));
+      EGS_ASSIGN_OR_RETURN(std::optional<core::Time> start,
+                           JsonTime(attempt, "start_time", at, false));
+      EGS_ASSIGN_OR_RETURN(std::optional<core::Time> end, JsonTime(attempt, "end_time", at, false));
+      auto detail = attempt.find("detail");
+      if (detail == attempt.end() || !detail->is_array()) {
+        return InvalidArgumentError(fmt::format("{}.detail: expected an array", at));
+      }
+      long long held = 0;
+      for (std::size_t d = 0; d < detail->size(); ++d) {
+        const nlohmann::json& server = (*detail)[d];
+        auto list = server.is_object() ? server.find("gpus") : server.end();
+        if (!server.is_object() || list == server.end() || !list->is_array()) {
+          return InvalidArgumentError(
+              fmt::format("{}.detail[{}].gpus: expected an array of GPU names", at, d));
+        }
+        held += static_cast<long long>(list->size());
+      }
+      if (held > std::numeric_limits<int>::max()) {
+        return InvalidArgumentError(fmt::format("{}.detail: {} GPUs is out of range", at, held));
+      }
+      gpus = std::max(gpus, static_cast<int>(held));
+      if (start && (!first || *start < *first)) first = start;
+      last = end;
+      running_at_end = start && !end;
+    }
+    // 2. Skip what cannot be replayed.
+    if (attempts->empty()) {
+      CountSkip(trace, kSkipNeverScheduled);
+      continue;
+    }
+    if (running_at_end) {
+      CountSkip(trace, kSkipRunningAtEnd);
+      continue;
+    }
+    if (!first || !last || *last < *first) {
+      CountSkip(trace, kSkipNoRunTime);
+      continue;
+    }
+    const core::Duration ran = *last - *first;
+    if (SkipUnschedulable(trace, gpus, ran)) continue;
+    trace.jobs.push_back(TraceJob{.id = std::move(id),
+                                  .submit = *submit,
+                                  .gpus = gpus,
+                                  .gpu_fraction = 1.0,
+                                  .hold = ran,
+                                  .team = std::move(team),
+                                  .priority = 0,
+                                  .gpu_model = ""});
+  }
+  return Finish(std::move(trace));
+}
+
+Result<std::vector<FleetNodeSpec>> LoadPhillyMachines(const std::string& path,
+                                                      std::size_t* cpu_only) {
+  CsvReader csv;
+  EGS_RETURN_IF_ERROR(csv.Open(path));
+  EGS_ASSIGN_OR_RETURN(std::vector<int> col, csv.Columns({"machineId", "number of GPUs"}));
+  std::vector<FleetNodeSpec> nodes;
+  SeenIds names;
+  if (cpu_only != nullptr) *cpu_only = 0;
+  while (true) {
+    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    if (!more) break;
+    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
+    EGS_RETURN_IF_ERROR(names.Add(csv, col[0]));
+    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
+    if (gpus == 0) {
+      if (cpu_only != nullptr) ++*cpu_only;
+      continue;
+    }
+    EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[1], gpus));
+    nodes.push_back(FleetNodeSpec{
+        .name = std::string(csv.Text(col[0])), .cluster = "philly", .gpu_model = "", .gpus = gpus});
+  }
+  return nodes;
+}
+
 Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path, std::size_t* cpu_only) {
   return LoadNodeRows(path, {"sn", "gpu", "model"}, "openb", cpu_only);
 }
@@ -435,10 +597,12 @@ Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path, std::si
   Result<std::vector<FleetNodeSpec>> nodes = InvalidArgumentError(
       fmt::format("{}:1: cannot tell the node list's format from its header (openb: sn,gpu,model; "
                   "alibaba-spot: node_name,gpu_capacity_num,gpu_model; tiresias: num_switch,"
-                  "num_node_p_switch,num_gpu_p_node)",
+                  "num_node_p_switch,num_gpu_p_node; philly: machineId,number of GPUs)",
                   path));
   if (has("sn")) {
     nodes = LoadOpenbNodes(path, cpu_only);
+  } else if (has("machineId")) {
+    nodes = LoadPhillyMachines(path, cpu_only);
   } else if (has("gpu_capacity_num")) {
     nodes = LoadSpotNodes(path, cpu_only);
   } else if (has("num_switch")) {
@@ -511,6 +675,14 @@ Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(const std::string& path,
 }
 
 common::Result<TraceFormat> DetectTraceFormat(const std::string& path) {
+  // A JSON job log starts with its array; no CSV header starts with '['.
+  {
+    std::ifstream in(path, std::ios::binary);
+    char c = 0;
+    while (in.get(c) && (c == ' ' || c == '\t' || c == '\r' || c == '\n')) {
+    }
+    if (in && c == '[') return TraceFormat::kPhillyJobLog;
+  }
   CsvReader csv;
   if (common::Status opened = csv.Open(path); !opened.ok()) {
     if (opened.code() == common::StatusCode::kNotFound) {
@@ -548,6 +720,8 @@ common::Result<Trace> LoadTrace(const std::string& path, TraceFormat format) {
       return LoadSpotJobs(path);
     case TraceFormat::kJobLog:
       return LoadJobLog(path);
+    case TraceFormat::kPhillyJobLog:
+      return LoadPhillyJobLog(path);
   }
   return common::InternalError("unknown trace format");
 }

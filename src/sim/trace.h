@@ -56,6 +56,8 @@ inline constexpr std::string_view kSkipZeroDuration = "zero duration";
 inline constexpr std::string_view kSkipCpuOnly = "cpu-only pod";
 inline constexpr std::string_view kSkipNeverScheduled = "never scheduled";
 inline constexpr std::string_view kSkipDeletedBeforeScheduled = "deleted before scheduled";
+inline constexpr std::string_view kSkipRunningAtEnd = "running at the end of the trace";
+inline constexpr std::string_view kSkipNoRunTime = "no recorded run time";
 
 // Rows skipped for `reason` (0 if none), and for all reasons.
 std::size_t SkippedCount(const Trace& trace, std::string_view reason);
@@ -101,9 +103,25 @@ common::Result<Trace> LoadSpotJobs(const std::string& path);
 // never started (an empty start_time), zero duration.
 common::Result<Trace> LoadJobLog(const std::string& path);
 
+// Philly's original job log (msr-fiddle/philly-traces, cluster_job_log: a JSON array of jobs
+// {jobid, vc, user, status, submitted_time, attempts: [{start_time, end_time, detail: [{ip,
+// gpus: [names]}]}]}). team = vc; priority 0 (drawn like Philly's); times read as UTC like the
+// Pollux file. GPUs = the most any attempt held (the GPU names of all its servers): a
+// reservation must hold the largest attempt. hold = from the earliest recorded start to the
+// last attempt's end, the run time of the trace's own analysis (ATC'19): a job retried after a
+// failure keeps its reservation through the retries. Starts and ends the log lost ("None" or
+// null, a logging error per the trace's README) are passed over. Skips: no attempt (never
+// scheduled), a last attempt with a start but no end (running at the end of the trace), no
+// start or no last end recorded, or the last end before the first start (no recorded run
+// time), zero GPUs, zero duration. Malformed JSON, or a member of the wrong
+// type, is InvalidArgument naming the file and the job ("<path>: jobs[12].attempts[0].detail:
+// ..."); a jobid given twice names both jobs.
+common::Result<Trace> LoadPhillyJobLog(const std::string& path);
+
 // The trace formats above, told apart by a CSV file's header.
-enum class TraceFormat { kPhilly, kOpenb, kTiresias, kSpot, kJobLog };
-// The format of the CSV file at `path` from its header: Philly (timestamp and num_gpus), a job
+enum class TraceFormat { kPhilly, kOpenb, kTiresias, kSpot, kJobLog, kPhillyJobLog };
+// The format of the file at `path`: a JSON array is Philly's job log; a CSV file's header tells
+// the others apart: Philly (timestamp and num_gpus), a job
 // log (gpu_num, submit_time and duration), openb (creation_time), alibaba-spot (worker_num) or
 // Tiresias (submit_time). InvalidArgument naming
 // the file when it cannot be read or the header matches none.
@@ -151,11 +169,18 @@ common::Result<std::vector<FleetNodeSpec>> LoadTiresiasClusterSpec(const std::st
 common::Result<std::vector<FleetNodeSpec>> LoadSpotNodes(const std::string& path,
                                                          std::size_t* cpu_only = nullptr);
 
+// Philly's machine list (msr-fiddle/philly-traces cluster_machine_list: machineId, number of
+// GPUs, single GPU mem), cluster "philly", model unknown (Philly does not name its GPU models;
+// the memory column is not read). Nodes without GPUs are left out, as for openb.
+common::Result<std::vector<FleetNodeSpec>> LoadPhillyMachines(const std::string& path,
+                                                              std::size_t* cpu_only = nullptr);
+
 // A node list told apart by its header: openb (sn, gpu, model), alibaba-spot (gpu_model,
-// gpu_capacity_num, node_name) or a Tiresias cluster shape (num_switch, num_node_p_switch,
-// num_gpu_p_node). InvalidArgument naming the file and the headers it knows otherwise; a fleet
-// with no GPU node is InvalidArgument too. A node name given twice is InvalidArgument naming
-// both lines. With `cpu_only`, it is set to the number of CPU-only rows left out.
+// gpu_capacity_num, node_name), Philly's machine list (machineId, number of GPUs) or a Tiresias
+// cluster shape (num_switch, num_node_p_switch, num_gpu_p_node). InvalidArgument naming the file
+// and the headers it knows otherwise; a fleet with no GPU node is InvalidArgument too. A node name
+// given twice is InvalidArgument naming both lines. With `cpu_only`, it is set to the number of
+// CPU-only rows left out.
 common::Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path,
                                                         std::size_t* cpu_only = nullptr);
 

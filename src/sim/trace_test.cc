@@ -288,6 +288,130 @@ TEST(LoadJobLogTest, MalformedRowsAreErrorsNamingLineAndColumn) {
                 "m.csv:1: missing column 'duration'");
 }
 
+// Jobs in the form of Philly's cluster_job_log (the example of its README, and the cases its
+// notes describe).
+constexpr std::string_view kPhillyJobLog = R"([
+  {"status": "Pass", "vc": "ee9e8c", "jobid": "application_1506638472019_14199",
+   "attempts": [
+     {"start_time": "2017-10-07 01:12:09", "end_time": "2017-10-07 01:13:23",
+      "detail": [{"ip": "m47", "gpus": ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6", "gpu7"]}]},
+     {"start_time": "2017-10-07 01:13:30", "end_time": "2017-10-09 06:53:12",
+      "detail": [{"ip": "m412", "gpus": ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6", "gpu7"]},
+                 {"ip": "m413", "gpus": ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6", "gpu7"]}]}],
+   "submitted_time": "2017-10-07 01:11:39", "user": "ce2f4c"},
+  {"status": "Killed", "vc": "6214e9", "jobid": "j2", "attempts": [
+     {"start_time": "2017-10-07 00:00:00", "end_time": "2017-10-07 00:10:00",
+      "detail": [{"ip": "m1", "gpus": ["gpu0"]}]},
+     {"start_time": "None", "end_time": "2017-10-07 00:30:00", "detail": [{"ip": "m1", "gpus": ["gpu1"]}]}],
+   "submitted_time": "2017-10-06 23:59:00", "user": "u"},
+  {"status": "Failed", "vc": "6214e9", "jobid": "never", "attempts": [],
+   "submitted_time": "2017-10-07 00:00:00", "user": "u"},
+  {"status": "Pass", "vc": "6214e9", "jobid": "running", "attempts": [
+     {"start_time": "2017-12-22 00:00:00", "end_time": null, "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}],
+   "submitted_time": "2017-12-22 00:00:00", "user": "u"},
+  {"status": "Pass", "vc": "6214e9", "jobid": "untimed", "attempts": [
+     {"end_time": "2017-10-08 00:00:00", "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}],
+   "submitted_time": "2017-10-07 00:00:00", "user": "u"},
+  {"status": "Pass", "vc": "6214e9", "jobid": "backwards", "attempts": [
+     {"start_time": "2017-10-08 00:00:00", "end_time": "2017-10-07 00:00:00", "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}],
+   "submitted_time": "2017-10-07 00:00:00", "user": "u"},
+  {"status": "Pass", "vc": "6214e9", "jobid": "cpu", "attempts": [
+     {"start_time": "2017-10-07 00:00:00", "end_time": "2017-10-07 01:00:00", "detail": []}],
+   "submitted_time": "2017-10-07 00:00:00", "user": "u"}
+])";
+
+TEST(LoadPhillyJobLogTest, GpusOfTheLargestAttemptFromFirstStartToLastEnd) {
+  TempDir dir;
+  const std::string path = dir.Write("cluster_job_log", "\n  " + std::string(kPhillyJobLog));
+  auto format = DetectTraceFormat(path);
+  ASSERT_OK(format);
+  EXPECT_EQ(*format, TraceFormat::kPhillyJobLog);
+  auto trace = LoadPhillyJobLog(path);
+  ASSERT_OK(trace);
+  EXPECT_EQ(trace->name, "cluster_job_log");
+  ASSERT_THAT(Ids(*trace), ElementsAre("j2", "application_1506638472019_14199"));
+  const TraceJob& j2 = trace->jobs[0];
+  EXPECT_EQ(common::FormatTime(j2.submit), "2017-10-06T23:59:00Z");
+  EXPECT_EQ(j2.gpus, 1);
+  EXPECT_EQ(j2.hold, Seconds(1800));  // from the first start to the last end
+  EXPECT_EQ(j2.team, "6214e9");
+  const TraceJob& big = trace->jobs[1];
+  EXPECT_EQ(big.gpus, 16);  // two servers of 8 in the second attempt
+  EXPECT_EQ(big.hold, Seconds(2 * 86400 + 5 * 3600 + 41 * 60 + 3));  // the retry included
+  EXPECT_EQ(big.team, "ee9e8c");
+  EXPECT_EQ(SkippedCount(*trace, kSkipNeverScheduled), 1u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipRunningAtEnd), 1u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipNoRunTime), 2u);
+  EXPECT_EQ(SkippedCount(*trace, kSkipZeroGpus), 1u);
+}
+
+TEST(LoadPhillyJobLogTest, MalformedJobsNameTheJobAndMember) {
+  TempDir dir;
+  const std::string ok_attempt =
+      R"({"start_time": "2017-10-07 00:00:00", "end_time": "2017-10-07 00:10:00", "detail": [{"ip": "m1", "gpus": ["gpu0"]}]})";
+  auto job = [&](const std::string& members) {
+    return "[{\"vc\": \"a\", \"jobid\": \"j\", \"submitted_time\": \"2017-10-07 00:00:00\", " +
+           members + "}]";
+  };
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const Case cases[] = {
+      {job("\"attempts\": [" + ok_attempt + "]"), ""},
+      {"[1,", "l.json: not a JSON job log: parse error at line 1, column 4"},
+      {"{}", "expected a JSON array of jobs"},
+      {"[[]]", "l.json: jobs[0]: expected an object"},
+      {job("\"attempts\": {}"), "l.json: jobs[0].attempts: expected an array"},
+      {job("\"attempts\": [" + ok_attempt + ", 7]"), "jobs[0].attempts[1]: expected an object"},
+      {job(R"("attempts": [{"start_time": 5, "detail": []}])"),
+       "jobs[0].attempts[0].start_time: expected a string"},
+      {job(R"("attempts": [{"start_time": "2017-10-07T00:00:00", "detail": []}])"),
+       "jobs[0].attempts[0].start_time: '2017-10-07T00:00:00' is not a timestamp"},
+      {job(R"("attempts": [{"start_time": "2017-10-07 00:00:00"}])"),
+       "jobs[0].attempts[0].detail: expected an array"},
+      {job(R"("attempts": [{"detail": [{"ip": "m1", "gpus": "gpu0"}]}])"),
+       "jobs[0].attempts[0].detail[0].gpus: expected an array of GPU names"},
+      {R"([{"vc": "a", "jobid": "j", "attempts": []}])", "jobs[0].submitted_time: is missing"},
+      {R"([{"vc": "", "jobid": "j", "attempts": [], "submitted_time": "2017-10-07 00:00:00"}])",
+       "jobs[0].vc: is empty"},
+      {R"([{"vc": "a", "jobid": 3, "attempts": [], "submitted_time": "2017-10-07 00:00:00"}])",
+       "jobs[0].jobid: expected a string"},
+      {R"([{"vc": "a", "jobid": "j", "attempts": [], "submitted_time": "2017-10-07 00:00:00"},
+           {"vc": "a", "jobid": "j", "attempts": [], "submitted_time": "2017-10-07 00:00:00"}])",
+       "jobs[1].jobid: 'j' is given twice (first in jobs[0])"},
+  };
+  for (const Case& c : cases) {
+    auto trace = LoadPhillyJobLog(dir.Write("l.json", c.text));
+    if (c.message.empty()) {
+      EXPECT_OK(trace) << c.text;
+    } else {
+      ExpectInvalid(trace, c.message);
+    }
+  }
+  EXPECT_THAT(LoadPhillyJobLog(dir.File("absent")), StatusIs(StatusCode::kNotFound));
+}
+
+TEST(LoadPhillyMachinesTest, KeepsGpuMachinesAsANodeList) {
+  TempDir dir;
+  const std::string path =
+      dir.Write("cluster_machine_list.csv",
+                "machineId,number of GPUs,single GPU mem\nm31,8, 24GB\nm32,2, 12GB\nm33,0,\n");
+  std::size_t cpu_only = 0;
+  auto nodes = LoadNodeList(path, &cpu_only);
+  ASSERT_OK(nodes);
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].name, "m31");
+  EXPECT_EQ((*nodes)[0].cluster, "philly");
+  EXPECT_EQ((*nodes)[0].gpus, 8);
+  EXPECT_EQ((*nodes)[1].gpus, 2);
+  EXPECT_EQ(cpu_only, 1u);
+  ExpectInvalid(LoadPhillyMachines(dir.Write("d.csv", "machineId,number of GPUs\nm1,8\nm1,2\n")),
+                "d.csv:3: column machineId: 'm1' is given twice (first on line 2)");
+  ExpectInvalid(LoadPhillyMachines(dir.Write("g.csv", "machineId,number of GPUs\nm1,65\n")),
+                "g.csv:2: column number of GPUs: 65 is more than the 64 GPUs");
+}
+
 TEST(LoadQuotaTableTest, PhillyOrHeliosByTheirHeader) {
   TempDir dir;
   auto philly = LoadQuotaTable(dir.Write("p.csv", "vc,node num\na,2\nb,1\n"));

@@ -161,6 +161,37 @@ else
   fi
 fi
 
+# Philly's original JSON job log (told apart by its opening '[') on its machine list (a 2-GPU
+# and an 8-GPU machine): the 8-GPU job of two attempts runs from its first start to its last
+# end (2 h); a job still running when the log was taken is skipped and counted.
+cat >"$work/cluster_job_log" <<'JSON'
+[{"status": "Pass", "vc": "vc1", "jobid": "a", "submitted_time": "2017-10-07 00:00:00", "user": "u",
+  "attempts": [{"start_time": "2017-10-07 00:00:00", "end_time": "2017-10-07 00:30:00",
+                "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6", "gpu7"]}]},
+               {"start_time": "2017-10-07 00:40:00", "end_time": "2017-10-07 02:00:00",
+                "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6", "gpu7"]}]}]},
+ {"status": "Pass", "vc": "vc2", "jobid": "b", "submitted_time": "2017-10-07 00:10:00", "user": "u",
+  "attempts": [{"start_time": "2017-10-07 00:10:00", "end_time": "2017-10-07 00:20:00",
+                "detail": [{"ip": "m2", "gpus": ["gpu0", "gpu1"]}]}]},
+ {"status": "Pass", "vc": "vc2", "jobid": "c", "submitted_time": "2017-10-07 00:20:00", "user": "u",
+  "attempts": [{"start_time": "2017-10-07 00:20:00", "end_time": "None", "detail": [{"ip": "m2", "gpus": ["gpu0"]}]}]}]
+JSON
+printf 'machineId,number of GPUs,single GPU mem\nm1,8, 24GB\nm2,2, 12GB\n' >"$work/cluster_machine_list.csv"
+printf '[{"vc": "a", "jobid": 7}]' >"$work/bad_job_log"
+bad --trace "$work/bad_job_log" -- "bad_job_log: jobs[0].jobid: expected a string"
+if ! "$sim" --trace "$work/cluster_job_log" --fleet "$work/cluster_machine_list.csv" --policy egs \
+    --load trace --out "$work/philly-json" >"$work/stdout" 2>"$work/stderr"; then
+  echo "FAIL: Philly JSON log run exited non-zero:" >&2
+  cat "$work/stderr" >&2
+  failures=$((failures + 1))
+elif ! grep -qF "cluster_job_log: 2 jobs, skipped 1 (running at the end of the trace)" "$work/stderr" ||
+    ! grep -qF "Fleet: $work/cluster_machine_list.csv: 2 nodes (10 GPUs)" "$work/philly-json/report.md" ||
+    [[ $(awk -F, '$1 == "a" { print $7 }' "$work/philly-json/jobs-egs-trace.csv") != 7200.000000 ]]; then
+  echo "FAIL: Philly JSON log run: want 2 jobs on 2 machines, job a holding 2 h:" >&2
+  cat "$work/stderr" "$work/philly-json/jobs-egs-trace.csv" >&2
+  failures=$((failures + 1))
+fi
+
 # Jobs that can never fit the fleet (8 GPUs on one 4-GPU node) are rejected, and said so.
 if ! "$sim" --trace "$trace" --fleet 1x4 --policy egs --load 0.9 --out "$work/small" \
     >"$work/stdout" 2>"$work/stderr"; then
