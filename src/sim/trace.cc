@@ -424,8 +424,9 @@ Result<Trace> LoadPhillyJobLog(const std::string& path) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error (parse_error) or a number too large for a double (out_of_range); e.what()
+    // is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
     std::string_view what = e.what();
     if (auto bracket = what.find("] "); bracket != std::string_view::npos) {
       what.remove_prefix(bracket + 2);
