@@ -4,7 +4,8 @@
 # `--browser` also installs Debian's chromium, which only the portal's browser test needs
 # (scripts/portal-test.sh); node and npm (for the portal's npm packages) are installed from
 # Debian when the machine has none. `--prometheus` also installs Debian's prometheus (the server
-# and promtool), which only scripts/prometheus-test.sh needs.
+# and promtool), which only scripts/prometheus-test.sh needs. libpq builds the PostgreSQL store;
+# the postgresql server runs only in tests, from throwaway directories (scripts/with-postgres.sh).
 set -euo pipefail
 BROWSER=0
 PROMETHEUS=0
@@ -22,6 +23,7 @@ PACKAGES=(
   libfmt-dev libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev
   libsqlite3-dev libsqlitecpp-dev libcpp-httplib-dev libssl-dev openssl
   libglpk-dev clang-format lld
+  libpq-dev postgresql
 )
 if ((BROWSER)); then PACKAGES+=(chromium); fi
 if ((PROMETHEUS)); then PACKAGES+=(prometheus); fi

@@ -2,13 +2,16 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <set>
 #include <thread>
 
 #include "store/fake_store.h"
+#include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/store.h"
 #include "store/store_test_util.h"
@@ -35,8 +38,35 @@ struct Backend {
       open;
 };
 
+// The PostgreSQL server the Postgres backend runs on: a libpq key/value connection string in
+// EGS_TEST_POSTGRES (scripts/with-postgres.sh starts a server on loopback and sets it); without
+// it the suite runs on the other backends only.
+const char* TestPostgres() { return std::getenv("EGS_TEST_POSTGRES"); }
+
+// A schema of its own for each test (named after the test's temporary directory), so that every
+// test starts from an empty store and a test that reopens its store sees its own data.
+common::Result<std::string> PostgresForTest(const TempDir& dir) {
+  const std::string schema = fmt::format("t{}", std::hash<std::string>{}(dir.File("")));
+  const std::string base = TestPostgres();
+  PGconn* conn = PQconnectdb(base.c_str());
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);  // "already exists, skipping"
+  const bool up = PQstatus(conn) == CONNECTION_OK;
+  std::string error = PQerrorMessage(conn);
+  if (up) {
+    PGresult* r = PQexec(conn, fmt::format("CREATE SCHEMA IF NOT EXISTS {}", schema).c_str());
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) error = PQresultErrorMessage(r);
+    PQclear(r);
+  }
+  PQfinish(conn);
+  if (!up || error.find("ERROR") != std::string::npos) {
+    return common::InternalError(fmt::format("test PostgreSQL {}: {}", base, error));
+  }
+  return fmt::format("{} options='-csearch_path={}'", base, schema);
+}
+
 std::vector<Backend> Backends() {
-  return {
+  std::vector<Backend> backends = {
       {"Fake",
        [](const TempDir&, std::int64_t retention) -> common::Result<std::unique_ptr<Store>> {
          return std::unique_ptr<Store>(std::make_unique<FakeStore>(FakeStoreOptions{retention}));
@@ -50,6 +80,18 @@ std::vector<Backend> Backends() {
          return std::unique_ptr<Store>(std::move(store));
        }},
   };
+  if (TestPostgres() != nullptr) {
+    backends.push_back(
+        {"Postgres",
+         [](const TempDir& dir, std::int64_t retention) -> common::Result<std::unique_ptr<Store>> {
+           EGS_ASSIGN_OR_RETURN(std::string conninfo, PostgresForTest(dir));
+           PostgresOptions options;
+           options.change_retention_revisions = retention;
+           EGS_ASSIGN_OR_RETURN(auto store, PostgresStore::Open(conninfo, options));
+           return std::unique_ptr<Store>(std::move(store));
+         }});
+  }
+  return backends;
 }
 
 class StoreContractTest : public ::testing::TestWithParam<Backend> {

@@ -1,0 +1,620 @@
+#include "store/postgres/postgres_store.h"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "store/internal/commit_rules.h"
+
+namespace egs::store {
+namespace {
+
+// Append only: a released step is never edited, a change is a new step. The tables mirror the
+// SQLite backend's (sqlite/schema.cc); keys are "C"-collated so that they order byte-wise.
+struct Migration {
+  std::int64_t version;
+  const char* sql;
+};
+constexpr Migration kMigrations[] = {
+    {1, R"sql(
+      CREATE TABLE objects (
+        kind TEXT COLLATE "C" NOT NULL,
+        ns TEXT COLLATE "C" NOT NULL,
+        name TEXT COLLATE "C" NOT NULL,
+        uid TEXT NOT NULL,
+        resource_version BIGINT NOT NULL,
+        created_unix_us BIGINT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (kind, ns, name)
+      );
+      CREATE TABLE logs (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        stream TEXT COLLATE "C" NOT NULL,
+        at_unix_us BIGINT NOT NULL,
+        data TEXT NOT NULL
+      );
+      CREATE INDEX logs_by_stream ON logs (stream, seq);
+      -- Keys: 'revision' (of the last commit), 'compacted_revision' (of the change feed).
+      CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value BIGINT NOT NULL
+      );
+      INSERT INTO meta (key, value) VALUES ('revision', 0), ('compacted_revision', 0);
+      -- The change feed behind watches: one row per object put/delete, by revision.
+      CREATE TABLE changes (
+        revision BIGINT NOT NULL,
+        idx INTEGER NOT NULL,
+        type TEXT NOT NULL CHECK (type IN ('put', 'delete')),
+        kind TEXT NOT NULL,
+        ns TEXT NOT NULL,
+        name TEXT NOT NULL,
+        uid TEXT NOT NULL,
+        created_unix_us BIGINT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (revision, idx)
+      );
+      -- Keyed time series outside objects and the change feed (telemetry history).
+      CREATE TABLE series (
+        series TEXT COLLATE "C" NOT NULL,
+        key TEXT COLLATE "C" NOT NULL,
+        at_unix_us BIGINT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (series, key, at_unix_us)
+      );
+      CREATE INDEX series_by_time ON series (series, at_unix_us);
+    )sql"},
+};
+constexpr std::int64_t kLatestSchema = 1;
+// The advisory lock that serializes migrations of one database ("egs" in ASCII), and the one an
+// exclusive store holds for its life ("egsd").
+constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(6776691)";
+constexpr const char* kExclusiveLock = "SELECT pg_try_advisory_lock(1701278564)";
+
+constexpr const char* kObjectColumns = "ns, name, uid, resource_version, created_unix_us, data";
+
+std::string ClampLimit(std::size_t limit) {
+  constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  return std::to_string(std::min(limit, kMax));
+}
+
+std::string Trimmed(const char* message) {
+  std::string s = message == nullptr ? "" : message;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// Owns a PGresult.
+class PgResult {
+ public:
+  explicit PgResult(PGresult* r) : r_(r, &PQclear) {}
+  int rows() const { return PQntuples(r_.get()); }
+  std::string Text(int row, int col) const { return PQgetvalue(r_.get(), row, col); }
+  std::int64_t Int(int row, int col) const {
+    const char* v = PQgetvalue(r_.get(), row, col);
+    std::int64_t out = 0;
+    std::from_chars(v, v + std::char_traits<char>::length(v), out);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<PGresult, decltype(&PQclear)> r_;
+};
+
+// The Status of a failed statement: what the caller can do about it decides the code.
+common::Status StatusOf(std::string_view what, PGconn* conn, const PGresult* result) {
+  const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string sqlstate = state == nullptr ? "" : state;
+  const std::string message =
+      Trimmed(result != nullptr ? PQresultErrorMessage(result) : PQerrorMessage(conn));
+  const std::string text = fmt::format("postgresql: {}: {}", what, message);
+  if (PQstatus(conn) != CONNECTION_OK || sqlstate.starts_with("08") || sqlstate == "40001" ||
+      sqlstate == "40P01" || sqlstate.starts_with("53") || sqlstate.starts_with("57P") ||
+      sqlstate == "55P03") {
+    return common::UnavailableError(text);
+  }
+  if (sqlstate == "22021" || sqlstate == "22P05") return common::InvalidArgumentError(text);
+  return common::InternalError(text);
+}
+
+void IgnoreNotice(void* /*arg*/, const char* /*message*/) {}
+
+}  // namespace
+
+// A libpq connection: statements with text parameters, reset after the server drops it.
+class PostgresStore::Connection {
+ public:
+  static common::Result<std::unique_ptr<Connection>> Open(const std::string& conninfo) {
+    if (common::Status parsed = CheckPostgresConninfo(conninfo); !parsed.ok()) {
+      return common::InvalidArgumentError(fmt::format("postgresql: {}", parsed.message()));
+    }
+    PGconn* conn = PQconnectdb(conninfo.c_str());
+    if (conn == nullptr) return common::UnavailableError("postgresql: out of memory");
+    auto c = std::unique_ptr<Connection>(new Connection(conn));
+    if (PQstatus(conn) != CONNECTION_OK) {
+      return common::UnavailableError(
+          fmt::format("postgresql: cannot connect: {}", Trimmed(PQerrorMessage(conn))));
+    }
+    PQsetNoticeProcessor(conn, &IgnoreNotice, nullptr);
+    return c;
+  }
+
+  ~Connection() { PQfinish(conn_); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Reconnects if the server dropped the connection since its last use; true if it did (the
+  // session's advisory locks are gone then).
+  common::Result<bool> EnsureUp() {
+    if (PQstatus(conn_) == CONNECTION_OK) return false;
+    PQreset(conn_);
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      return common::UnavailableError(
+          fmt::format("postgresql: cannot reconnect: {}", Trimmed(PQerrorMessage(conn_))));
+    }
+    PQsetNoticeProcessor(conn_, &IgnoreNotice, nullptr);
+    return true;
+  }
+
+  // Runs one statement with text parameters ($1, $2, ...).
+  common::Result<PgResult> Exec(std::string_view what, const char* sql,
+                                const std::vector<std::string>& params = {}) {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const std::string& p : params) {
+      if (p.find('\0') != std::string::npos) {
+        return common::InvalidArgumentError(fmt::format(
+            "postgresql: {}: a value holds a NUL byte, which PostgreSQL text cannot store", what));
+      }
+      values.push_back(p.c_str());
+    }
+    PGresult* r = PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(),
+                               nullptr, nullptr, 0);
+    PgResult result(r);
+    const ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return StatusOf(what, conn_, r);
+    return result;
+  }
+
+  // Runs a script of several statements without parameters (migrations).
+  common::Status ExecScript(std::string_view what, const char* sql) {
+    PGresult* r = PQexec(conn_, sql);
+    PgResult result(r);
+    const ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return StatusOf(what, conn_, r);
+    return common::OkStatus();
+  }
+
+  // Ends the open transaction, if any, leaving the connection ready for the next one.
+  void RollBackQuietly() {
+    if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return;
+    PQclear(PQexec(conn_, "ROLLBACK"));
+  }
+
+ private:
+  explicit Connection(PGconn* conn) : conn_(conn) {}
+  PGconn* conn_;
+};
+
+namespace {
+
+using Connection = PostgresStore::Connection;
+
+// Rolls the transaction back when the scope ends before Commit() (an error return).
+class Transaction {
+ public:
+  explicit Transaction(Connection& c) : c_(c) {}
+  ~Transaction() {
+    if (!done_) c_.RollBackQuietly();
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  common::Status Begin(const char* begin = "BEGIN") {
+    EGS_ASSIGN_OR_RETURN(PgResult r, c_.Exec("begin", begin));
+    return common::OkStatus();
+  }
+  common::Status Commit() {
+    EGS_ASSIGN_OR_RETURN(PgResult r, c_.Exec("commit", "COMMIT"));
+    done_ = true;
+    return common::OkStatus();
+  }
+
+ private:
+  Connection& c_;
+  bool done_ = false;
+};
+
+// Takes the exclusive lock on `c`'s session, or FailedPrecondition if another session holds it.
+common::Status TakeExclusiveLock(Connection& c) {
+  EGS_ASSIGN_OR_RETURN(PgResult r, c.Exec("take the egsd lock", kExclusiveLock));
+  if (r.rows() == 1 && r.Text(0, 0) == "t") return common::OkStatus();
+  return common::FailedPreconditionError(
+      "postgresql: another egsd holds this database (its session advisory lock); one egsd "
+      "per database: stop the other one or give this one a database of its own");
+}
+
+StoredObject ObjectFromRow(const PgResult& r, int row, std::string_view kind) {
+  StoredObject o;
+  o.kind = std::string(kind);
+  o.ns = r.Text(row, 0);
+  o.name = r.Text(row, 1);
+  o.uid = r.Text(row, 2);
+  o.resource_version = r.Int(row, 3);
+  o.created = common::FromUnixMicros(r.Int(row, 4));
+  o.data = r.Text(row, 5);
+  return o;
+}
+
+common::Result<std::int64_t> ReadMeta(Connection& c, const char* key, bool for_update = false) {
+  EGS_ASSIGN_OR_RETURN(PgResult r,
+                       c.Exec("read meta",
+                              for_update ? "SELECT value FROM meta WHERE key = $1 FOR UPDATE"
+                                         : "SELECT value FROM meta WHERE key = $1",
+                              {key}));
+  if (r.rows() != 1) {
+    return common::InternalError(fmt::format("postgresql: meta key '{}' is missing", key));
+  }
+  return r.Int(0, 0);
+}
+
+common::Status Migrate(Connection& c, common::Time now) {
+  Transaction txn(c);
+  EGS_RETURN_IF_ERROR(txn.Begin());
+  EGS_ASSIGN_OR_RETURN(PgResult lock, c.Exec("migrate schema", kMigrationLock));
+  EGS_RETURN_IF_ERROR(c.ExecScript("migrate schema",
+                                   "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                                   "version BIGINT PRIMARY KEY, "
+                                   "applied_at_unix_us BIGINT NOT NULL)"));
+  EGS_ASSIGN_OR_RETURN(
+      PgResult current,
+      c.Exec("migrate schema", "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
+  const std::int64_t version = current.Int(0, 0);
+  if (version > kLatestSchema) {
+    return common::FailedPreconditionError(fmt::format(
+        "database schema version {} is newer than this binary supports (up to {}); run a newer "
+        "egs or restore a matching backup",
+        version, kLatestSchema));
+  }
+  for (const Migration& m : kMigrations) {
+    if (m.version <= version) continue;
+    EGS_RETURN_IF_ERROR(c.ExecScript(fmt::format("migrate schema to {}", m.version), m.sql));
+    EGS_ASSIGN_OR_RETURN(
+        PgResult recorded,
+        c.Exec("migrate schema",
+               "INSERT INTO schema_migrations (version, applied_at_unix_us) VALUES ($1, $2)",
+               {std::to_string(m.version), std::to_string(common::ToUnixMicros(now))}));
+  }
+  return txn.Commit();
+}
+
+std::vector<std::string> KeyParams(std::string_view kind, std::string_view ns,
+                                   std::string_view name) {
+  return {std::string(kind), std::string(ns), std::string(name)};
+}
+
+// Applies one Commit's ops and logs at `revision` inside the open transaction.
+common::Status ApplyCommit(Connection& c, std::vector<WriteOp>& ops,
+                           const std::vector<LogRecord>& logs, std::int64_t revision) {
+  const std::string rev = std::to_string(revision);
+  int idx = 0;
+  for (WriteOp& op : ops) {
+    StoredObject& o = op.object;
+    EGS_ASSIGN_OR_RETURN(PgResult current,
+                         c.Exec("commit",
+                                "SELECT resource_version FROM objects WHERE kind = $1 AND ns = $2 "
+                                "AND name = $3 FOR UPDATE",
+                                KeyParams(o.kind, o.ns, o.name)));
+    std::optional<std::int64_t> actual;
+    if (current.rows() > 0) actual = current.Int(0, 0);
+    EGS_RETURN_IF_ERROR(internal::CheckExpectedVersion(op, actual));
+    std::string type = "put";
+    if (op.type == WriteOp::Type::kPut) {
+      o.resource_version = revision;
+      std::vector<std::string> params = KeyParams(o.kind, o.ns, o.name);
+      params.insert(params.end(),
+                    {o.uid, rev, std::to_string(common::ToUnixMicros(o.created)), o.data});
+      EGS_ASSIGN_OR_RETURN(
+          PgResult put,
+          c.Exec("commit",
+                 "INSERT INTO objects (kind, ns, name, uid, resource_version, created_unix_us, "
+                 "data) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, ns, name) DO "
+                 "UPDATE SET uid = excluded.uid, resource_version = excluded.resource_version, "
+                 "created_unix_us = excluded.created_unix_us, data = excluded.data",
+                 params));
+    } else {
+      EGS_ASSIGN_OR_RETURN(PgResult old,
+                           c.Exec("commit",
+                                  "DELETE FROM objects WHERE kind = $1 AND ns = $2 AND name = $3 "
+                                  "RETURNING uid, created_unix_us, data",
+                                  KeyParams(o.kind, o.ns, o.name)));
+      if (old.rows() == 0) continue;  // a delete of a missing object changes nothing
+      type = "delete";
+      o.uid = old.Text(0, 0);
+      o.created = common::FromUnixMicros(old.Int(0, 1));
+      o.data = old.Text(0, 2);
+    }
+    EGS_ASSIGN_OR_RETURN(
+        PgResult change,
+        c.Exec("commit",
+               "INSERT INTO changes (revision, idx, type, kind, ns, name, uid, created_unix_us, "
+               "data) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+               {rev, std::to_string(idx++), type, o.kind, o.ns, o.name, o.uid,
+                std::to_string(common::ToUnixMicros(o.created)), o.data}));
+  }
+  for (const LogRecord& record : logs) {
+    EGS_ASSIGN_OR_RETURN(
+        PgResult log,
+        c.Exec("commit", "INSERT INTO logs (stream, at_unix_us, data) VALUES ($1, $2, $3)",
+               {record.stream, std::to_string(common::ToUnixMicros(record.at)), record.data}));
+  }
+  return common::OkStatus();
+}
+
+}  // namespace
+
+class PostgresStore::ReaderLease {
+ public:
+  ReaderLease(PostgresStore* store, std::unique_ptr<Connection> conn)
+      : store_(store), conn_(std::move(conn)) {}
+  ReaderLease(ReaderLease&& other) noexcept = default;
+  ReaderLease& operator=(ReaderLease&&) = delete;
+  ~ReaderLease() {
+    if (conn_ == nullptr) return;  // moved from
+    conn_->RollBackQuietly();
+    std::lock_guard lock(store_->pool_mu_);
+    store_->idle_readers_.push_back(std::move(conn_));
+  }
+  Connection& conn() { return *conn_; }
+
+ private:
+  PostgresStore* store_;
+  std::unique_ptr<Connection> conn_;
+};
+
+common::Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& conninfo,
+                                                                   PostgresOptions options) {
+  options.change_retention_revisions =
+      std::max<std::int64_t>(options.change_retention_revisions, 1);
+  EGS_ASSIGN_OR_RETURN(std::unique_ptr<Connection> writer, Connection::Open(conninfo));
+  if (options.exclusive) EGS_RETURN_IF_ERROR(TakeExclusiveLock(*writer));
+  common::RealClock real_clock;
+  common::Clock& clock = options.clock != nullptr ? *options.clock : real_clock;
+  EGS_RETURN_IF_ERROR(Migrate(*writer, clock.Now()));
+  return std::unique_ptr<PostgresStore>(new PostgresStore(conninfo, options, std::move(writer)));
+}
+
+PostgresStore::PostgresStore(std::string conninfo, PostgresOptions options,
+                             std::unique_ptr<Connection> writer)
+    : conninfo_(std::move(conninfo)), options_(options), writer_(std::move(writer)) {}
+
+PostgresStore::~PostgresStore() = default;
+
+common::Result<PostgresStore::ReaderLease> PostgresStore::LeaseReader() {
+  std::unique_ptr<Connection> conn;
+  {
+    std::lock_guard lock(pool_mu_);
+    if (!idle_readers_.empty()) {
+      conn = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+    }
+  }
+  if (conn == nullptr) {
+    EGS_ASSIGN_OR_RETURN(conn, Connection::Open(conninfo_));
+  } else {
+    EGS_ASSIGN_OR_RETURN(const bool reconnected, conn->EnsureUp());
+    static_cast<void>(reconnected);  // readers hold no session state
+  }
+  return ReaderLease(this, std::move(conn));
+}
+
+common::Result<CommitResult> PostgresStore::Commit(std::vector<WriteOp> ops,
+                                                   std::vector<LogRecord> logs) {
+  EGS_RETURN_IF_ERROR(internal::ValidateCommit(ops, logs));
+  std::lock_guard lock(write_mu_);
+  Connection& c = *writer_;
+  if (lost_lock_) return lost_lock_->WithContext("commit");
+  EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
+  if (reconnected && options_.exclusive) {
+    if (common::Status taken = TakeExclusiveLock(c); !taken.ok()) {
+      if (taken.code() == common::StatusCode::kFailedPrecondition) lost_lock_ = taken;
+      return taken;
+    }
+  }
+  Transaction txn(c);
+  EGS_RETURN_IF_ERROR(txn.Begin());
+  // The revision row's lock orders every commit to this database, from any process.
+  EGS_ASSIGN_OR_RETURN(const std::int64_t last, ReadMeta(c, "revision", /*for_update=*/true));
+  EGS_ASSIGN_OR_RETURN(const std::int64_t compacted, ReadMeta(c, "compacted_revision"));
+  const std::int64_t revision = last + 1;
+  EGS_RETURN_IF_ERROR(ApplyCommit(c, ops, logs, revision));
+  EGS_ASSIGN_OR_RETURN(PgResult set,
+                       c.Exec("commit", "UPDATE meta SET value = $1 WHERE key = 'revision'",
+                              {std::to_string(revision)}));
+  const std::int64_t compact_to = revision - options_.change_retention_revisions;
+  if (compact_to > compacted) {
+    EGS_ASSIGN_OR_RETURN(PgResult compact,
+                         c.Exec("compact changes", "DELETE FROM changes WHERE revision <= $1",
+                                {std::to_string(compact_to)}));
+    EGS_ASSIGN_OR_RETURN(
+        PgResult mark,
+        c.Exec("compact changes", "UPDATE meta SET value = $1 WHERE key = 'compacted_revision'",
+               {std::to_string(compact_to)}));
+  }
+  EGS_RETURN_IF_ERROR(txn.Commit());
+  return CommitResult{revision};
+}
+
+common::Result<std::optional<StoredObject>> PostgresStore::Get(std::string_view kind,
+                                                               std::string_view ns,
+                                                               std::string_view name) {
+  EGS_ASSIGN_OR_RETURN(ReaderLease reader, LeaseReader());
+  const std::string sql = fmt::format(
+      "SELECT {} FROM objects WHERE kind = $1 AND ns = $2 AND name = $3", kObjectColumns);
+  EGS_ASSIGN_OR_RETURN(PgResult r,
+                       reader.conn().Exec("get", sql.c_str(), KeyParams(kind, ns, name)));
+  if (r.rows() == 0) return std::optional<StoredObject>();
+  return std::optional<StoredObject>(ObjectFromRow(r, 0, kind));
+}
+
+common::Result<ListResult> PostgresStore::List(std::string_view kind,
+                                               std::optional<std::string_view> ns) {
+  if (kind.empty()) return common::InvalidArgumentError("List: empty kind");
+  EGS_ASSIGN_OR_RETURN(ReaderLease reader, LeaseReader());
+  Connection& c = reader.conn();
+  Transaction snapshot(c);  // the revision and the rows from one snapshot
+  EGS_RETURN_IF_ERROR(snapshot.Begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  ListResult result;
+  EGS_ASSIGN_OR_RETURN(result.revision, ReadMeta(c, "revision"));
+  const std::string sql = fmt::format("SELECT {} FROM objects WHERE kind = $1 {} ORDER BY ns, name",
+                                      kObjectColumns, ns.has_value() ? "AND ns = $2" : "");
+  std::vector<std::string> params = {std::string(kind)};
+  if (ns.has_value()) params.emplace_back(*ns);
+  EGS_ASSIGN_OR_RETURN(PgResult r, c.Exec("list", sql.c_str(), params));
+  result.objects.reserve(static_cast<std::size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) result.objects.push_back(ObjectFromRow(r, i, kind));
+  EGS_RETURN_IF_ERROR(snapshot.Commit());
+  return result;
+}
+
+common::Result<std::vector<LogRecord>> PostgresStore::ReadLog(std::string_view stream,
+                                                              std::int64_t after_seq,
+                                                              std::size_t limit) {
+  if (stream.empty()) return common::InvalidArgumentError("ReadLog: empty stream");
+  EGS_ASSIGN_OR_RETURN(ReaderLease reader, LeaseReader());
+  EGS_ASSIGN_OR_RETURN(
+      PgResult r,
+      reader.conn().Exec("read log",
+                         "SELECT seq, at_unix_us, data FROM logs "
+                         "WHERE stream = $1 AND seq > $2 ORDER BY "
+                         "seq LIMIT $3",
+                         {std::string(stream), std::to_string(after_seq), ClampLimit(limit)}));
+  std::vector<LogRecord> records;
+  records.reserve(static_cast<std::size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) {
+    records.push_back(LogRecord{std::string(stream), r.Int(i, 0),
+                                common::FromUnixMicros(r.Int(i, 1)), r.Text(i, 2)});
+  }
+  return records;
+}
+
+common::Result<std::int64_t> PostgresStore::CurrentRevision() {
+  EGS_ASSIGN_OR_RETURN(ReaderLease reader, LeaseReader());
+  return ReadMeta(reader.conn(), "revision");
+}
+
+common::Result<std::vector<Change>> PostgresStore::ChangesSince(std::int64_t after_revision,
+                                                                std::size_t limit) {
+  if (after_revision < 0) return common::InvalidArgumentError("ChangesSince: negative revision");
+  EGS_ASSIGN_OR_RETURN(ReaderLease reader, LeaseReader());
+  Connection& c = reader.conn();
+  Transaction snapshot(c);  // the compaction mark and the rows from one snapshot
+  EGS_RETURN_IF_ERROR(snapshot.Begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  EGS_ASSIGN_OR_RETURN(const std::int64_t compacted, ReadMeta(c, "compacted_revision"));
+  if (after_revision < compacted) return internal::CompactedError(after_revision, compacted);
+  std::vector<Change> changes;
+  if (limit == 0) return changes;
+  // Whole revisions only: up to the revision of the limit-th change, inclusive.
+  EGS_ASSIGN_OR_RETURN(
+      PgResult r,
+      c.Exec("changes since",
+             "SELECT revision, type, kind, ns, name, uid, created_unix_us, data FROM changes "
+             "WHERE revision > $1 AND revision <= COALESCE((SELECT revision FROM changes WHERE "
+             "revision > $1 ORDER BY revision, idx LIMIT 1 OFFSET $2), $3) "
+             "ORDER BY revision, idx",
+             {std::to_string(after_revision),
+              std::to_string(
+                  std::min<std::size_t>(
+                      limit, static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())) -
+                  1),
+              std::to_string(std::numeric_limits<std::int64_t>::max())}));
+  changes.reserve(static_cast<std::size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) {
+    Change ch;
+    ch.revision = r.Int(i, 0);
+    ch.type = r.Text(i, 1) == "put" ? WriteOp::Type::kPut : WriteOp::Type::kDelete;
+    ch.object.kind = r.Text(i, 2);
+    ch.object.ns = r.Text(i, 3);
+    ch.object.name = r.Text(i, 4);
+    ch.object.uid = r.Text(i, 5);
+    ch.object.resource_version = ch.revision;
+    ch.object.created = common::FromUnixMicros(r.Int(i, 6));
+    ch.object.data = r.Text(i, 7);
+    changes.push_back(std::move(ch));
+  }
+  EGS_RETURN_IF_ERROR(snapshot.Commit());
+  return changes;
+}
+
+common::Status PostgresStore::WriteSeries(std::vector<SeriesRecord> records,
+                                          std::vector<SeriesPrune> prunes) {
+  EGS_RETURN_IF_ERROR(internal::ValidateSeries(records, prunes));
+  std::lock_guard lock(series_mu_);
+  if (series_writer_ == nullptr) {
+    EGS_ASSIGN_OR_RETURN(series_writer_, Connection::Open(conninfo_));
+  }
+  Connection& c = *series_writer_;
+  EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
+  static_cast<void>(reconnected);
+  Transaction txn(c);
+  EGS_RETURN_IF_ERROR(txn.Begin());
+  for (const SeriesRecord& r : records) {
+    EGS_ASSIGN_OR_RETURN(
+        PgResult put,
+        c.Exec("write series",
+               "INSERT INTO series (series, key, at_unix_us, data) VALUES ($1, $2, $3, $4) "
+               "ON CONFLICT (series, key, at_unix_us) DO UPDATE SET data = excluded.data",
+               {r.series, r.key, std::to_string(common::ToUnixMicros(r.at)), r.data}));
+  }
+  for (const SeriesPrune& p : prunes) {
+    EGS_ASSIGN_OR_RETURN(
+        PgResult prune,
+        c.Exec("prune series", "DELETE FROM series WHERE series = $1 AND at_unix_us < $2",
+               {p.series, std::to_string(common::ToUnixMicros(p.before))}));
+  }
+  return txn.Commit();
+}
+
+common::Result<std::vector<SeriesRecord>> PostgresStore::ReadSeries(
+    std::string_view series, common::Time since, const std::optional<SeriesCursor>& after,
+    std::size_t limit) {
+  if (series.empty()) return common::InvalidArgumentError("ReadSeries: empty series");
+  EGS_ASSIGN_OR_RETURN(ReaderLease reader, LeaseReader());
+  const std::string sql = fmt::format(
+      "SELECT key, at_unix_us, data FROM series WHERE series = $1 AND at_unix_us >= "
+      "$2 {} ORDER BY key, at_unix_us LIMIT $3",
+      after ? "AND (key, at_unix_us) > ($4, $5::BIGINT)" : "");
+  std::vector<std::string> params = {
+      std::string(series), std::to_string(common::ToUnixMicros(since)), ClampLimit(limit)};
+  if (after) {
+    params.push_back(after->key);
+    params.push_back(std::to_string(common::ToUnixMicros(after->at)));
+  }
+  EGS_ASSIGN_OR_RETURN(PgResult r, reader.conn().Exec("read series", sql.c_str(), params));
+  std::vector<SeriesRecord> out;
+  out.reserve(static_cast<std::size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back(SeriesRecord{std::string(series), r.Text(i, 0),
+                               common::FromUnixMicros(r.Int(i, 1)), r.Text(i, 2)});
+  }
+  return out;
+}
+
+common::Status CheckPostgresConninfo(const std::string& conninfo) {
+  char* error = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &error);
+  if (parsed == nullptr) {
+    std::string message = Trimmed(error);
+    PQfreemem(error);
+    return common::InvalidArgumentError(
+        fmt::format("not a PostgreSQL connection string or URI: {}", message));
+  }
+  PQconninfoFree(parsed);
+  return common::OkStatus();
+}
+
+}  // namespace egs::store

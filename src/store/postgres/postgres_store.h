@@ -1,0 +1,107 @@
+// PostgresStore: the Store on a PostgreSQL server (libpq), for egsd deployments that keep their
+// state in a managed database rather than a local SQLite file.
+//
+// Layout: the same tables as the SQLite backend (objects, logs, changes, meta, series), created
+// and migrated on Open under a transaction-scoped advisory lock, so that several processes
+// opening one database at once migrate it once. Object keys, log streams and series keys use
+// the "C" collation, so List and ReadSeries order byte-wise as the contract requires.
+//
+// Commits: one transaction per Commit that first locks the revision row (SELECT ... FOR
+// UPDATE), so that commits from any number of connections or processes get consecutive
+// revisions, and log sequence numbers increase in commit order. A commit is durable when it
+// returns (the server's synchronous_commit, on by default).
+//
+// Connections: one for commits, one for series writes, and a pool of read connections (one per
+// concurrent reader, kept idle afterwards). List and ChangesSince read in one REPEATABLE READ
+// snapshot. A connection that the server dropped is reset before its next use; the call that
+// saw it fail returns Unavailable.
+//
+// Errors: connection failures, serialization failures, deadlocks, a server shutting down or out
+// of resources are Unavailable (retry); a string holding a NUL byte (which PostgreSQL text
+// cannot store) or bytes that are not UTF-8 are InvalidArgument; other server errors are
+// Internal with the server's message.
+//
+// Thread-safety: safe to call from any number of threads (Store's contract).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "store/store.h"
+
+namespace egs::store {
+
+struct PostgresOptions {
+  // The change feed keeps the changes of the last this-many revisions.
+  std::int64_t change_retention_revisions = 10'000;
+  // Stamps schema_migrations.applied_at_unix_us. nullptr: a RealClock. Not owned.
+  common::Clock* clock = nullptr;
+  // Hold the database's egsd lock (a session advisory lock on the commit connection) for the
+  // store's life: Open fails with FailedPrecondition while another process holds it, and if the
+  // connection drops and another process takes the lock meanwhile, every later Commit fails
+  // with FailedPrecondition. egsd sets it: one scheduler per database.
+  bool exclusive = false;
+};
+
+// OK if `conninfo` is a libpq connection string or URI this build can parse; InvalidArgument
+// with libpq's reason otherwise. Does not connect.
+common::Status CheckPostgresConninfo(const std::string& conninfo);
+
+class PostgresStore final : public Store {
+ public:
+  // Connects to `conninfo` (a libpq connection string or URI: "postgresql://user@host:5432/egs",
+  // "host=... dbname=..."), applies pending schema migrations and returns the store.
+  // Errors: Unavailable if the server cannot be reached; FailedPrecondition if the database has
+  // a newer schema than this binary knows; InvalidArgument for a malformed conninfo.
+  static common::Result<std::unique_ptr<PostgresStore>> Open(const std::string& conninfo,
+                                                             PostgresOptions options = {});
+
+  ~PostgresStore() override;
+  PostgresStore(const PostgresStore&) = delete;
+  PostgresStore& operator=(const PostgresStore&) = delete;
+
+  common::Result<CommitResult> Commit(std::vector<WriteOp> ops,
+                                      std::vector<LogRecord> logs) override;
+  common::Result<std::optional<StoredObject>> Get(std::string_view kind, std::string_view ns,
+                                                  std::string_view name) override;
+  common::Result<ListResult> List(std::string_view kind,
+                                  std::optional<std::string_view> ns) override;
+  common::Result<std::vector<LogRecord>> ReadLog(std::string_view stream, std::int64_t after_seq,
+                                                 std::size_t limit) override;
+  common::Result<std::int64_t> CurrentRevision() override;
+  common::Result<std::vector<Change>> ChangesSince(std::int64_t after_revision,
+                                                   std::size_t limit) override;
+  common::Status WriteSeries(std::vector<SeriesRecord> records,
+                             std::vector<SeriesPrune> prunes) override;
+  common::Result<std::vector<SeriesRecord>> ReadSeries(std::string_view series, common::Time since,
+                                                       const std::optional<SeriesCursor>& after,
+                                                       std::size_t limit) override;
+
+  class Connection;  // a libpq connection (postgres_store.cc)
+
+ private:
+  PostgresStore(std::string conninfo, PostgresOptions options, std::unique_ptr<Connection> writer);
+
+  // A read connection from the pool (a new one when none is idle), returned on destruction.
+  class ReaderLease;
+  common::Result<ReaderLease> LeaseReader();
+
+  const std::string conninfo_;
+  const PostgresOptions options_;
+  std::mutex write_mu_;  // serializes Commit on writer_
+  std::unique_ptr<Connection> writer_;
+  // Set once an exclusive store finds its lock taken by another process after a reconnect;
+  // every later Commit fails with it. Guarded by write_mu_.
+  std::optional<common::Status> lost_lock_;
+  std::mutex series_mu_;  // serializes WriteSeries on series_writer_
+  std::unique_ptr<Connection> series_writer_;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Connection>> idle_readers_;  // guarded by pool_mu_
+};
+
+}  // namespace egs::store

@@ -1,0 +1,249 @@
+// PostgresStore beyond the contract suite (store_contract_test.cc runs that on it too): bad
+// connection strings, unreachable servers, values PostgreSQL text cannot hold, two stores on one
+// database (two egsd processes), a dropped connection, a schema from a newer binary. Needs a
+// server: run under scripts/with-postgres.sh (CTest's store_postgres_test does), which sets
+// EGS_TEST_POSTGRES; without it these tests are skipped.
+#include "store/postgres/postgres_store.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/store_test_util.h"
+#include "testing/status_matchers.h"
+
+namespace egs::store {
+namespace {
+
+using common::StatusCode;
+using egs::testing::StatusIs;
+using ::testing::HasSubstr;
+using testing::Log;
+using testing::Obj;
+
+// Runs `sql` on the test server's database; the error text, empty on success.
+std::string RunSql(const std::string& conninfo, const std::string& sql) {
+  PGconn* conn = PQconnectdb(conninfo.c_str());
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
+  std::string error;
+  if (PQstatus(conn) != CONNECTION_OK) {
+    error = PQerrorMessage(conn);
+  } else {
+    PGresult* r = PQexec(conn, sql.c_str());
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+      error = PQresultErrorMessage(r);
+    }
+    PQclear(r);
+  }
+  PQfinish(conn);
+  return error;
+}
+
+class PostgresStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* base = std::getenv("EGS_TEST_POSTGRES");
+    if (base == nullptr) GTEST_SKIP() << "EGS_TEST_POSTGRES is not set (scripts/with-postgres.sh)";
+    base_ = base;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    schema_ = fmt::format("t_{}", info->name());
+    ASSERT_EQ(
+        RunSql(base_, fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0}", schema_)),
+        "");
+    conninfo_ = fmt::format("{} options='-csearch_path={}'", base_, schema_);
+  }
+
+  std::unique_ptr<PostgresStore> MustOpen() {
+    auto store = PostgresStore::Open(conninfo_);
+    EXPECT_OK(store);
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  std::string base_;
+  std::string schema_;
+  std::string conninfo_;
+};
+
+TEST_F(PostgresStoreTest, MalformedConnectionStringIsInvalidArgument) {
+  auto store = PostgresStore::Open("host=127.0.0.1 port");
+  EXPECT_THAT(store, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(store.error().message(),
+              HasSubstr("postgresql: not a PostgreSQL connection string or URI"));
+  EXPECT_OK(CheckPostgresConninfo("postgresql://egs@db.example:5432/egs?sslmode=require"));
+  EXPECT_THAT(CheckPostgresConninfo("postgresql://egs@[::1/egs"),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(PostgresStore::Open("nosuchoption=1"), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST_F(PostgresStoreTest, UnreachableServerIsUnavailable) {
+  // Port 1 on loopback: nothing listens there.
+  auto store = PostgresStore::Open("host=127.0.0.1 port=1 user=postgres connect_timeout=5");
+  EXPECT_THAT(store, StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(store.error().message(), HasSubstr("cannot connect"));
+}
+
+TEST_F(PostgresStoreTest, ValuesTextCannotHoldAreInvalidArgumentAndApplyNothing) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  StoredObject nul = Obj("Pod", "a", "p");
+  nul.data = std::string("{\"x\":\"a\0b\"}", 11);
+  auto r = store->Commit({WriteOp::Put(nul, std::nullopt)}, {});
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(r.error().message(), HasSubstr("NUL byte"));
+  StoredObject latin1 = Obj("Pod", "a", "q");
+  latin1.data = "{\"x\":\"caf\xe9\"}";
+  EXPECT_THAT(store->Commit({WriteOp::Put(Obj("Pod", "a", "ok"), std::nullopt),
+                             WriteOp::Put(latin1, std::nullopt)},
+                            {}),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(*store->CurrentRevision(), 0);
+  EXPECT_EQ(*store->Get("Pod", "a", "ok"), std::nullopt);  // all or nothing
+}
+
+TEST_F(PostgresStoreTest, TwoStoresOnOneDatabaseShareRevisionsAndSeeEachOther) {
+  auto a = MustOpen();
+  auto b = MustOpen();  // a second process: migrations already applied, nothing redone
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  constexpr int kPerStore = 40;
+  std::vector<std::int64_t> revisions[2];
+  std::atomic<int> failures{0};
+  auto run = [&](PostgresStore& s, int who) {
+    for (int i = 0; i < kPerStore; ++i) {
+      auto r = s.Commit({WriteOp::Put(Obj("Pod", "a", fmt::format("p{}-{}", who, i)), 0)},
+                        {Log("events", fmt::format("{{\"who\":{}}}", who))});
+      if (!r.ok()) {
+        ++failures;
+        continue;
+      }
+      revisions[who].push_back(r->revision);
+    }
+  };
+  std::thread ta([&] { run(*a, 0); });
+  std::thread tb([&] { run(*b, 1); });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::set<std::int64_t> all(revisions[0].begin(), revisions[0].end());
+  all.insert(revisions[1].begin(), revisions[1].end());
+  ASSERT_EQ(all.size(), 2u * kPerStore);  // unique
+  EXPECT_EQ(*all.begin(), 1);
+  EXPECT_EQ(*all.rbegin(), 2 * kPerStore);  // consecutive
+  EXPECT_EQ(*a->CurrentRevision(), 2 * kPerStore);
+  EXPECT_EQ(b->List("Pod", std::nullopt)->objects.size(), 2u * kPerStore);
+  EXPECT_NE(*b->Get("Pod", "a", "p0-7"), std::nullopt);
+  // The log sequence follows the commit order: paging never skips a record.
+  auto log = a->ReadLog("events", 0, 1000);
+  ASSERT_OK(log);
+  ASSERT_EQ(log->size(), 2u * kPerStore);
+  for (std::size_t i = 1; i < log->size(); ++i) EXPECT_LT((*log)[i - 1].seq, (*log)[i].seq);
+  auto changes = b->ChangesSince(0, 1000);
+  ASSERT_OK(changes);
+  EXPECT_EQ(changes->size(), 2u * kPerStore);
+}
+
+TEST_F(PostgresStoreTest, ReopenedStoreKeepsEverything) {
+  {
+    auto store = MustOpen();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {Log("events", "{}")}));
+    ASSERT_OK(store->WriteSeries({{"s", "k", common::FromUnixMicros(5), "{}"}}, {}));
+  }
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->CurrentRevision(), 1);
+  auto got = store->Get("Pod", "a", "p");
+  ASSERT_OK(got);
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->resource_version, 1);
+  EXPECT_EQ(store->ReadLog("events", 0, 10)->size(), 1u);
+  EXPECT_EQ(store->ReadSeries("s", common::FromUnixMicros(0), std::nullopt, 10)->size(), 1u);
+}
+
+TEST_F(PostgresStoreTest, DroppedConnectionsFailOnceThenReconnect) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}));
+  ASSERT_OK(store->Get("Pod", "a", "p"));  // a pooled read connection
+  // The server ends every other session (an administrator, a failover, a restart).
+  ASSERT_EQ(RunSql(base_,
+                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
+                   "pg_backend_pid() AND datname = current_database()"),
+            "");
+  // The first use of each dropped connection fails as Unavailable, or succeeds if libpq
+  // noticed the drop first; either way the next call works and nothing is lost.
+  auto commit = store->Commit({WriteOp::Put(Obj("Pod", "a", "q"), 0)}, {});
+  if (!commit.ok()) {
+    EXPECT_THAT(commit, StatusIs(StatusCode::kUnavailable));
+    commit = store->Commit({WriteOp::Put(Obj("Pod", "a", "q"), 0)}, {});
+  }
+  ASSERT_OK(commit);
+  EXPECT_EQ(commit->revision, 2);
+  auto get = store->Get("Pod", "a", "q");
+  if (!get.ok()) {
+    EXPECT_THAT(get, StatusIs(StatusCode::kUnavailable));
+    get = store->Get("Pod", "a", "q");
+  }
+  ASSERT_OK(get);
+  EXPECT_TRUE(get->has_value());
+}
+
+TEST_F(PostgresStoreTest, OneExclusiveStorePerDatabase) {
+  PostgresOptions exclusive;
+  exclusive.exclusive = true;
+  auto first = PostgresStore::Open(conninfo_, exclusive);
+  ASSERT_OK(first);
+  auto second = PostgresStore::Open(conninfo_, exclusive);
+  EXPECT_THAT(second, StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(second.error().message(), HasSubstr("another egsd holds this database"));
+  EXPECT_OK(PostgresStore::Open(conninfo_));  // a store that does not ask for it still opens
+  first->reset();                             // the session ends, the lock with it
+  EXPECT_OK(PostgresStore::Open(conninfo_, exclusive));
+}
+
+TEST_F(PostgresStoreTest, ExclusiveStoreThatLostItsLockStopsCommitting) {
+  PostgresOptions exclusive;
+  exclusive.exclusive = true;
+  auto a = PostgresStore::Open(conninfo_, exclusive);
+  ASSERT_OK(a);
+  ASSERT_OK((*a)->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}));
+  // a's session ends (a network cut, say) and b takes over before a reconnects.
+  ASSERT_EQ(RunSql(base_,
+                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
+                   "pg_backend_pid() AND datname = current_database()"),
+            "");
+  auto b = PostgresStore::Open(conninfo_, exclusive);
+  ASSERT_OK(b);
+  for (int i = 0; i < 3; ++i) {  // the first try may fail on the dropped connection itself
+    auto r = (*a)->Commit({WriteOp::Put(Obj("Pod", "a", fmt::format("q{}", i)), 0)}, {});
+    EXPECT_FALSE(r.ok());
+    if (i > 0) {
+      EXPECT_THAT(r, StatusIs(StatusCode::kFailedPrecondition));
+      EXPECT_THAT(r.error().message(), HasSubstr("another egsd holds this database"));
+    }
+  }
+  ASSERT_OK((*b)->Commit({WriteOp::Put(Obj("Pod", "a", "b"), 0)}, {}));
+  EXPECT_EQ(*(*b)->CurrentRevision(), 2);
+}
+
+TEST_F(PostgresStoreTest, SchemaOfANewerBinaryIsRefused) {
+  ASSERT_NE(MustOpen(), nullptr);
+  ASSERT_EQ(RunSql(conninfo_,
+                   "INSERT INTO schema_migrations (version, applied_at_unix_us) VALUES (99, 0)"),
+            "");
+  auto store = PostgresStore::Open(conninfo_);
+  EXPECT_THAT(store, StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store.error().message(), HasSubstr("schema version 99 is newer"));
+}
+
+}  // namespace
+}  // namespace egs::store
