@@ -21,6 +21,7 @@ constexpr int kStartFailedExit = 1;
 void PrintUsage() {
   fmt::print(stderr,
              "usage: egsd [--config FILE] [--listen ADDR:PORT] [--data-dir DIR] [--fleet FILE]\n"
+             "            [--database postgresql://USER@HOST:PORT/DB]\n"
              "            [--log-level trace|debug|info|warn|error] [--admin-token-file FILE]\n"
              "            [--tls-cert-file FILE --tls-key-file FILE] [--portal-dir DIR]\n"
              "            [--http-threads N]\n");

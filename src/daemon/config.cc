@@ -16,6 +16,7 @@
 #include "api/codec.h"
 #include "cluster/yaml_documents.h"
 #include "daemon/kube_settings.h"
+#include "store/postgres/postgres_store.h"
 
 namespace egs::daemon {
 namespace {
@@ -130,6 +131,11 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
     } else if (key == "dataDir") {
       EGS_ASSIGN_OR_RETURN(out.data_dir, scalar());
       if (out.data_dir.empty()) return common::InvalidArgumentError(field + ": must not be empty");
+    } else if (key == "database") {
+      EGS_ASSIGN_OR_RETURN(out.database, scalar());
+      if (!out.database.empty()) {
+        EGS_RETURN_IF_ERROR(store::CheckPostgresConninfo(out.database).WithContext(field));
+      }
     } else if (key == "fleet") {
       EGS_ASSIGN_OR_RETURN(out.fleet_file, scalar());
     } else if (key == "logLevel") {
@@ -291,6 +297,10 @@ common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& ar
     } else if (flag == "--data-dir") {
       EGS_ASSIGN_OR_RETURN(config.data_dir, next());
       if (config.data_dir.empty()) return common::InvalidArgumentError("--data-dir: empty");
+    } else if (flag == "--database") {
+      EGS_ASSIGN_OR_RETURN(config.database, next());
+      if (config.database.empty()) return common::InvalidArgumentError("--database: empty");
+      EGS_RETURN_IF_ERROR(store::CheckPostgresConninfo(config.database).WithContext(flag));
     } else if (flag == "--fleet") {
       EGS_ASSIGN_OR_RETURN(config.fleet_file, next());
       if (config.fleet_file.empty()) return common::InvalidArgumentError("--fleet: empty");

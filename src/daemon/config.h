@@ -2,6 +2,8 @@
 //
 //   listen: 127.0.0.1:8080          # ADDR:PORT; port 0 picks a free one
 //   dataDir: ./egs-data             # SQLite database and state
+//   database: ""                    # PostgreSQL instead of SQLite: a libpq URI or key=value
+//                                   # string (postgresql://egs@db:5432/egs); one egsd per database
 //   fleet: deploy/fleets/demo.yaml  # simulated fleet loaded on first start
 //   logLevel: info                  # trace, debug, info, warn, error
 //   adminTokenFile: ""              # also write the first-start admin token here (mode 0600)
@@ -12,7 +14,8 @@
 //   kubernetes: {...}               # member clusters and the pod webhook (kube_settings.h)
 //   alerts: {...}                   # alert rules and remediation, see alerts/alert_config.h
 //
-// Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --fleet FILE, --log-level L,
+// Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --database CONNINFO, --fleet FILE,
+// --log-level L,
 // --admin-token-file FILE, --tls-cert-file FILE, --tls-key-file FILE, --portal-dir DIR,
 // --http-threads N.
 //
@@ -35,6 +38,9 @@ struct DaemonConfig {
   std::string listen_host = "127.0.0.1";
   int listen_port = 8080;
   std::string data_dir = "./egs-data";
+  // The PostgreSQL database to keep state in (a libpq connection URI or key=value string);
+  // empty: SQLite in data_dir. A password is best kept out of it (PGPASSFILE, ~/.pgpass).
+  std::string database;
   std::string fleet_file;
   std::string log_level = "info";
   std::string admin_token_file;

@@ -55,6 +55,21 @@ TEST(ConfigTest, ConfigFlagTakesBothSpellings) {
               StatusIs(common::StatusCode::kInvalidArgument));
 }
 
+TEST(ConfigTest, DatabaseFromTheFileOrTheFlag) {
+  egs::testing::TempDir dir;
+  const std::string path =
+      dir.Write("egsd.yaml", "database: postgresql://egs@db.example:5432/egs?sslmode=require\n");
+  auto c = ParseCommandLine({"--config", path});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->database, "postgresql://egs@db.example:5432/egs?sslmode=require");
+  c = ParseCommandLine({"--config", path, "--database", "host=10.0.0.7 dbname=egs user=egs"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->database, "host=10.0.0.7 dbname=egs user=egs");
+  c = ParseCommandLine({});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->database, "");  // SQLite in the data directory
+}
+
 TEST(ConfigTest, ALeadingDocumentMarkerIsOneDocument) {
   egs::testing::TempDir dir;
   auto c = ParseCommandLine({"--config", dir.Write("a.yaml", "---\nlogLevel: warn\n")});
@@ -80,9 +95,15 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
   expect_error({"--tls-cert-file", "c.pem"}, "--tls-key-file");
   expect_error({"--fleet", ""}, "--fleet: empty");
   expect_error({"--fleet="}, "--fleet: empty");
+  expect_error({"--database", ""}, "--database: empty");
+  expect_error({"--database", "postgresql://egs@[::1/egs"},
+               "--database: not a PostgreSQL connection string or URI");
+  expect_error({"--database", "host=db nosuchkey=1"}, "--database: not a PostgreSQL");
 
   egs::testing::TempDir dir;
   expect_error({"--config", dir.Write("a.yaml", "listen: [1, 2]\n")}, "listen");
+  expect_error({"--config", dir.Write("db.yaml", "database: 'port'\n")},
+               "db.yaml: database: not a PostgreSQL connection string or URI");
   expect_error({"--config", dir.Write("b.yaml", "colour: red\n")}, "colour: unknown key");
   expect_error({"--config", dir.Write("c.yaml", "http: {threads: many}\n")}, "http.threads");
   expect_error({"--config", dir.Write("d.yaml", "listen: [\n")}, "d.yaml:");

@@ -40,6 +40,7 @@
 #include "notify/subscription_control_plane.h"
 #include "notify/webhook_sender.h"
 #include "scheduler/scheduler.h"
+#include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
 #include "telemetry/telemetry_hub.h"
 
@@ -318,8 +319,8 @@ struct Daemon::Parts {
   DaemonConfig config;
   std::unique_ptr<common::ScaledClock> scaled_clock;
   common::Clock* clock = nullptr;
-  DataDirLock data_dir_lock;  // before the store: released after it is closed
-  std::unique_ptr<store::SqliteStore> store;
+  DataDirLock data_dir_lock;            // before the store: released after it is closed
+  std::unique_ptr<store::Store> store;  // SQLite in the data directory, or PostgreSQL
   ForwardingConnector forwarder;
   scheduler::Scheduler* scheduler_for_callbacks = nullptr;
   SchedulerLoop* loop_for_callbacks = nullptr;
@@ -454,10 +455,21 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         fmt::format("--data-dir: cannot create {}: {}", config.data_dir, ec.message()));
   }
   EGS_RETURN_IF_ERROR(p->data_dir_lock.Acquire(config.data_dir));
-  const std::string db = (std::filesystem::path(config.data_dir) / "egs.db").string();
-  auto store = store::SqliteStore::Open(db);
-  if (!store.ok()) return store.error().WithContext(fmt::format("open {}", db));
-  p->store = std::move(*store);
+  if (!config.database.empty()) {
+    // One egsd per database: the store holds the database's egsd lock while egsd runs. The
+    // connection string is not echoed (it may carry a password).
+    store::PostgresOptions options;
+    options.exclusive = true;
+    auto store = store::PostgresStore::Open(config.database, options);
+    if (!store.ok()) return store.error().WithContext("--database");
+    p->store = std::move(*store);
+    spdlog::info("state in PostgreSQL (--database)");
+  } else {
+    const std::string db = (std::filesystem::path(config.data_dir) / "egs.db").string();
+    auto store = store::SqliteStore::Open(db);
+    if (!store.ok()) return store.error().WithContext(fmt::format("open {}", db));
+    p->store = std::move(*store);
+  }
 
   Parts* raw = p.get();
   scheduler::SchedulerOptions scheduler_options;
