@@ -21,7 +21,7 @@ constexpr int kStartFailedExit = 1;
 void PrintUsage() {
   fmt::print(stderr,
              "usage: egsd [--config FILE] [--listen ADDR:PORT] [--data-dir DIR] [--fleet FILE]\n"
-             "            [--database postgresql://USER@HOST:PORT/DB]\n"
+             "            [--database postgresql://USER@HOST:PORT/DB [--standby]]\n"
              "            [--log-level trace|debug|info|warn|error] [--admin-token-file FILE]\n"
              "            [--tls-cert-file FILE --tls-key-file FILE] [--portal-dir DIR]\n"
              "            [--http-threads N]\n");
@@ -56,9 +56,20 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // A standby egsd waits for the active one's lock; a stop signal ends the wait.
+  config->start_cancelled = [] {
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    return sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1;
+  };
   try {
     egs::common::RealClock clock;
     auto daemon = egs::daemon::Daemon::Start(*config, clock);
+    if (!daemon.ok() && config->start_cancelled()) {
+      fmt::print(stderr, "egsd: stopped before it started: {}\n", daemon.error().ToString());
+      return 0;
+    }
     if (!daemon.ok()) {
       fmt::print(stderr, "egsd: {}\n", daemon.error().ToString());
       return kStartFailedExit;
@@ -73,6 +84,10 @@ int main(int argc, char** argv) {
     sigwait(&stop_signals, &sig);
     spdlog::info("signal {}: shutting down", sig);
     (*daemon)->Stop();
+    if (auto fatal = (*daemon)->fatal_error()) {
+      fmt::print(stderr, "egsd: stopped: {}\n", fatal->ToString());
+      return kStartFailedExit;
+    }
   } catch (const std::exception& e) {
     // Last resort: library code is wrapped in Status; anything reaching here is a bug.
     spdlog::critical("egsd: unexpected exception: {}", e.what());

@@ -136,6 +136,12 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
       if (!out.database.empty()) {
         EGS_RETURN_IF_ERROR(store::CheckPostgresConninfo(out.database).WithContext(field));
       }
+    } else if (key == "standby") {
+      EGS_ASSIGN_OR_RETURN(std::string s, scalar());
+      if (s != "true" && s != "false") {
+        return common::InvalidArgumentError(field + ": must be true or false");
+      }
+      out.standby = s == "true";
     } else if (key == "fleet") {
       EGS_ASSIGN_OR_RETURN(out.fleet_file, scalar());
     } else if (key == "logLevel") {
@@ -301,6 +307,9 @@ common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& ar
       EGS_ASSIGN_OR_RETURN(config.database, next());
       if (config.database.empty()) return common::InvalidArgumentError("--database: empty");
       EGS_RETURN_IF_ERROR(store::CheckPostgresConninfo(config.database).WithContext(flag));
+    } else if (flag == "--standby") {
+      if (has_value) return common::InvalidArgumentError("--standby: takes no value");
+      config.standby = true;
     } else if (flag == "--fleet") {
       EGS_ASSIGN_OR_RETURN(config.fleet_file, next());
       if (config.fleet_file.empty()) return common::InvalidArgumentError("--fleet: empty");
@@ -330,6 +339,11 @@ common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& ar
   if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
     return common::InvalidArgumentError(
         "--tls-cert-file/--tls-key-file: a certificate and a key must be given together");
+  }
+  if (config.standby && config.database.empty()) {
+    return common::InvalidArgumentError(
+        "--standby: needs --database (a standby waits for the active egsd's lock on a shared "
+        "PostgreSQL database)");
   }
   return config;
 }

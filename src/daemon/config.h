@@ -4,6 +4,7 @@
 //   dataDir: ./egs-data             # SQLite database and state
 //   database: ""                    # PostgreSQL instead of SQLite: a libpq URI or key=value
 //                                   # string (postgresql://egs@db:5432/egs); one egsd per database
+//   standby: false                  # with database: wait for the active egsd's lock, then serve
 //   fleet: deploy/fleets/demo.yaml  # simulated fleet loaded on first start
 //   logLevel: info                  # trace, debug, info, warn, error
 //   adminTokenFile: ""              # also write the first-start admin token here (mode 0600)
@@ -14,8 +15,8 @@
 //   kubernetes: {...}               # member clusters and the pod webhook (kube_settings.h)
 //   alerts: {...}                   # alert rules and remediation, see alerts/alert_config.h
 //
-// Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --database CONNINFO, --fleet FILE,
-// --log-level L,
+// Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --database CONNINFO, --standby,
+// --fleet FILE, --log-level L,
 // --admin-token-file FILE, --tls-cert-file FILE, --tls-key-file FILE, --portal-dir DIR,
 // --http-threads N.
 //
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +43,11 @@ struct DaemonConfig {
   // The PostgreSQL database to keep state in (a libpq connection URI or key=value string);
   // empty: SQLite in data_dir. A password is best kept out of it (PGPASSFILE, ~/.pgpass).
   std::string database;
+  // With database: start as a standby that waits until the active egsd's lock on the database
+  // is free (that egsd stopped or died), then loads the state and serves.
+  bool standby = false;
+  // Not from the file: asked while a standby waits; true stops the start (egsd's stop signals).
+  std::function<bool()> start_cancelled;
   std::string fleet_file;
   std::string log_level = "info";
   std::string admin_token_file;

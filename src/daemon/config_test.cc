@@ -68,6 +68,15 @@ TEST(ConfigTest, DatabaseFromTheFileOrTheFlag) {
   c = ParseCommandLine({});
   ASSERT_OK(c);
   EXPECT_EQ(c->database, "");  // SQLite in the data directory
+  EXPECT_FALSE(c->standby);
+  c = ParseCommandLine({"--config", path, "--standby"});
+  ASSERT_OK(c);
+  EXPECT_TRUE(c->standby);
+  c = ParseCommandLine({"--config", dir.Write("s.yaml", "database: host=db\nstandby: true\n")});
+  ASSERT_OK(c);
+  EXPECT_TRUE(c->standby);
+  EXPECT_THAT(ParseCommandLine({"--config", dir.Write("t.yaml", "standby: maybe\n")}),
+              StatusIs(common::StatusCode::kInvalidArgument));
 }
 
 TEST(ConfigTest, ALeadingDocumentMarkerIsOneDocument) {
@@ -99,6 +108,8 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
   expect_error({"--database", "postgresql://egs@[::1/egs"},
                "--database: not a PostgreSQL connection string or URI");
   expect_error({"--database", "host=db nosuchkey=1"}, "--database: not a PostgreSQL");
+  expect_error({"--standby"}, "--standby: needs --database");
+  expect_error({"--standby=yes", "--database", "host=db"}, "--standby: takes no value");
 
   egs::testing::TempDir dir;
   expect_error({"--config", dir.Write("a.yaml", "listen: [1, 2]\n")}, "listen");

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -319,8 +320,11 @@ struct Daemon::Parts {
   DaemonConfig config;
   std::unique_ptr<common::ScaledClock> scaled_clock;
   common::Clock* clock = nullptr;
-  DataDirLock data_dir_lock;            // before the store: released after it is closed
-  std::unique_ptr<store::Store> store;  // SQLite in the data directory, or PostgreSQL
+  DataDirLock data_dir_lock;  // before the store: released after it is closed
+  std::unique_ptr<store::Store> store;
+  std::mutex fatal_mu;
+  std::optional<common::Status> fatal;  // guarded by fatal_mu; see Daemon::fatal_error  // SQLite
+                                        // in the data directory, or PostgreSQL
   ForwardingConnector forwarder;
   scheduler::Scheduler* scheduler_for_callbacks = nullptr;
   SchedulerLoop* loop_for_callbacks = nullptr;
@@ -460,10 +464,26 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     // connection string is not echoed (it may carry a password).
     store::PostgresOptions options;
     options.exclusive = true;
+    options.wait_for_lock = config.standby;
+    options.cancelled = config.start_cancelled;
+    options.on_waiting = [] {
+      spdlog::warn("standby: another egsd holds the database; waiting to take over");
+    };
+    // An egsd whose lock another one took while its connection was down must not go on
+    // driving clusters: it stops, and says why (Daemon::fatal_error).
+    Parts* parts = p.get();
+    options.on_lost_lock = [parts](const common::Status& s) {
+      spdlog::critical("stopping: {}", s.ToString());
+      {
+        std::lock_guard lock(parts->fatal_mu);
+        parts->fatal = s;
+      }
+      kill(getpid(), SIGTERM);  // egsd's main thread waits for it
+    };
     auto store = store::PostgresStore::Open(config.database, options);
     if (!store.ok()) return store.error().WithContext("--database");
     p->store = std::move(*store);
-    spdlog::info("state in PostgreSQL (--database)");
+    spdlog::info("state in PostgreSQL (--database){}", config.standby ? ": took over" : "");
   } else {
     const std::string db = (std::filesystem::path(config.data_dir) / "egs.db").string();
     auto store = store::SqliteStore::Open(db);
@@ -738,5 +758,10 @@ std::string Daemon::url() const {
 }
 
 const std::optional<std::string>& Daemon::admin_token() const { return parts_->admin_token; }
+
+std::optional<common::Status> Daemon::fatal_error() const {
+  std::lock_guard lock(parts_->fatal_mu);
+  return parts_->fatal;
+}
 
 }  // namespace egs::daemon

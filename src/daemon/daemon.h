@@ -43,6 +43,9 @@ class Daemon {
   std::string url() const;
   // The admin token issued on this start (first start only).
   const std::optional<std::string>& admin_token() const;
+  // Set when egsd must stop on its own (it lost its lock on a PostgreSQL database to another
+  // egsd, which then sends it SIGTERM): the reason, for the exit status.
+  std::optional<common::Status> fatal_error() const;
 
   struct Parts;
 

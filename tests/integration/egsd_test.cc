@@ -104,10 +104,18 @@ class Egsd {
   ~Egsd() { Stop(SIGKILL); }
   // Keep state in this PostgreSQL database instead of SQLite (--database).
   void UseDatabase(std::string conninfo) { database_ = std::move(conninfo); }
+  void Standby() { standby_ = true; }
+  // The exit code once the process ends on its own.
+  int WaitExit() { return proc_->Wait(); }
 
   // Starts egsd and waits until it serves. The admin token is read from the token file, which
   // egsd writes on the first start only.
   void Start() {
+    ASSERT_NO_FATAL_FAILURE(Launch());
+    ASSERT_NO_FATAL_FAILURE(WaitUp());
+  }
+  // Starts the process without waiting for it to serve (a standby waits for the lock first).
+  void Launch() {
     proc_ = std::make_unique<Subprocess>();
     std::vector<std::string> argv = {EGSD_PATH,
                                      "--listen",
@@ -122,14 +130,20 @@ class Egsd {
                                      "warn"};
     argv.insert(argv.end(), tls_args_.begin(), tls_args_.end());
     if (!database_.empty()) argv.insert(argv.end(), {"--database", database_});
+    if (standby_) argv.push_back("--standby");
     ASSERT_TRUE(proc_->Start(argv, {}, (dir_ / "egsd.log").string()));
+  }
+  // Waits until the launched egsd serves, and reads its URL and admin token.
+  void WaitUp() {
     auto line = proc_->WaitForLine("egsd is up: ", 60s);
     ASSERT_TRUE(line.has_value()) << "egsd did not start; log:\n" << Log();
     url_ = line->substr(line->find("http"));
     port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
     std::ifstream in(dir_ / "token");
     std::getline(in, token_);
-    ASSERT_FALSE(token_.empty());
+    if (!standby_) {
+      ASSERT_FALSE(token_.empty());  // a standby takes over the tokens already issued
+    }
   }
   // Stops it with `sig` (SIGTERM: graceful; SIGKILL: crash) and returns its exit code.
   int Stop(int sig) {
@@ -158,6 +172,7 @@ class Egsd {
   std::filesystem::path dir_;
   std::vector<std::string> tls_args_;
   std::string database_;
+  bool standby_ = false;
   std::unique_ptr<Subprocess> proc_;
   std::string url_;
   std::string token_;
@@ -553,6 +568,92 @@ TEST_F(EgsdPostgresTest, SecondEgsdOnTheSameDatabaseIsRefused) {
   auto list = first.Client().Get(kGprPath);
   ASSERT_TRUE(list);
   EXPECT_EQ(list->status, 200);
+}
+
+TEST_F(EgsdPostgresTest, StandbyTakesOverWhenTheActiveOneDies) {
+  egs::testing::TempDir dir_a, dir_b;
+  Egsd active(dir_a.path()), standby(dir_b.path());
+  active.UseDatabase(database_);
+  standby.UseDatabase(database_);
+  standby.Standby();
+  ASSERT_NO_FATAL_FAILURE(active.Start());
+  {
+    httplib::Client c = active.Client();
+    for (int i = 0; i < 3; ++i) {
+      auto r =
+          c.Post(kGprPath, GprJson("r" + std::to_string(i), 1, "4h").dump(), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 201) << r->body;
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(standby.Launch());
+  common::RealClock clock;
+  const auto deadline = clock.Now() + 30s;
+  while (standby.Log().find("waiting to take over") == std::string::npos &&
+         clock.Now() < deadline) {
+    clock.SleepUntil(clock.Now() + 50ms);
+  }
+  ASSERT_NE(standby.Log().find("waiting to take over"), std::string::npos) << standby.Log();
+  active.Stop(SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(standby.WaitUp());
+  // The standby's admin token file is its own (first start of its data dir); the state is the
+  // active one's, read with the active one's token.
+  httplib::Client c(standby.url());
+  c.set_bearer_token_auth(active.token());
+  auto list = c.Get(kGprPath);
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->status, 200) << list->body;
+  EXPECT_EQ(Body(list)["items"].size(), 3u);
+}
+
+TEST_F(EgsdPostgresTest, WaitingStandbyStopsOnSigterm) {
+  egs::testing::TempDir dir_a, dir_b;
+  Egsd active(dir_a.path()), standby(dir_b.path());
+  active.UseDatabase(database_);
+  standby.UseDatabase(database_);
+  standby.Standby();
+  ASSERT_NO_FATAL_FAILURE(active.Start());
+  ASSERT_NO_FATAL_FAILURE(standby.Launch());
+  common::RealClock clock;
+  const auto deadline = clock.Now() + 30s;
+  while (standby.Log().find("waiting to take over") == std::string::npos &&
+         clock.Now() < deadline) {
+    clock.SleepUntil(clock.Now() + 50ms);
+  }
+  EXPECT_EQ(standby.Stop(SIGTERM), 0);
+  EXPECT_NE(standby.Log().find("stopped before it started"), std::string::npos) << standby.Log();
+}
+
+TEST_F(EgsdPostgresTest, ActiveThatLostItsLockStops) {
+  egs::testing::TempDir dir_a, dir_b;
+  Egsd active(dir_a.path()), standby(dir_b.path());
+  active.UseDatabase(database_);
+  standby.UseDatabase(database_);
+  standby.Standby();
+  ASSERT_NO_FATAL_FAILURE(active.Start());
+  ASSERT_NO_FATAL_FAILURE(standby.Launch());
+  // Every session to the database ends (a failover of the database, a network cut): the
+  // standby reconnects and takes the lock before the active one writes again.
+  RunResult cut = RunCommand({"psql", std::getenv("EGS_TEST_POSTGRES"), "-q", "-c",
+                              "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid "
+                              "<> pg_backend_pid() AND datname = current_database()"},
+                             {});
+  ASSERT_EQ(cut.code, 0) << cut.err;
+  ASSERT_NO_FATAL_FAILURE(standby.WaitUp());
+  // The active one's next write finds the lock taken: it refuses the write and stops.
+  auto r = active.Client().Post(kGprPath, GprJson("late", 1, "1h").dump(), "application/json");
+  EXPECT_TRUE(!r || r->status >= 500) << (r ? r->body : "");
+  // 75 when the refused write was a change the scheduler had applied (egsd exits at once so
+  // that a restart rebuilds from what is durable), 1 when it stopped on the lost lock.
+  const int code = active.WaitExit();
+  EXPECT_TRUE(code == 75 || code == 1) << code;
+  EXPECT_NE(active.Log().find("another egsd holds this database"), std::string::npos)
+      << active.Log();
+  httplib::Client c(standby.url());
+  c.set_bearer_token_auth(active.token());
+  auto list = c.Get(kGprPath + "/late");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->status, 404);  // the refused write is nowhere
 }
 
 TEST_F(EgsdPostgresTest, CrashDuringCreatesLosesNothing) {

@@ -381,9 +381,25 @@ common::Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::st
   options.change_retention_revisions =
       std::max<std::int64_t>(options.change_retention_revisions, 1);
   EGS_ASSIGN_OR_RETURN(std::unique_ptr<Connection> writer, Connection::Open(conninfo));
-  if (options.exclusive) EGS_RETURN_IF_ERROR(TakeExclusiveLock(*writer));
   common::RealClock real_clock;
   common::Clock& clock = options.clock != nullptr ? *options.clock : real_clock;
+  if (options.exclusive) {
+    bool told = false;
+    for (;;) {
+      common::Status taken = TakeExclusiveLock(*writer);
+      if (taken.ok()) break;
+      const bool retry = taken.code() == common::StatusCode::kFailedPrecondition ||
+                         taken.code() == common::StatusCode::kUnavailable;
+      if (!options.wait_for_lock || !retry) return taken;
+      if (!told && options.on_waiting) options.on_waiting();
+      told = true;
+      if (options.cancelled && options.cancelled()) {
+        return common::UnavailableError("stopped while waiting for the egsd lock on the database");
+      }
+      clock.SleepUntil(clock.Now() + options.lock_poll);
+      if (auto up = writer->EnsureUp(); !up.ok()) continue;  // tried again after the next poll
+    }
+  }
   EGS_RETURN_IF_ERROR(Migrate(*writer, clock.Now()));
   return std::unique_ptr<PostgresStore>(new PostgresStore(conninfo, options, std::move(writer)));
 }
@@ -421,7 +437,10 @@ common::Result<CommitResult> PostgresStore::Commit(std::vector<WriteOp> ops,
   EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
   if (reconnected && options_.exclusive) {
     if (common::Status taken = TakeExclusiveLock(c); !taken.ok()) {
-      if (taken.code() == common::StatusCode::kFailedPrecondition) lost_lock_ = taken;
+      if (taken.code() == common::StatusCode::kFailedPrecondition) {
+        lost_lock_ = taken;
+        if (options_.on_lost_lock) options_.on_lost_lock(taken);
+      }
       return taken;
     }
   }

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -46,6 +47,17 @@ struct PostgresOptions {
   // connection drops and another process takes the lock meanwhile, every later Commit fails
   // with FailedPrecondition. egsd sets it: one scheduler per database.
   bool exclusive = false;
+  // With exclusive: wait for the lock while another process holds it instead of failing (a
+  // standby egsd), trying again every lock_poll (connection errors while waiting are retried
+  // too). `cancelled`, when set, is asked between tries: Open returns Unavailable once it says
+  // true. `on_waiting` is called once, when the first try finds the lock taken.
+  bool wait_for_lock = false;
+  common::Duration lock_poll = common::Seconds(2);
+  std::function<bool()> cancelled;
+  std::function<void()> on_waiting;
+  // With exclusive: called once, on the committing thread, when the store finds that another
+  // process took the lock while its connection was down (every later Commit fails). egsd stops.
+  std::function<void(const common::Status&)> on_lost_lock;
 };
 
 // OK if `conninfo` is a libpq connection string or URI this build can parse; InvalidArgument

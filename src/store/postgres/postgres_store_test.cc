@@ -12,11 +12,13 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "store/store_test_util.h"
 #include "testing/status_matchers.h"
 
@@ -210,9 +212,59 @@ TEST_F(PostgresStoreTest, OneExclusiveStorePerDatabase) {
   EXPECT_OK(PostgresStore::Open(conninfo_, exclusive));
 }
 
+TEST_F(PostgresStoreTest, StandbyWaitsForTheLockThenTakesOver) {
+  PostgresOptions exclusive;
+  exclusive.exclusive = true;
+  auto active = PostgresStore::Open(conninfo_, exclusive);
+  ASSERT_OK(active);
+  ASSERT_OK((*active)->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}));
+  std::atomic<bool> waiting{false};
+  PostgresOptions standby = exclusive;
+  standby.wait_for_lock = true;
+  standby.lock_poll = std::chrono::milliseconds(20);
+  standby.on_waiting = [&] { waiting = true; };
+  std::optional<common::Result<std::unique_ptr<PostgresStore>>> opened;  // read after join
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    opened.emplace(PostgresStore::Open(conninfo_, standby));
+    done = true;
+  });
+  common::RealClock clock;
+  while (!waiting) clock.SleepUntil(clock.Now() + std::chrono::milliseconds(5));
+  clock.SleepUntil(clock.Now() + std::chrono::milliseconds(100));
+  EXPECT_FALSE(done);  // still waiting while the active one holds the lock
+  active->reset();     // the active one ends
+  t.join();
+  ASSERT_TRUE(opened.has_value());
+  ASSERT_OK(*opened);
+  EXPECT_NE(*(**opened)->Get("Pod", "a", "p"), std::nullopt);
+  EXPECT_OK((**opened)->Commit({WriteOp::Put(Obj("Pod", "a", "q"), 0)}, {}));
+}
+
+TEST_F(PostgresStoreTest, StandbyThatIsStoppedWhileWaitingReturns) {
+  PostgresOptions exclusive;
+  exclusive.exclusive = true;
+  auto active = PostgresStore::Open(conninfo_, exclusive);
+  ASSERT_OK(active);
+  PostgresOptions standby = exclusive;
+  standby.wait_for_lock = true;
+  standby.lock_poll = std::chrono::milliseconds(20);
+  int asked = 0;
+  standby.cancelled = [&] { return ++asked == 3; };
+  auto opened = PostgresStore::Open(conninfo_, standby);
+  EXPECT_THAT(opened, StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(opened.error().message(), HasSubstr("stopped while waiting for the egsd lock"));
+  EXPECT_EQ(asked, 3);
+}
+
 TEST_F(PostgresStoreTest, ExclusiveStoreThatLostItsLockStopsCommitting) {
   PostgresOptions exclusive;
   exclusive.exclusive = true;
+  int lost = 0;
+  exclusive.on_lost_lock = [&](const common::Status& s) {
+    ++lost;
+    EXPECT_THAT(s.message(), HasSubstr("another egsd holds this database"));
+  };
   auto a = PostgresStore::Open(conninfo_, exclusive);
   ASSERT_OK(a);
   ASSERT_OK((*a)->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}));
@@ -233,6 +285,7 @@ TEST_F(PostgresStoreTest, ExclusiveStoreThatLostItsLockStopsCommitting) {
   }
   ASSERT_OK((*b)->Commit({WriteOp::Put(Obj("Pod", "a", "b"), 0)}, {}));
   EXPECT_EQ(*(*b)->CurrentRevision(), 2);
+  EXPECT_EQ(lost, 1);  // told once, however many commits fail after
 }
 
 TEST_F(PostgresStoreTest, SchemaOfANewerBinaryIsRefused) {
