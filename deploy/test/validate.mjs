@@ -455,6 +455,30 @@ for (const [what, extra] of [["default values", []], ["values-example.yaml", ["-
   check("helm: agent, webhook and rbac can be disabled", errors);
 }
 
+{
+  // PostgreSQL: replicas on standby, the URI from a Secret, no volume claimed, TCP probes for a
+  // standby that waits (deploy/helm/egs/values.yaml, egsd.database).
+  const objects = loadAll(helmRun(["template", "egs", chartDir, "-n", "egs-system", "--set", "egsd.database.secretName=egsd-db"]));
+  const errors = [];
+  for (const obj of objects) {
+    const objectErrors = await validateObject(obj);
+    if (objectErrors.length > 0) errors.push(`${obj.kind} ${obj.metadata?.name}: ${objectErrors.join("; ")}`);
+  }
+  const dep = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "egsd");
+  const pod = dep?.spec.template.spec;
+  const c = pod?.containers[0];
+  if (dep?.spec.replicas !== 2) errors.push(`replicas ${dep?.spec.replicas}, want 2`);
+  if (dep?.spec.strategy?.type !== "Recreate") errors.push("strategy is not Recreate");
+  if (JSON.stringify(c?.args) !== JSON.stringify(["--config", "/etc/egs/egsd.yaml", "--database", "$(EGS_DATABASE)", "--standby"])) errors.push(`args ${JSON.stringify(c?.args)}`);
+  const ref = c?.env?.find((e) => e.name === "EGS_DATABASE")?.valueFrom?.secretKeyRef;
+  if (ref?.name !== "egsd-db" || ref?.key !== "url") errors.push("EGS_DATABASE does not come from secret egsd-db, key url");
+  if (objects.some((o) => o.kind === "PersistentVolumeClaim")) errors.push("a PersistentVolumeClaim is rendered");
+  if (!pod?.volumes.find((v) => v.name === "data")?.emptyDir) errors.push("the data volume is not an emptyDir");
+  if (!c?.startupProbe?.tcpSocket || !c?.livenessProbe?.tcpSocket) errors.push("startup and liveness probes are not TCP");
+  if (c?.readinessProbe?.httpGet?.path !== "/readyz") errors.push("readiness is not /readyz");
+  check("helm: egsd.database runs standby replicas on PostgreSQL", errors);
+}
+
 // Self-checks: each validator refuses a broken input.
 {
   const errors = [];
