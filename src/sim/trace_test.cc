@@ -1,5 +1,6 @@
 #include "sim/trace.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -709,6 +710,58 @@ TEST_F(RealTraceTest, Philly) {
   int max_gpus = 0;
   for (const TraceJob& job : trace->jobs) max_gpus = std::max(max_gpus, job.gpus);
   EXPECT_EQ(max_gpus, 128);
+}
+
+// The job-log loaders on the real Philly jobs, rewritten in their formats: a Helios
+// cluster_log.csv (local times with a +08:00 offset, as Acme writes them) and an original-Philly
+// JSON log (one attempt each). Both must give the Pollux loader's jobs, job for job (the first
+// 20,000; they are sorted by submit, and so are the loaders' results).
+TEST_F(RealTraceTest, JobLogsOfThePhillyJobsLoadAsThePolluxFile) {
+  auto philly = LoadPhilly(File("philly-pollux/philly.csv"));
+  ASSERT_OK(philly);
+  philly->jobs.resize(20'000);  // enough real rows; the whole file takes long under ASan
+  TempDir dir;
+  std::string log =
+      "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,"
+      "queue\n";
+  std::string json = "[";
+  auto local = [](core::Time t, std::chrono::hours offset) {
+    std::string s = common::FormatTime(t + offset);  // 2017-10-09T07:01:55Z
+    return s.substr(0, 10) + " " + s.substr(11, 8);
+  };
+  for (std::size_t i = 0; i < philly->jobs.size(); ++i) {
+    const TraceJob& j = philly->jobs[i];
+    const long long seconds = std::chrono::duration_cast<std::chrono::seconds>(j.hold).count();
+    ASSERT_EQ(common::Seconds(seconds), j.hold) << "Philly holds are whole seconds";
+    const std::string at = local(j.submit, std::chrono::hours(8)) + "+08:00";
+    log +=
+        fmt::format("{},u,{},{},1,1,COMPLETED,{},{},,{},0\n", i, j.team, j.gpus, at, at, seconds);
+    std::string gpus;
+    for (int g = 0; g < j.gpus; ++g) gpus += fmt::format("{}\"gpu{}\"", g == 0 ? "" : ",", g % 8);
+    json += fmt::format(
+        "{}{{\"jobid\":\"{}\",\"vc\":\"{}\",\"status\":\"Pass\",\"user\":\"u\","
+        "\"submitted_time\":\"{}\",\"attempts\":[{{\"start_time\":\"{}\",\"end_time\":\"{}\","
+        "\"detail\":[{{\"ip\":\"m\",\"gpus\":[{}]}}]}}]}}",
+        i == 0 ? "" : ",", i, j.team, local(j.submit, std::chrono::hours(0)),
+        local(j.submit, std::chrono::hours(0)), local(j.submit + j.hold, std::chrono::hours(0)),
+        gpus);
+  }
+  json += "]";
+  auto helios = LoadJobLog(dir.Write("cluster_log.csv", log));
+  ASSERT_OK(helios);
+  auto original = LoadPhillyJobLog(dir.Write("cluster_job_log", json));
+  ASSERT_OK(original);
+  for (const Trace* t : {&*helios, &*original}) {
+    ASSERT_EQ(t->jobs.size(), philly->jobs.size()) << t->name;
+    for (std::size_t i = 0; i < t->jobs.size(); ++i) {
+      const TraceJob& want = philly->jobs[i];
+      const TraceJob& got = t->jobs[i];
+      ASSERT_EQ(got.submit, want.submit) << t->name << " job " << i;
+      ASSERT_EQ(got.gpus, want.gpus) << t->name << " job " << i;
+      ASSERT_EQ(got.hold, want.hold) << t->name << " job " << i;
+      ASSERT_EQ(got.team, want.team) << t->name << " job " << i;
+    }
+  }
 }
 
 TEST_F(RealTraceTest, OpenbPods) {
