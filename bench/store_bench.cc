@@ -11,12 +11,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/clock.h"
+#include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace egs::store {
@@ -100,6 +102,65 @@ void BM_SqliteCreate(benchmark::State& state) {
   store.reset();
   std::filesystem::remove_all(dir);
 }
+
+// The same creates through PostgresStore, on the server EGS_TEST_POSTGRES names (run under
+// scripts/with-postgres.sh; EGS_POSTGRES_FSYNC=on for a server that fsyncs). Commits go one at
+// a time over the store's commit connection (no group commit). Args: threads.
+void BM_PostgresCreate(benchmark::State& state) {
+  const char* conninfo = std::getenv("EGS_TEST_POSTGRES");
+  if (conninfo == nullptr) {
+    state.SkipWithError("EGS_TEST_POSTGRES is not set (run under scripts/with-postgres.sh)");
+    return;
+  }
+  static std::atomic<int> run{0};
+  const std::string schema = fmt::format("bench_{}_{}", ::getpid(), ++run);
+  // A schema of its own: an empty store for every run.
+  const std::string create = fmt::format("psql \"{}\" -q -c 'CREATE SCHEMA {}'", conninfo, schema);
+  if (std::system(create.c_str()) != 0) {
+    state.SkipWithError("cannot create the benchmark's schema");
+    return;
+  }
+  auto opened = PostgresStore::Open(fmt::format("{} options='-csearch_path={}'", conninfo, schema));
+  if (!opened.ok()) {
+    state.SkipWithError(opened.error().ToString().c_str());
+    return;
+  }
+  std::unique_ptr<PostgresStore> store = std::move(opened).value();
+  const int threads = static_cast<int>(state.range(0));
+  common::RealClock clock;
+  std::vector<std::vector<std::int64_t>> latency_us(threads);
+  std::atomic<bool> failed{false};
+  std::int64_t round = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (int i = 0; i < kCommitsPerThread; ++i) {
+          const common::Time start = clock.Now();
+          auto r =
+              store->Commit({WriteOp::Put(BenchObject(t, round * kCommitsPerThread + i), 0)}, {});
+          latency_us[t].push_back((clock.Now() - start).count());
+          if (!r.ok()) failed = true;
+        }
+      });
+    }
+    for (std::thread& w : workers) w.join();
+    ++round;
+  }
+  if (failed) state.SkipWithError("a commit failed");
+  std::vector<std::int64_t> all;
+  for (const auto& v : latency_us) all.insert(all.end(), v.begin(), v.end());
+  state.SetItemsProcessed(static_cast<std::int64_t>(all.size()));
+  state.counters["p50_us"] = Percentile(all, 0.50);
+  state.counters["p99_us"] = Percentile(all, 0.99);
+}
+
+BENCHMARK(BM_PostgresCreate)
+    ->ArgNames({"threads"})
+    ->Arg(1)
+    ->Arg(8)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_SqliteCreate)
     ->ArgNames({"threads", "full", "batch"})

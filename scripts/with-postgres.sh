@@ -4,7 +4,8 @@
 # the command with EGS_TEST_POSTGRES set to its libpq connection string. The server is stopped
 # and its directory removed when the command ends, whatever its exit status (which this script
 # returns). Needs Debian's postgresql (scripts/install-deps.sh installs it). As root, the server
-# runs as the postgres user (PostgreSQL refuses to run as root).
+# runs as the postgres user (PostgreSQL refuses to run as root). The server does not fsync
+# (throwaway data, faster tests) unless EGS_POSTGRES_FSYNC=on (benchmarks of durable commits).
 # Usage: scripts/with-postgres.sh COMMAND [ARGS...]
 set -euo pipefail
 if (($# == 0)); then
@@ -38,7 +39,7 @@ started=0
 for _ in 1 2 3 4 5; do
   port=$((20000 + RANDOM % 20000))
   if "${as_server[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off" start >/dev/null 2>&1; then
+      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=${EGS_POSTGRES_FSYNC:-off}" start >/dev/null 2>&1; then
     started=1
     break
   fi

@@ -10,11 +10,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -320,11 +323,70 @@ struct Daemon::Parts {
   DaemonConfig config;
   std::unique_ptr<common::ScaledClock> scaled_clock;
   common::Clock* clock = nullptr;
-  DataDirLock data_dir_lock;  // before the store: released after it is closed
-  std::unique_ptr<store::Store> store;
+  DataDirLock data_dir_lock;            // before the store: released after it is closed
+  std::unique_ptr<store::Store> store;  // SQLite in the data directory, or PostgreSQL
   std::mutex fatal_mu;
-  std::optional<common::Status> fatal;  // guarded by fatal_mu; see Daemon::fatal_error  // SQLite
-                                        // in the data directory, or PostgreSQL
+  std::optional<common::Status> fatal;  // guarded by fatal_mu; see Daemon::fatal_error
+  // With --database: the store, and the thread that checks its lock every few seconds
+  // (WatchDatabaseLock).
+  store::PostgresStore* postgres = nullptr;
+  std::thread lock_watch;
+  std::mutex lock_watch_mu;
+  std::condition_variable lock_watch_cv;
+  bool lock_watch_stop = false;  // guarded by lock_watch_mu
+
+  void StopLockWatch() {
+    if (!lock_watch.joinable()) return;
+    {
+      std::lock_guard lock(lock_watch_mu);
+      lock_watch_stop = true;
+    }
+    lock_watch_cv.notify_all();
+    lock_watch.join();
+  }
+  // A start that fails after the store opened ends the watch here.
+  ~Parts() { StopLockWatch(); }
+
+  // Stops egsd on its own: records why (Daemon::fatal_error) and sends the process SIGTERM,
+  // which egsd's main thread waits for.
+  void StopFatally(const common::Status& why) {
+    spdlog::critical("stopping: {}", why.ToString());
+    {
+      std::lock_guard lock(fatal_mu);
+      if (!fatal) fatal = why;
+    }
+    kill(getpid(), SIGTERM);
+  }
+
+  // An active egsd must stop acting on clusters before a standby may take over: the server
+  // ends a session it cannot reach within about 25 s (the store's keepalives), freeing the
+  // lock; this stops egsd once it has not confirmed its lock for 15 s, or at once when another
+  // egsd holds it.
+  void WatchDatabaseLock(common::Clock& real_clock) {
+    constexpr common::Duration kEvery = common::Seconds(5);
+    constexpr common::Duration kGiveUp = common::Seconds(15);
+    common::Time confirmed = real_clock.Now();
+    std::unique_lock lock(lock_watch_mu);
+    while (!real_clock.WaitUntil(lock_watch_cv, lock, real_clock.Now() + kEvery,
+                                 [this] { return lock_watch_stop; })) {
+      lock.unlock();
+      const common::Status s = postgres->CheckLock();
+      lock.lock();
+      if (s.ok()) {
+        confirmed = real_clock.Now();
+        continue;
+      }
+      if (s.code() == common::StatusCode::kFailedPrecondition) return;  // on_lost_lock stopped it
+      spdlog::warn("cannot confirm the egsd lock on the database: {}", s.ToString());
+      if (real_clock.Now() - confirmed >= kGiveUp) {
+        StopFatally(common::UnavailableError(fmt::format(
+            "could not confirm the egsd lock on the database for {} s ({}); a standby may take "
+            "over",
+            common::ToSeconds(real_clock.Now() - confirmed), s.message())));
+        return;
+      }
+    }
+  }
   ForwardingConnector forwarder;
   scheduler::Scheduler* scheduler_for_callbacks = nullptr;
   SchedulerLoop* loop_for_callbacks = nullptr;
@@ -472,17 +534,12 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     // An egsd whose lock another one took while its connection was down must not go on
     // driving clusters: it stops, and says why (Daemon::fatal_error).
     Parts* parts = p.get();
-    options.on_lost_lock = [parts](const common::Status& s) {
-      spdlog::critical("stopping: {}", s.ToString());
-      {
-        std::lock_guard lock(parts->fatal_mu);
-        parts->fatal = s;
-      }
-      kill(getpid(), SIGTERM);  // egsd's main thread waits for it
-    };
+    options.on_lost_lock = [parts](const common::Status& s) { parts->StopFatally(s); };
     auto store = store::PostgresStore::Open(config.database, options);
     if (!store.ok()) return store.error().WithContext("--database");
+    p->postgres = store->get();
     p->store = std::move(*store);
+    p->lock_watch = std::thread([parts, &clock] { parts->WatchDatabaseLock(clock); });
     spdlog::info("state in PostgreSQL (--database){}", config.standby ? ": took over" : "");
   } else {
     const std::string db = (std::filesystem::path(config.data_dir) / "egs.db").string();
@@ -735,6 +792,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
 void Daemon::Stop() {
   if (!parts_ || parts_->stopped) return;
   parts_->stopped = true;
+  parts_->StopLockWatch();
   if (parts_->http) parts_->http->Stop();
   if (parts_->api) parts_->api->Shutdown();
   if (parts_->kube) parts_->kube->Stop();  // before the loop: node registration waits on it

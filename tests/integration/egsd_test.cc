@@ -107,6 +107,10 @@ class Egsd {
   void Standby() { standby_ = true; }
   // The exit code once the process ends on its own.
   int WaitExit() { return proc_->Wait(); }
+  // The same within `timeout`; nullopt if it still runs.
+  std::optional<int> WaitExitFor(std::chrono::milliseconds timeout) {
+    return proc_->WaitFor(timeout);
+  }
 
   // Starts egsd and waits until it serves. The admin token is read from the token file, which
   // egsd writes on the first start only.
@@ -654,6 +658,28 @@ TEST_F(EgsdPostgresTest, ActiveThatLostItsLockStops) {
   auto list = c.Get(kGprPath + "/late");
   ASSERT_TRUE(list);
   EXPECT_EQ(list->status, 404);  // the refused write is nowhere
+}
+
+// Without a write to refuse: the lock watch finds the lock taken (every 5 s) and stops egsd.
+TEST_F(EgsdPostgresTest, ActiveStopsOnItsOwnOnceAStandbyHoldsTheLock) {
+  egs::testing::TempDir dir_a, dir_b;
+  Egsd active(dir_a.path()), standby(dir_b.path());
+  active.UseDatabase(database_);
+  standby.UseDatabase(database_);
+  standby.Standby();
+  ASSERT_NO_FATAL_FAILURE(active.Start());
+  ASSERT_NO_FATAL_FAILURE(standby.Launch());
+  RunResult cut = RunCommand({"psql", std::getenv("EGS_TEST_POSTGRES"), "-q", "-c",
+                              "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid "
+                              "<> pg_backend_pid() AND datname = current_database()"},
+                             {});
+  ASSERT_EQ(cut.code, 0) << cut.err;
+  ASSERT_NO_FATAL_FAILURE(standby.WaitUp());
+  const std::optional<int> code = active.WaitExitFor(60s);
+  ASSERT_TRUE(code.has_value()) << "the active egsd still runs; log:\n" << active.Log();
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(active.Log().find("another egsd holds this database"), std::string::npos)
+      << active.Log();
 }
 
 TEST_F(EgsdPostgresTest, CrashDuringCreatesLosesNothing) {

@@ -107,6 +107,20 @@ class Subprocess {
     return exit_code_;
   }
 
+  // Wait() bounded by `timeout`: the exit code, or nullopt if the process still runs then
+  // (its output pipes still open).
+  std::optional<int> WaitFor(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return exit_code_;
+    common::RealClock clock;
+    const auto deadline = clock.Now() + timeout;
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.Now());
+      if (left.count() <= 0) return std::nullopt;
+      if (!Pump(static_cast<int>(left.count()))) return Wait();  // both pipes closed: exited
+    }
+  }
+
   void Kill(int sig) {
     if (pid_ > 0) kill(pid_, sig);
   }

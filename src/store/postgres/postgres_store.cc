@@ -133,7 +133,17 @@ class PostgresStore::Connection {
     if (common::Status parsed = CheckPostgresConninfo(conninfo); !parsed.ok()) {
       return common::InvalidArgumentError(fmt::format("postgresql: {}", parsed.message()));
     }
-    PGconn* conn = PQconnectdb(conninfo.c_str());
+    // TCP keepalives and a user timeout, so that a cut connection fails in seconds rather than
+    // after the kernel's retransmissions (minutes); settings in `conninfo` win (it comes last).
+    const char* keywords[] = {"keepalives",
+                              "keepalives_idle",
+                              "keepalives_interval",
+                              "keepalives_count",
+                              "tcp_user_timeout",
+                              "dbname",
+                              nullptr};
+    const char* values[] = {"1", "5", "2", "3", "10000", conninfo.c_str(), nullptr};
+    PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
     if (conn == nullptr) return common::UnavailableError("postgresql: out of memory");
     auto c = std::unique_ptr<Connection>(new Connection(conn));
     if (PQstatus(conn) != CONNECTION_OK) {
@@ -230,7 +240,13 @@ class Transaction {
 };
 
 // Takes the exclusive lock on `c`'s session, or FailedPrecondition if another session holds it.
+// The session asks the server to probe its connection too (keepalives, a user timeout): the
+// server ends a session whose client is cut off within about 25 s, and with it the lock, so that
+// a standby can take over.
 common::Status TakeExclusiveLock(Connection& c) {
+  EGS_RETURN_IF_ERROR(c.ExecScript("take the egsd lock",
+                                   "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; "
+                                   "SET tcp_keepalives_count = 3; SET tcp_user_timeout = 20000"));
   EGS_ASSIGN_OR_RETURN(PgResult r, c.Exec("take the egsd lock", kExclusiveLock));
   if (r.rows() == 1 && r.Text(0, 0) == "t") return common::OkStatus();
   return common::FailedPreconditionError(
@@ -435,15 +451,7 @@ common::Result<CommitResult> PostgresStore::Commit(std::vector<WriteOp> ops,
   Connection& c = *writer_;
   if (lost_lock_) return lost_lock_->WithContext("commit");
   EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
-  if (reconnected && options_.exclusive) {
-    if (common::Status taken = TakeExclusiveLock(c); !taken.ok()) {
-      if (taken.code() == common::StatusCode::kFailedPrecondition) {
-        lost_lock_ = taken;
-        if (options_.on_lost_lock) options_.on_lost_lock(taken);
-      }
-      return taken;
-    }
-  }
+  if (reconnected) EGS_RETURN_IF_ERROR(RelockAfterReconnect());
   Transaction txn(c);
   EGS_RETURN_IF_ERROR(txn.Begin());
   // The revision row's lock orders every commit to this database, from any process.
@@ -466,6 +474,27 @@ common::Result<CommitResult> PostgresStore::Commit(std::vector<WriteOp> ops,
   }
   EGS_RETURN_IF_ERROR(txn.Commit());
   return CommitResult{revision};
+}
+
+common::Status PostgresStore::CheckLock() {
+  if (!options_.exclusive) return common::OkStatus();
+  std::lock_guard lock(write_mu_);
+  if (lost_lock_) return *lost_lock_;
+  Connection& c = *writer_;
+  EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
+  if (reconnected) return RelockAfterReconnect();
+  EGS_ASSIGN_OR_RETURN(PgResult r, c.Exec("check the egsd lock", "SELECT 1"));
+  return common::OkStatus();
+}
+
+common::Status PostgresStore::RelockAfterReconnect() {
+  if (!options_.exclusive) return common::OkStatus();
+  common::Status taken = TakeExclusiveLock(*writer_);
+  if (taken.code() == common::StatusCode::kFailedPrecondition) {
+    lost_lock_ = taken;
+    if (options_.on_lost_lock) options_.on_lost_lock(taken);
+  }
+  return taken;
 }
 
 common::Result<std::optional<StoredObject>> PostgresStore::Get(std::string_view kind,

@@ -94,10 +94,23 @@ class PostgresStore final : public Store {
                                                        const std::optional<SeriesCursor>& after,
                                                        std::size_t limit) override;
 
+  // For an exclusive store: checks that its session, and so its lock, is still there, taking the
+  // lock again after a reconnect. OK; Unavailable when the server cannot be reached (the lock's
+  // fate is unknown: the server ends a session it cannot reach within about 25 s, freeing the
+  // lock); FailedPrecondition once another process holds the lock (on_lost_lock is called).
+  // egsd calls it every few seconds and stops when it cannot confirm its lock for long enough,
+  // so that it stops acting on clusters before a standby takes over. OK for a store that is
+  // not exclusive.
+  common::Status CheckLock();
+
   class Connection;  // a libpq connection (postgres_store.cc)
 
  private:
   PostgresStore(std::string conninfo, PostgresOptions options, std::unique_ptr<Connection> writer);
+
+  // After the commit connection was re-established: takes the exclusive lock again (an
+  // exclusive store), or records that it is lost and says so (on_lost_lock). write_mu_ held.
+  common::Status RelockAfterReconnect();
 
   // A read connection from the pool (a new one when none is idle), returned on destruction.
   class ReaderLease;
