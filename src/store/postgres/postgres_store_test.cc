@@ -288,6 +288,43 @@ TEST_F(PostgresStoreTest, ExclusiveStoreThatLostItsLockStopsCommitting) {
   EXPECT_EQ(lost, 1);  // told once, however many commits fail after
 }
 
+TEST_F(PostgresStoreTest, CheckLockConfirmsTheLockOrReportsItLost) {
+  PostgresOptions exclusive;
+  exclusive.exclusive = true;
+  int lost = 0;
+  exclusive.on_lost_lock = [&](const common::Status&) { ++lost; };
+  auto a = PostgresStore::Open(conninfo_, exclusive);
+  ASSERT_OK(a);
+  EXPECT_OK((*a)->CheckLock());
+  // The session ends but nobody else takes the lock: a reconnect takes it again.
+  ASSERT_EQ(RunSql(base_,
+                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
+                   "pg_backend_pid() AND datname = current_database()"),
+            "");
+  common::Status s = (*a)->CheckLock();
+  if (!s.ok()) {
+    EXPECT_THAT(s, StatusIs(StatusCode::kUnavailable));  // the dropped session, seen first
+    s = (*a)->CheckLock();
+  }
+  EXPECT_OK(s);
+  EXPECT_EQ(lost, 0);
+  // Now another store takes it while a's session is gone.
+  ASSERT_EQ(RunSql(base_,
+                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
+                   "pg_backend_pid() AND datname = current_database()"),
+            "");
+  auto b = PostgresStore::Open(conninfo_, exclusive);
+  ASSERT_OK(b);
+  s = (*a)->CheckLock();
+  if (s.code() == StatusCode::kUnavailable) s = (*a)->CheckLock();
+  EXPECT_THAT(s, StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_EQ(lost, 1);
+  EXPECT_THAT((*a)->CheckLock(), StatusIs(StatusCode::kFailedPrecondition));  // and stays lost
+  EXPECT_EQ(lost, 1);
+  EXPECT_OK((*b)->CheckLock());
+  EXPECT_OK(PostgresStore::Open(conninfo_)->get()->CheckLock());  // not exclusive: nothing to check
+}
+
 TEST_F(PostgresStoreTest, SchemaOfANewerBinaryIsRefused) {
   ASSERT_NE(MustOpen(), nullptr);
   ASSERT_EQ(RunSql(conninfo_,
