@@ -1,7 +1,7 @@
-// Durable single-object creates through SqliteStore: throughput and per-commit latency with 1
-// and 8 concurrent committer threads, synchronous FULL and NORMAL. With 8 threads, group commit
-// writes many callers' commits in one transaction (one fsync); `batch:1` turns it off for
-// comparison. Counters: items_per_second = commits/s, p50_us/p99_us = Commit latency,
+// Durable single-object creates through SqliteStore (and PostgresStore, BM_PostgresCreate):
+// throughput and per-commit latency with 1 and 8 concurrent committer threads, synchronous FULL
+// and NORMAL. With 8 threads, group commit writes many callers' commits in one transaction (one
+// fsync); `batch:1` turns it off for comparison. Counters: items_per_second = commits/s, p50_us/p99_us = Commit latency,
 // commits_per_txn = the group-commit factor.
 //
 //   egs-bench --benchmark_filter=BM_SqliteCreate
@@ -53,6 +53,37 @@ double Percentile(std::vector<std::int64_t>& v, double p) {
   return static_cast<double>(v[k]);
 }
 
+// Each iteration: `threads` threads commit kCommitsPerThread single-object creates each.
+// Sets items (commits) and the p50_us / p99_us counters of Commit latency.
+void RunCreates(benchmark::State& state, Store& store, int threads) {
+  common::RealClock clock;
+  std::vector<std::vector<std::int64_t>> latency_us(threads);
+  std::atomic<bool> failed{false};
+  std::int64_t round = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (int i = 0; i < kCommitsPerThread; ++i) {
+          const common::Time start = clock.Now();
+          auto r =
+              store.Commit({WriteOp::Put(BenchObject(t, round * kCommitsPerThread + i), 0)}, {});
+          latency_us[t].push_back((clock.Now() - start).count());
+          if (!r.ok()) failed = true;
+        }
+      });
+    }
+    for (std::thread& w : workers) w.join();
+    ++round;
+  }
+  if (failed) state.SkipWithError("a commit failed");
+  std::vector<std::int64_t> all;
+  for (const auto& v : latency_us) all.insert(all.end(), v.begin(), v.end());
+  state.SetItemsProcessed(static_cast<std::int64_t>(all.size()));
+  state.counters["p50_us"] = Percentile(all, 0.50);
+  state.counters["p99_us"] = Percentile(all, 0.99);
+}
+
 // Args: threads, synchronous (1 = FULL, 0 = NORMAL), max commits per transaction.
 void BM_SqliteCreate(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
@@ -66,35 +97,8 @@ void BM_SqliteCreate(benchmark::State& state) {
     return;
   }
   std::unique_ptr<SqliteStore> store = std::move(opened).value();
-  common::RealClock clock;
-  std::vector<std::vector<std::int64_t>> latency_us(threads);
-  std::atomic<bool> failed{false};
-  std::int64_t round = 0;
-
-  for (auto _ : state) {
-    std::vector<std::thread> workers;
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] {
-        for (int i = 0; i < kCommitsPerThread; ++i) {
-          const common::Time start = clock.Now();
-          auto r =
-              store->Commit({WriteOp::Put(BenchObject(t, round * kCommitsPerThread + i), 0)}, {});
-          latency_us[t].push_back((clock.Now() - start).count());
-          if (!r.ok()) failed = true;
-        }
-      });
-    }
-    for (std::thread& w : workers) w.join();
-    ++round;
-  }
-  if (failed) state.SkipWithError("a commit failed");
-
-  std::vector<std::int64_t> all;
-  for (const auto& v : latency_us) all.insert(all.end(), v.begin(), v.end());
+  RunCreates(state, *store, threads);
   const SqliteStats stats = store->stats();
-  state.SetItemsProcessed(static_cast<std::int64_t>(all.size()));
-  state.counters["p50_us"] = Percentile(all, 0.50);
-  state.counters["p99_us"] = Percentile(all, 0.99);
   state.counters["commits_per_txn"] =
       stats.transactions == 0
           ? 0
@@ -126,33 +130,7 @@ void BM_PostgresCreate(benchmark::State& state) {
     return;
   }
   std::unique_ptr<PostgresStore> store = std::move(opened).value();
-  const int threads = static_cast<int>(state.range(0));
-  common::RealClock clock;
-  std::vector<std::vector<std::int64_t>> latency_us(threads);
-  std::atomic<bool> failed{false};
-  std::int64_t round = 0;
-  for (auto _ : state) {
-    std::vector<std::thread> workers;
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] {
-        for (int i = 0; i < kCommitsPerThread; ++i) {
-          const common::Time start = clock.Now();
-          auto r =
-              store->Commit({WriteOp::Put(BenchObject(t, round * kCommitsPerThread + i), 0)}, {});
-          latency_us[t].push_back((clock.Now() - start).count());
-          if (!r.ok()) failed = true;
-        }
-      });
-    }
-    for (std::thread& w : workers) w.join();
-    ++round;
-  }
-  if (failed) state.SkipWithError("a commit failed");
-  std::vector<std::int64_t> all;
-  for (const auto& v : latency_us) all.insert(all.end(), v.begin(), v.end());
-  state.SetItemsProcessed(static_cast<std::int64_t>(all.size()));
-  state.counters["p50_us"] = Percentile(all, 0.50);
-  state.counters["p99_us"] = Percentile(all, 0.99);
+  RunCreates(state, *store, static_cast<int>(state.range(0)));
 }
 
 BENCHMARK(BM_PostgresCreate)

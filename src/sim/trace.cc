@@ -89,6 +89,7 @@ class SeenIds {
 
 // A node list with one node per row: its name, GPU count and GPU model in the named columns
 // (others ignored), all in `cluster`. CPU-only nodes (0 GPUs) are left out: EGS books GPUs only.
+// An empty `model` column name: the list names no models (every node's is unknown).
 struct NodeColumns {
   std::string_view name, gpus, model;
 };
@@ -96,8 +97,13 @@ Result<std::vector<FleetNodeSpec>> LoadNodeRows(const std::string& path, NodeCol
                                                 std::string_view cluster, std::size_t* cpu_only) {
   CsvReader csv;
   EGS_RETURN_IF_ERROR(csv.Open(path));
-  EGS_ASSIGN_OR_RETURN(std::vector<int> col,
-                       csv.Columns({columns.name, columns.gpus, columns.model}));
+  std::vector<int> col;
+  if (columns.model.empty()) {
+    EGS_ASSIGN_OR_RETURN(col, csv.Columns({columns.name, columns.gpus}));
+    col.push_back(-1);
+  } else {
+    EGS_ASSIGN_OR_RETURN(col, csv.Columns({columns.name, columns.gpus, columns.model}));
+  }
   std::vector<FleetNodeSpec> nodes;
   SeenIds names;
   if (cpu_only != nullptr) *cpu_only = 0;
@@ -112,13 +118,14 @@ Result<std::vector<FleetNodeSpec>> LoadNodeRows(const std::string& path, NodeCol
       continue;
     }
     EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[1], gpus));
-    if (csv.IsEmpty(col[2])) {
+    if (col[2] >= 0 && csv.IsEmpty(col[2])) {
       return csv.ColumnError(col[2], fmt::format("is empty for a node with {} GPUs", gpus));
     }
-    nodes.push_back(FleetNodeSpec{.name = std::string(csv.Text(col[0])),
-                                  .cluster = std::string(cluster),
-                                  .gpu_model = std::string(csv.Text(col[2])),
-                                  .gpus = gpus});
+    nodes.push_back(
+        FleetNodeSpec{.name = std::string(csv.Text(col[0])),
+                      .cluster = std::string(cluster),
+                      .gpu_model = col[2] >= 0 ? std::string(csv.Text(col[2])) : std::string(),
+                      .gpus = gpus});
   }
   return nodes;
 }
@@ -519,27 +526,7 @@ Result<Trace> LoadPhillyJobLog(const std::string& path) {
 
 Result<std::vector<FleetNodeSpec>> LoadPhillyMachines(const std::string& path,
                                                       std::size_t* cpu_only) {
-  CsvReader csv;
-  EGS_RETURN_IF_ERROR(csv.Open(path));
-  EGS_ASSIGN_OR_RETURN(std::vector<int> col, csv.Columns({"machineId", "number of GPUs"}));
-  std::vector<FleetNodeSpec> nodes;
-  SeenIds names;
-  if (cpu_only != nullptr) *cpu_only = 0;
-  while (true) {
-    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
-    if (!more) break;
-    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
-    EGS_RETURN_IF_ERROR(names.Add(csv, col[0]));
-    EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
-    if (gpus == 0) {
-      if (cpu_only != nullptr) ++*cpu_only;
-      continue;
-    }
-    EGS_RETURN_IF_ERROR(CheckNodeGpus(csv, col[1], gpus));
-    nodes.push_back(FleetNodeSpec{
-        .name = std::string(csv.Text(col[0])), .cluster = "philly", .gpu_model = "", .gpus = gpus});
-  }
-  return nodes;
+  return LoadNodeRows(path, {"machineId", "number of GPUs", ""}, "philly", cpu_only);
 }
 
 Result<std::vector<FleetNodeSpec>> LoadOpenbNodes(const std::string& path, std::size_t* cpu_only) {

@@ -521,6 +521,32 @@ class EgsdPostgresTest : public ::testing::Test {
     ASSERT_EQ(made.code, 0) << made.out << made.err;
     database_ = std::string(base) + " options='-csearch_path=" + schema + "'";
   }
+  // An egsd on the test's database, over `dir`; a standby with --standby.
+  std::unique_ptr<Egsd> Make(const egs::testing::TempDir& dir, bool standby = false) {
+    auto egsd = std::make_unique<Egsd>(dir.path());
+    egsd->UseDatabase(database_);
+    if (standby) egsd->Standby();
+    return egsd;
+  }
+  // The server ends every session to the test database but psql's own (a failover of the
+  // database, a network cut).
+  static void EndEverySession() {
+    RunResult cut = RunCommand({"psql", std::getenv("EGS_TEST_POSTGRES"), "-q", "-c",
+                                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                                "pid <> pg_backend_pid() AND datname = current_database()"},
+                               {});
+    ASSERT_EQ(cut.code, 0) << cut.err;
+  }
+  // Waits (up to 30 s) until a launched standby says that it waits for the lock.
+  static void WaitUntilWaiting(Egsd& standby) {
+    common::RealClock clock;
+    const auto deadline = clock.Now() + 30s;
+    while (standby.Log().find("waiting to take over") == std::string::npos &&
+           clock.Now() < deadline) {
+      clock.SleepUntil(clock.Now() + 50ms);
+    }
+    ASSERT_NE(standby.Log().find("waiting to take over"), std::string::npos) << standby.Log();
+  }
   std::string database_;
 };
 
@@ -576,13 +602,11 @@ TEST_F(EgsdPostgresTest, SecondEgsdOnTheSameDatabaseIsRefused) {
 
 TEST_F(EgsdPostgresTest, StandbyTakesOverWhenTheActiveOneDies) {
   egs::testing::TempDir dir_a, dir_b;
-  Egsd active(dir_a.path()), standby(dir_b.path());
-  active.UseDatabase(database_);
-  standby.UseDatabase(database_);
-  standby.Standby();
-  ASSERT_NO_FATAL_FAILURE(active.Start());
+  auto active = Make(dir_a);
+  auto standby = Make(dir_b, /*standby=*/true);
+  ASSERT_NO_FATAL_FAILURE(active->Start());
   {
-    httplib::Client c = active.Client();
+    httplib::Client c = active->Client();
     for (int i = 0; i < 3; ++i) {
       auto r =
           c.Post(kGprPath, GprJson("r" + std::to_string(i), 1, "4h").dump(), "application/json");
@@ -590,20 +614,14 @@ TEST_F(EgsdPostgresTest, StandbyTakesOverWhenTheActiveOneDies) {
       ASSERT_EQ(r->status, 201) << r->body;
     }
   }
-  ASSERT_NO_FATAL_FAILURE(standby.Launch());
-  common::RealClock clock;
-  const auto deadline = clock.Now() + 30s;
-  while (standby.Log().find("waiting to take over") == std::string::npos &&
-         clock.Now() < deadline) {
-    clock.SleepUntil(clock.Now() + 50ms);
-  }
-  ASSERT_NE(standby.Log().find("waiting to take over"), std::string::npos) << standby.Log();
-  active.Stop(SIGKILL);
-  ASSERT_NO_FATAL_FAILURE(standby.WaitUp());
+  ASSERT_NO_FATAL_FAILURE(standby->Launch());
+  ASSERT_NO_FATAL_FAILURE(WaitUntilWaiting(*standby));
+  active->Stop(SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(standby->WaitUp());
   // The standby's admin token file is its own (first start of its data dir); the state is the
   // active one's, read with the active one's token.
-  httplib::Client c(standby.url());
-  c.set_bearer_token_auth(active.token());
+  httplib::Client c(standby->url());
+  c.set_bearer_token_auth(active->token());
   auto list = c.Get(kGprPath);
   ASSERT_TRUE(list);
   ASSERT_EQ(list->status, 200) << list->body;
@@ -612,74 +630,54 @@ TEST_F(EgsdPostgresTest, StandbyTakesOverWhenTheActiveOneDies) {
 
 TEST_F(EgsdPostgresTest, WaitingStandbyStopsOnSigterm) {
   egs::testing::TempDir dir_a, dir_b;
-  Egsd active(dir_a.path()), standby(dir_b.path());
-  active.UseDatabase(database_);
-  standby.UseDatabase(database_);
-  standby.Standby();
-  ASSERT_NO_FATAL_FAILURE(active.Start());
-  ASSERT_NO_FATAL_FAILURE(standby.Launch());
-  common::RealClock clock;
-  const auto deadline = clock.Now() + 30s;
-  while (standby.Log().find("waiting to take over") == std::string::npos &&
-         clock.Now() < deadline) {
-    clock.SleepUntil(clock.Now() + 50ms);
-  }
-  EXPECT_EQ(standby.Stop(SIGTERM), 0);
-  EXPECT_NE(standby.Log().find("stopped before it started"), std::string::npos) << standby.Log();
+  auto active = Make(dir_a);
+  auto standby = Make(dir_b, /*standby=*/true);
+  ASSERT_NO_FATAL_FAILURE(active->Start());
+  ASSERT_NO_FATAL_FAILURE(standby->Launch());
+  ASSERT_NO_FATAL_FAILURE(WaitUntilWaiting(*standby));
+  EXPECT_EQ(standby->Stop(SIGTERM), 0);
+  EXPECT_NE(standby->Log().find("stopped before it started"), std::string::npos) << standby->Log();
 }
 
 TEST_F(EgsdPostgresTest, ActiveThatLostItsLockStops) {
   egs::testing::TempDir dir_a, dir_b;
-  Egsd active(dir_a.path()), standby(dir_b.path());
-  active.UseDatabase(database_);
-  standby.UseDatabase(database_);
-  standby.Standby();
-  ASSERT_NO_FATAL_FAILURE(active.Start());
-  ASSERT_NO_FATAL_FAILURE(standby.Launch());
-  // Every session to the database ends (a failover of the database, a network cut): the
-  // standby reconnects and takes the lock before the active one writes again.
-  RunResult cut = RunCommand({"psql", std::getenv("EGS_TEST_POSTGRES"), "-q", "-c",
-                              "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid "
-                              "<> pg_backend_pid() AND datname = current_database()"},
-                             {});
-  ASSERT_EQ(cut.code, 0) << cut.err;
-  ASSERT_NO_FATAL_FAILURE(standby.WaitUp());
+  auto active = Make(dir_a);
+  auto standby = Make(dir_b, /*standby=*/true);
+  ASSERT_NO_FATAL_FAILURE(active->Start());
+  ASSERT_NO_FATAL_FAILURE(standby->Launch());
+  // The standby reconnects and takes the lock before the active one writes again.
+  ASSERT_NO_FATAL_FAILURE(EndEverySession());
+  ASSERT_NO_FATAL_FAILURE(standby->WaitUp());
   // The active one's next write finds the lock taken: it refuses the write and stops.
-  auto r = active.Client().Post(kGprPath, GprJson("late", 1, "1h").dump(), "application/json");
+  auto r = active->Client().Post(kGprPath, GprJson("late", 1, "1h").dump(), "application/json");
   EXPECT_TRUE(!r || r->status >= 500) << (r ? r->body : "");
   // 75 when the refused write was a change the scheduler had applied (egsd exits at once so
   // that a restart rebuilds from what is durable), 1 when it stopped on the lost lock.
-  const int code = active.WaitExit();
+  const int code = active->WaitExit();
   EXPECT_TRUE(code == 75 || code == 1) << code;
-  EXPECT_NE(active.Log().find("another egsd holds this database"), std::string::npos)
-      << active.Log();
-  httplib::Client c(standby.url());
-  c.set_bearer_token_auth(active.token());
-  auto list = c.Get(kGprPath + "/late");
-  ASSERT_TRUE(list);
-  EXPECT_EQ(list->status, 404);  // the refused write is nowhere
+  EXPECT_NE(active->Log().find("another egsd holds this database"), std::string::npos)
+      << active->Log();
+  httplib::Client c(standby->url());
+  c.set_bearer_token_auth(active->token());
+  auto got = c.Get(kGprPath + "/late");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 404);  // the refused write is nowhere
 }
 
 // Without a write to refuse: the lock watch finds the lock taken (every 5 s) and stops egsd.
 TEST_F(EgsdPostgresTest, ActiveStopsOnItsOwnOnceAStandbyHoldsTheLock) {
   egs::testing::TempDir dir_a, dir_b;
-  Egsd active(dir_a.path()), standby(dir_b.path());
-  active.UseDatabase(database_);
-  standby.UseDatabase(database_);
-  standby.Standby();
-  ASSERT_NO_FATAL_FAILURE(active.Start());
-  ASSERT_NO_FATAL_FAILURE(standby.Launch());
-  RunResult cut = RunCommand({"psql", std::getenv("EGS_TEST_POSTGRES"), "-q", "-c",
-                              "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid "
-                              "<> pg_backend_pid() AND datname = current_database()"},
-                             {});
-  ASSERT_EQ(cut.code, 0) << cut.err;
-  ASSERT_NO_FATAL_FAILURE(standby.WaitUp());
-  const std::optional<int> code = active.WaitExitFor(60s);
-  ASSERT_TRUE(code.has_value()) << "the active egsd still runs; log:\n" << active.Log();
+  auto active = Make(dir_a);
+  auto standby = Make(dir_b, /*standby=*/true);
+  ASSERT_NO_FATAL_FAILURE(active->Start());
+  ASSERT_NO_FATAL_FAILURE(standby->Launch());
+  ASSERT_NO_FATAL_FAILURE(EndEverySession());
+  ASSERT_NO_FATAL_FAILURE(standby->WaitUp());
+  const std::optional<int> code = active->WaitExitFor(60s);
+  ASSERT_TRUE(code.has_value()) << "the active egsd still runs; log:\n" << active->Log();
   EXPECT_EQ(*code, 1);
-  EXPECT_NE(active.Log().find("another egsd holds this database"), std::string::npos)
-      << active.Log();
+  EXPECT_NE(active->Log().find("another egsd holds this database"), std::string::npos)
+      << active->Log();
 }
 
 TEST_F(EgsdPostgresTest, CrashDuringCreatesLosesNothing) {
