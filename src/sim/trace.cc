@@ -72,11 +72,12 @@ bool SkipUnschedulable(Trace& trace, int gpus, core::Duration hold) {
   return false;
 }
 
-// The job ids of a file so far, with the line of each: a job id given twice is an error that
-// names both lines (the per-request results are keyed by it).
+// The job ids of a file so far, with the line of each: an empty id, or one given twice, is an
+// error that names the line (and the first line: the per-request results are keyed by it).
 class SeenIds {
  public:
   Status Add(const CsvReader& csv, int column) {
+    if (csv.IsEmpty(column)) return csv.ColumnError(column, "is empty");
     auto [it, fresh] = lines_.try_emplace(std::string(csv.Text(column)), csv.line());
     if (fresh) return common::OkStatus();
     return csv.ColumnError(
@@ -110,7 +111,6 @@ Result<std::vector<FleetNodeSpec>> LoadNodeRows(const std::string& path, NodeCol
   while (true) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
-    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
     EGS_RETURN_IF_ERROR(names.Add(csv, col[0]));
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
     if (gpus == 0) {
@@ -155,7 +155,6 @@ Result<Trace> LoadTiresias(const std::string& path) {
   while (true) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
-    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
     EGS_RETURN_IF_ERROR(ids.Add(csv, col[0]));
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
     EGS_ASSIGN_OR_RETURN(core::Duration submit, csv.Seconds(col[2]));
@@ -227,7 +226,6 @@ Result<Trace> LoadOpenbPods(const std::string& path) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
     // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
-    if (csv.IsEmpty(col[kName])) return csv.ColumnError(col[kName], "is empty");
     EGS_RETURN_IF_ERROR(ids.Add(csv, col[kName]));
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[kNumGpu]));
     EGS_ASSIGN_OR_RETURN(int milli, csv.Count(col[kGpuMilli]));
@@ -291,7 +289,6 @@ Result<Trace> LoadSpotJobs(const std::string& path) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
     // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
-    if (csv.IsEmpty(col[kName])) return csv.ColumnError(col[kName], "is empty");
     EGS_RETURN_IF_ERROR(ids.Add(csv, col[kName]));
     // GPUs per worker: a whole number, or a share of one GPU (booked as one).
     const std::string_view request = csv.Text(col[kGpuRequest]);
@@ -356,7 +353,6 @@ Result<Trace> LoadJobLog(const std::string& path) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
     // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
-    if (csv.IsEmpty(col[kId])) return csv.ColumnError(col[kId], "is empty");
     EGS_RETURN_IF_ERROR(ids.Add(csv, col[kId]));
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[kGpus]));
     EGS_ASSIGN_OR_RETURN(core::Time submit, csv.UtcDateTime(col[kSubmit]));
@@ -611,7 +607,6 @@ Result<std::vector<TeamQuota>> LoadPhillyVcQuotas(const std::string& path) {
   while (true) {
     EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
     if (!more) break;
-    if (csv.IsEmpty(col[0])) return csv.ColumnError(col[0], "is empty");
     EGS_RETURN_IF_ERROR(teams.Add(csv, col[0]));
     EGS_ASSIGN_OR_RETURN(int nodes, csv.Count(col[1]));
     // A quota of no GPUs would hold every request of the team for approval under a hard quota,

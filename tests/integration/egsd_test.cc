@@ -406,9 +406,8 @@ TEST(EgsdTest, KubectlAndEgsctlDriveIt) {
   EXPECT_NE(gone_active.code, 0) << gone_active.out;
 }
 
-TEST(EgsdTest, RestartKeepsEverythingAndTokens) {
-  egs::testing::TempDir dir;
-  Egsd egsd(dir.path());
+// Six creates, a graceful restart: all six are back, two of them running (4 nodes, 2 each).
+void RestartKeepsEverything(Egsd& egsd) {
   ASSERT_NO_FATAL_FAILURE(egsd.Start());
   {
     httplib::Client c = egsd.Client();
@@ -433,6 +432,12 @@ TEST(EgsdTest, RestartKeepsEverythingAndTokens) {
     if (phase == "Active" || phase == "Provisioning") ++running;
   }
   EXPECT_EQ(running, 2);  // 4 nodes, 2 per request
+}
+
+TEST(EgsdTest, RestartKeepsEverythingAndTokens) {
+  egs::testing::TempDir dir;
+  Egsd egsd(dir.path());
+  RestartKeepsEverything(egsd);
 }
 
 // kill -9 during a stream of creates, `rounds` times: every acknowledged create is there after
@@ -552,31 +557,8 @@ class EgsdPostgresTest : public ::testing::Test {
 
 TEST_F(EgsdPostgresTest, RestartKeepsEverything) {
   egs::testing::TempDir dir;
-  Egsd egsd(dir.path());
-  egsd.UseDatabase(database_);
-  ASSERT_NO_FATAL_FAILURE(egsd.Start());
-  {
-    httplib::Client c = egsd.Client();
-    for (int i = 0; i < 6; ++i) {
-      auto r =
-          c.Post(kGprPath, GprJson("r" + std::to_string(i), 2, "4h").dump(), "application/json");
-      ASSERT_TRUE(r);
-      ASSERT_EQ(r->status, 201) << r->body;
-    }
-  }
-  ASSERT_EQ(egsd.Stop(SIGTERM), 0);
-  ASSERT_NO_FATAL_FAILURE(egsd.Start());
-  auto list = egsd.Client().Get(kGprPath);
-  ASSERT_TRUE(list);
-  ASSERT_EQ(list->status, 200) << list->body;
-  json items = Body(list)["items"];
-  ASSERT_EQ(items.size(), 6u);
-  int running = 0;
-  for (const auto& item : items) {
-    const std::string phase = item["status"].value("phase", "");
-    if (phase == "Active" || phase == "Provisioning") ++running;
-  }
-  EXPECT_EQ(running, 2);  // 4 nodes, 2 per request
+  auto egsd = Make(dir);
+  RestartKeepsEverything(*egsd);
   // The SQLite file was never made: the state is in the database.
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "data" / "egs.db"));
 }

@@ -70,6 +70,15 @@ class PostgresStoreTest : public ::testing::Test {
     return store.ok() ? std::move(store).value() : nullptr;
   }
 
+  // The server ends every session to the test database but this one's (an administrator, a
+  // failover, a network cut).
+  void EndOtherSessions() {
+    ASSERT_EQ(RunSql(base_,
+                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
+                     "pg_backend_pid() AND datname = current_database()"),
+              "");
+  }
+
   std::string base_;
   std::string schema_;
   std::string conninfo_;
@@ -177,10 +186,7 @@ TEST_F(PostgresStoreTest, DroppedConnectionsFailOnceThenReconnect) {
   ASSERT_OK(store->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}));
   ASSERT_OK(store->Get("Pod", "a", "p"));  // a pooled read connection
   // The server ends every other session (an administrator, a failover, a restart).
-  ASSERT_EQ(RunSql(base_,
-                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
-                   "pg_backend_pid() AND datname = current_database()"),
-            "");
+  ASSERT_NO_FATAL_FAILURE(EndOtherSessions());
   // The first use of each dropped connection fails as Unavailable, or succeeds if libpq
   // noticed the drop first; either way the next call works and nothing is lost.
   auto commit = store->Commit({WriteOp::Put(Obj("Pod", "a", "q"), 0)}, {});
@@ -269,10 +275,7 @@ TEST_F(PostgresStoreTest, ExclusiveStoreThatLostItsLockStopsCommitting) {
   ASSERT_OK(a);
   ASSERT_OK((*a)->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}));
   // a's session ends (a network cut, say) and b takes over before a reconnects.
-  ASSERT_EQ(RunSql(base_,
-                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
-                   "pg_backend_pid() AND datname = current_database()"),
-            "");
+  ASSERT_NO_FATAL_FAILURE(EndOtherSessions());
   auto b = PostgresStore::Open(conninfo_, exclusive);
   ASSERT_OK(b);
   for (int i = 0; i < 3; ++i) {  // the first try may fail on the dropped connection itself
@@ -297,10 +300,7 @@ TEST_F(PostgresStoreTest, CheckLockConfirmsTheLockOrReportsItLost) {
   ASSERT_OK(a);
   EXPECT_OK((*a)->CheckLock());
   // The session ends but nobody else takes the lock: a reconnect takes it again.
-  ASSERT_EQ(RunSql(base_,
-                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
-                   "pg_backend_pid() AND datname = current_database()"),
-            "");
+  ASSERT_NO_FATAL_FAILURE(EndOtherSessions());
   common::Status s = (*a)->CheckLock();
   if (!s.ok()) {
     EXPECT_THAT(s, StatusIs(StatusCode::kUnavailable));  // the dropped session, seen first
@@ -309,10 +309,7 @@ TEST_F(PostgresStoreTest, CheckLockConfirmsTheLockOrReportsItLost) {
   EXPECT_OK(s);
   EXPECT_EQ(lost, 0);
   // Now another store takes it while a's session is gone.
-  ASSERT_EQ(RunSql(base_,
-                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
-                   "pg_backend_pid() AND datname = current_database()"),
-            "");
+  ASSERT_NO_FATAL_FAILURE(EndOtherSessions());
   auto b = PostgresStore::Open(conninfo_, exclusive);
   ASSERT_OK(b);
   s = (*a)->CheckLock();
