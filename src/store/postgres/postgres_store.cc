@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "store/internal/commit_rules.h"
@@ -102,6 +103,11 @@ class PgResult {
     return out;
   }
 
+  const PGresult* get() const { return r_.get(); }
+  ExecStatusType status() const {
+    return r_ == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r_.get());
+  }
+
  private:
   std::unique_ptr<PGresult, decltype(&PQclear)> r_;
 };
@@ -163,6 +169,7 @@ class PostgresStore::Connection {
   common::Result<bool> EnsureUp() {
     if (PQstatus(conn_) == CONNECTION_OK) return false;
     PQreset(conn_);
+    prepared_.clear();  // a new session has none of the old one's prepared statements
     if (PQstatus(conn_) != CONNECTION_OK) {
       return common::UnavailableError(
           fmt::format("postgresql: cannot reconnect: {}", Trimmed(PQerrorMessage(conn_))));
@@ -183,8 +190,21 @@ class PostgresStore::Connection {
       }
       values.push_back(p.c_str());
     }
-    PGresult* r = PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(),
-                               nullptr, nullptr, 0);
+    // Each statement is prepared once per session (parsed and planned once), then run by name.
+    auto [it, fresh] = prepared_.try_emplace(sql, "");
+    if (fresh) {
+      const std::string name = fmt::format("egs{}", prepared_.size());
+      PgResult made(PQprepare(conn_, name.c_str(), sql, static_cast<int>(values.size()), nullptr));
+      const ExecStatusType prepared = made.status();
+      if (prepared != PGRES_COMMAND_OK) {
+        common::Status failed = StatusOf(what, conn_, made.get());
+        prepared_.erase(it);
+        return failed;
+      }
+      it->second = name;
+    }
+    PGresult* r = PQexecPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()),
+                                 values.data(), nullptr, nullptr, 0);
     PgResult result(r);
     const ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return StatusOf(what, conn_, r);
@@ -209,6 +229,7 @@ class PostgresStore::Connection {
  private:
   explicit Connection(PGconn* conn) : conn_(conn) {}
   PGconn* conn_;
+  std::unordered_map<std::string, std::string> prepared_;  // statement text -> prepared name
 };
 
 namespace {
@@ -266,12 +287,9 @@ StoredObject ObjectFromRow(const PgResult& r, int row, std::string_view kind) {
   return o;
 }
 
-common::Result<std::int64_t> ReadMeta(Connection& c, const char* key, bool for_update = false) {
+common::Result<std::int64_t> ReadMeta(Connection& c, const char* key) {
   EGS_ASSIGN_OR_RETURN(PgResult r,
-                       c.Exec("read meta",
-                              for_update ? "SELECT value FROM meta WHERE key = $1 FOR UPDATE"
-                                         : "SELECT value FROM meta WHERE key = $1",
-                              {key}));
+                       c.Exec("read meta", "SELECT value FROM meta WHERE key = $1", {key}));
   if (r.rows() != 1) {
     return common::InternalError(fmt::format("postgresql: meta key '{}' is missing", key));
   }
@@ -455,8 +473,13 @@ common::Result<CommitResult> PostgresStore::Commit(std::vector<WriteOp> ops,
   Transaction txn(c);
   EGS_RETURN_IF_ERROR(txn.Begin());
   // The revision row's lock orders every commit to this database, from any process.
-  EGS_ASSIGN_OR_RETURN(const std::int64_t last, ReadMeta(c, "revision", /*for_update=*/true));
-  EGS_ASSIGN_OR_RETURN(const std::int64_t compacted, ReadMeta(c, "compacted_revision"));
+  EGS_ASSIGN_OR_RETURN(PgResult meta,
+                       c.Exec("commit",
+                              "SELECT key, value FROM meta WHERE key IN ('revision', "
+                              "'compacted_revision') ORDER BY key FOR UPDATE"));
+  if (meta.rows() != 2) return common::InternalError("postgresql: meta rows are missing");
+  const std::int64_t compacted = meta.Int(0, 1);  // 'compacted_revision' < 'revision'
+  const std::int64_t last = meta.Int(1, 1);
   const std::int64_t revision = last + 1;
   EGS_RETURN_IF_ERROR(ApplyCommit(c, ops, logs, revision));
   EGS_ASSIGN_OR_RETURN(PgResult set,
