@@ -2,7 +2,9 @@
 # Starts egsd (release build) on a loopback port with a generated fleet at the scheduling-core
 # benchmark's scale (5,000 nodes of 8 GPUs in 20 pools: 2 clusters x 10 shapes x 250 nodes),
 # runs egsd-load against it and stops it. The data directory is a fresh temporary one.
-# Extra arguments go to egsd-load (e.g. --queued 2000 --seconds 3).
+# Extra arguments go to egsd-load (e.g. --queued 2000 --seconds 3). With EGS_LOAD_DATABASE set
+# (a libpq connection string), egsd keeps its state there instead of SQLite (--database), e.g.
+#   scripts/with-postgres.sh bash -c 'EGS_LOAD_DATABASE="$EGS_TEST_POSTGRES" bench/load/run.sh'
 # Usage: bench/load/run.sh [egsd-load flags...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,10 +48,13 @@ trap cleanup EXIT
 
 # One token drives all the load: lift the per-token rate limit (default 200/s), which would
 # otherwise be what is measured.
-echo "rateLimit: {perSecond: 10000000, burst: 10000000}" > "$WORK/egsd.yaml"
+echo "rateLimit: {perSecond: 1000000, burst: 1000000}" > "$WORK/egsd.yaml"
 START=$(date +%s.%N)
+DATABASE=()
+STORE=SQLite
+if [[ -n "${EGS_LOAD_DATABASE:-}" ]]; then DATABASE=(--database "$EGS_LOAD_DATABASE"); STORE=PostgreSQL; fi
 build/release/apps/egsd/egsd --config "$WORK/egsd.yaml" --listen 127.0.0.1:0 --data-dir "$WORK/data" --fleet "$WORK/fleet.yaml" \
-  --admin-token-file "$WORK/token" --log-level warn > "$WORK/egsd.out" 2> "$WORK/egsd.log" &
+  --admin-token-file "$WORK/token" --log-level warn "${DATABASE[@]}" > "$WORK/egsd.out" 2> "$WORK/egsd.log" &
 EGSD_PID=$!
 for _ in $(seq 1 600); do
   if grep -q "egsd is up" "$WORK/egsd.out" 2>/dev/null; then break; fi
@@ -57,5 +62,5 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 URL=$(grep -o 'http://[0-9.:]*' "$WORK/egsd.out" | head -1)
-echo "egsd at $URL after $(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $START}") s (first start: loads the fleet of 5,000 nodes, 20 pools); $(nproc) cores shared by egsd and the client"
+echo "egsd at $URL after $(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $START}") s (first start: loads the fleet of 5,000 nodes, 20 pools); $(nproc) cores shared by egsd and the client; store: $STORE"
 build/release/bench/load/egsd-load --server "$URL" --token "$(cat "$WORK/token")" "$@"
