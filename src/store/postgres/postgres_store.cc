@@ -103,6 +103,7 @@ class PgResult {
     return out;
   }
 
+  bool IsNull(int row, int col) const { return PQgetisnull(r_.get(), row, col) == 1; }
   const PGresult* get() const { return r_.get(); }
   ExecStatusType status() const {
     return r_ == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r_.get());
@@ -332,59 +333,72 @@ std::vector<std::string> KeyParams(std::string_view kind, std::string_view ns,
 }
 
 // Applies one Commit's ops and logs at `revision` inside the open transaction.
+// One statement per op: it locks and reads the object's version, writes the object and its
+// change row, and returns the version it found; the check comes after, and a failed one fails
+// the whole commit (rolled back), so writing first is safe. Logs go in rows of up to
+// kLogsPerStatement per statement, in order.
+constexpr const char* kPutSql =
+    "WITH prev AS (SELECT resource_version FROM objects WHERE kind = $1 AND ns = $2 AND name = "
+    "$3 FOR UPDATE), "
+    "put AS (INSERT INTO objects (kind, ns, name, uid, resource_version, created_unix_us, data) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, ns, name) DO UPDATE SET uid = "
+    "excluded.uid, resource_version = excluded.resource_version, created_unix_us = "
+    "excluded.created_unix_us, data = excluded.data RETURNING 1), "
+    "change AS (INSERT INTO changes (revision, idx, type, kind, ns, name, uid, created_unix_us, "
+    "data) VALUES ($5, $8, 'put', $1, $2, $3, $4, $6, $7) RETURNING 1) "
+    "SELECT (SELECT resource_version FROM prev), (SELECT count(*) FROM put), "
+    "(SELECT count(*) FROM change)";
+constexpr const char* kDeleteSql =
+    "WITH old AS (DELETE FROM objects WHERE kind = $1 AND ns = $2 AND name = $3 RETURNING "
+    "resource_version, uid, created_unix_us, data), "
+    "change AS (INSERT INTO changes (revision, idx, type, kind, ns, name, uid, created_unix_us, "
+    "data) SELECT $4, $5, 'delete', $1, $2, $3, uid, created_unix_us, data FROM old RETURNING 1) "
+    "SELECT resource_version, (SELECT count(*) FROM change) FROM old";
+constexpr std::size_t kLogsPerStatement = 16;
+
+// "INSERT INTO logs ... VALUES ($1, $2, $3), ($4, $5, $6), ..." for `rows` rows.
+std::string InsertLogsSql(std::size_t rows) {
+  std::string sql = "INSERT INTO logs (stream, at_unix_us, data) VALUES ";
+  for (std::size_t r = 0; r < rows; ++r) {
+    sql += fmt::format("{}(${}, ${}, ${})", r == 0 ? "" : ", ", 3 * r + 1, 3 * r + 2, 3 * r + 3);
+  }
+  return sql;
+}
+
 common::Status ApplyCommit(Connection& c, std::vector<WriteOp>& ops,
                            const std::vector<LogRecord>& logs, std::int64_t revision) {
   const std::string rev = std::to_string(revision);
   int idx = 0;
   for (WriteOp& op : ops) {
     StoredObject& o = op.object;
-    EGS_ASSIGN_OR_RETURN(PgResult current,
-                         c.Exec("commit",
-                                "SELECT resource_version FROM objects WHERE kind = $1 AND ns = $2 "
-                                "AND name = $3 FOR UPDATE",
-                                KeyParams(o.kind, o.ns, o.name)));
     std::optional<std::int64_t> actual;
-    if (current.rows() > 0) actual = current.Int(0, 0);
-    EGS_RETURN_IF_ERROR(internal::CheckExpectedVersion(op, actual));
-    std::string type = "put";
     if (op.type == WriteOp::Type::kPut) {
       o.resource_version = revision;
-      std::vector<std::string> params = KeyParams(o.kind, o.ns, o.name);
-      params.insert(params.end(),
-                    {o.uid, rev, std::to_string(common::ToUnixMicros(o.created)), o.data});
-      EGS_ASSIGN_OR_RETURN(
-          PgResult put,
-          c.Exec("commit",
-                 "INSERT INTO objects (kind, ns, name, uid, resource_version, created_unix_us, "
-                 "data) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, ns, name) DO "
-                 "UPDATE SET uid = excluded.uid, resource_version = excluded.resource_version, "
-                 "created_unix_us = excluded.created_unix_us, data = excluded.data",
-                 params));
+      EGS_ASSIGN_OR_RETURN(PgResult put, c.Exec("commit", kPutSql,
+                                                {o.kind, o.ns, o.name, o.uid, rev,
+                                                 std::to_string(common::ToUnixMicros(o.created)),
+                                                 o.data, std::to_string(idx++)}));
+      if (!put.IsNull(0, 0)) actual = put.Int(0, 0);
     } else {
-      EGS_ASSIGN_OR_RETURN(PgResult old,
-                           c.Exec("commit",
-                                  "DELETE FROM objects WHERE kind = $1 AND ns = $2 AND name = $3 "
-                                  "RETURNING uid, created_unix_us, data",
-                                  KeyParams(o.kind, o.ns, o.name)));
-      if (old.rows() == 0) continue;  // a delete of a missing object changes nothing
-      type = "delete";
-      o.uid = old.Text(0, 0);
-      o.created = common::FromUnixMicros(old.Int(0, 1));
-      o.data = old.Text(0, 2);
+      EGS_ASSIGN_OR_RETURN(PgResult old, c.Exec("commit", kDeleteSql,
+                                                {o.kind, o.ns, o.name, rev, std::to_string(idx)}));
+      if (old.rows() > 0) {
+        actual = old.Int(0, 0);
+        ++idx;  // a delete of a missing object changes nothing, and takes no place in the feed
+      }
     }
-    EGS_ASSIGN_OR_RETURN(
-        PgResult change,
-        c.Exec("commit",
-               "INSERT INTO changes (revision, idx, type, kind, ns, name, uid, created_unix_us, "
-               "data) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-               {rev, std::to_string(idx++), type, o.kind, o.ns, o.name, o.uid,
-                std::to_string(common::ToUnixMicros(o.created)), o.data}));
+    EGS_RETURN_IF_ERROR(internal::CheckExpectedVersion(op, actual));
   }
-  for (const LogRecord& record : logs) {
-    EGS_ASSIGN_OR_RETURN(
-        PgResult log,
-        c.Exec("commit", "INSERT INTO logs (stream, at_unix_us, data) VALUES ($1, $2, $3)",
-               {record.stream, std::to_string(common::ToUnixMicros(record.at)), record.data}));
+  for (std::size_t first = 0; first < logs.size(); first += kLogsPerStatement) {
+    const std::size_t rows = std::min(kLogsPerStatement, logs.size() - first);
+    std::vector<std::string> params;
+    params.reserve(3 * rows);
+    for (std::size_t r = first; r < first + rows; ++r) {
+      params.insert(params.end(), {logs[r].stream, std::to_string(common::ToUnixMicros(logs[r].at)),
+                                   logs[r].data});
+    }
+    const std::string sql = InsertLogsSql(rows);
+    EGS_ASSIGN_OR_RETURN(PgResult inserted, c.Exec("commit", sql.c_str(), params));
   }
   return common::OkStatus();
 }

@@ -162,6 +162,23 @@ TEST_F(PostgresStoreTest, TwoStoresOnOneDatabaseShareRevisionsAndSeeEachOther) {
   EXPECT_EQ(changes->size(), 2u * kPerStore);
 }
 
+TEST_F(PostgresStoreTest, ManyLogsOfOneCommitKeepTheirOrder) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  std::vector<LogRecord> logs;
+  for (int i = 0; i < 40; ++i)
+    logs.push_back(Log(i % 3 == 0 ? "audit" : "events", std::to_string(i)));
+  ASSERT_OK(store->Commit({}, logs));  // more rows than one insert statement takes
+  std::vector<std::string> events;
+  for (const LogRecord& r : *store->ReadLog("events", 0, 100)) events.push_back(r.data);
+  std::vector<std::string> want;
+  for (int i = 0; i < 40; ++i) {
+    if (i % 3 != 0) want.push_back(std::to_string(i));
+  }
+  EXPECT_EQ(events, want);
+  EXPECT_EQ(store->ReadLog("audit", 0, 100)->size(), 14u);
+}
+
 TEST_F(PostgresStoreTest, ReopenedStoreKeepsEverything) {
   {
     auto store = MustOpen();
