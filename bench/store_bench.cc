@@ -1,10 +1,11 @@
 // Durable single-object creates through SqliteStore (and PostgresStore, BM_PostgresCreate):
 // throughput and per-commit latency with 1 and 8 concurrent committer threads, synchronous FULL
 // and NORMAL. With 8 threads, group commit writes many callers' commits in one transaction (one
-// fsync); `batch:1` turns it off for comparison. Counters: items_per_second = commits/s, p50_us/p99_us = Commit latency,
-// commits_per_txn = the group-commit factor.
+// fsync); `batch:1` turns it off for comparison. Counters: items_per_second = commits/s,
+// p50_us/p99_us = Commit latency, commits_per_txn = the group-commit factor.
 //
 //   egs-bench --benchmark_filter=BM_SqliteCreate
+//   scripts/with-postgres.sh egs-bench --benchmark_filter=BM_PostgresCreate
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <unistd.h>
