@@ -170,7 +170,9 @@ TEST_F(PostgresStoreTest, ManyLogsOfOneCommitKeepTheirOrder) {
     logs.push_back(Log(i % 3 == 0 ? "audit" : "events", std::to_string(i)));
   ASSERT_OK(store->Commit({}, logs));  // more rows than one insert statement takes
   std::vector<std::string> events;
-  for (const LogRecord& r : *store->ReadLog("events", 0, 100)) events.push_back(r.data);
+  auto read = store->ReadLog("events", 0, 100);  // a named Result: the loop reads into it
+  ASSERT_OK(read);
+  for (const LogRecord& r : *read) events.push_back(r.data);
   std::vector<std::string> want;
   for (int i = 0; i < 40; ++i) {
     if (i % 3 != 0) want.push_back(std::to_string(i));
