@@ -129,6 +129,15 @@ common::Status StatusOf(std::string_view what, PGconn* conn, const PGresult* res
   return common::InternalError(text);
 }
 
+// `r` when its statement succeeded; else the Status of the failure.
+common::Result<PgResult> Checked(std::string_view what, PGconn* conn, PgResult r) {
+  const ExecStatusType status = r.status();
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+    return StatusOf(what, conn, r.get());
+  }
+  return r;
+}
+
 void IgnoreNotice(void* /*arg*/, const char* /*message*/) {}
 
 }  // namespace
@@ -195,30 +204,24 @@ class PostgresStore::Connection {
     auto [it, fresh] = prepared_.try_emplace(sql, "");
     if (fresh) {
       const std::string name = fmt::format("egs{}", prepared_.size());
-      PgResult made(PQprepare(conn_, name.c_str(), sql, static_cast<int>(values.size()), nullptr));
-      const ExecStatusType prepared = made.status();
-      if (prepared != PGRES_COMMAND_OK) {
-        common::Status failed = StatusOf(what, conn_, made.get());
+      auto made = Checked(
+          what, conn_,
+          PgResult(PQprepare(conn_, name.c_str(), sql, static_cast<int>(values.size()), nullptr)));
+      if (!made.ok()) {
         prepared_.erase(it);
-        return failed;
+        return made.error();
       }
       it->second = name;
     }
-    PGresult* r = PQexecPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()),
-                                 values.data(), nullptr, nullptr, 0);
-    PgResult result(r);
-    const ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return StatusOf(what, conn_, r);
-    return result;
+    return Checked(
+        what, conn_,
+        PgResult(PQexecPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()),
+                                values.data(), nullptr, nullptr, 0)));
   }
 
   // Runs a script of several statements without parameters (migrations).
   common::Status ExecScript(std::string_view what, const char* sql) {
-    PGresult* r = PQexec(conn_, sql);
-    PgResult result(r);
-    const ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return StatusOf(what, conn_, r);
-    return common::OkStatus();
+    return Checked(what, conn_, PgResult(PQexec(conn_, sql))).status();
   }
 
   // Ends the open transaction, if any, leaving the connection ready for the next one.
@@ -327,33 +330,25 @@ common::Status Migrate(Connection& c, common::Time now) {
   return txn.Commit();
 }
 
-std::vector<std::string> KeyParams(std::string_view kind, std::string_view ns,
-                                   std::string_view name) {
-  return {std::string(kind), std::string(ns), std::string(name)};
-}
-
-// Applies one Commit's ops and logs at `revision` inside the open transaction.
 // One statement per op: it locks and reads the object's version, writes the object and its
-// change row, and returns the version it found; the check comes after, and a failed one fails
-// the whole commit (rolled back), so writing first is safe. Logs go in rows of up to
-// kLogsPerStatement per statement, in order.
+// change row, and returns the version it found (PostgreSQL runs a data-modifying WITH part to
+// completion whether or not the query reads it).
 constexpr const char* kPutSql =
     "WITH prev AS (SELECT resource_version FROM objects WHERE kind = $1 AND ns = $2 AND name = "
     "$3 FOR UPDATE), "
     "put AS (INSERT INTO objects (kind, ns, name, uid, resource_version, created_unix_us, data) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, ns, name) DO UPDATE SET uid = "
     "excluded.uid, resource_version = excluded.resource_version, created_unix_us = "
-    "excluded.created_unix_us, data = excluded.data RETURNING 1), "
+    "excluded.created_unix_us, data = excluded.data), "
     "change AS (INSERT INTO changes (revision, idx, type, kind, ns, name, uid, created_unix_us, "
-    "data) VALUES ($5, $8, 'put', $1, $2, $3, $4, $6, $7) RETURNING 1) "
-    "SELECT (SELECT resource_version FROM prev), (SELECT count(*) FROM put), "
-    "(SELECT count(*) FROM change)";
+    "data) VALUES ($5, $8, 'put', $1, $2, $3, $4, $6, $7)) "
+    "SELECT (SELECT resource_version FROM prev)";
 constexpr const char* kDeleteSql =
     "WITH old AS (DELETE FROM objects WHERE kind = $1 AND ns = $2 AND name = $3 RETURNING "
     "resource_version, uid, created_unix_us, data), "
     "change AS (INSERT INTO changes (revision, idx, type, kind, ns, name, uid, created_unix_us, "
-    "data) SELECT $4, $5, 'delete', $1, $2, $3, uid, created_unix_us, data FROM old RETURNING 1) "
-    "SELECT resource_version, (SELECT count(*) FROM change) FROM old";
+    "data) SELECT $4, $5, 'delete', $1, $2, $3, uid, created_unix_us, data FROM old) "
+    "SELECT resource_version FROM old";
 constexpr std::size_t kLogsPerStatement = 16;
 
 // "INSERT INTO logs ... VALUES ($1, $2, $3), ($4, $5, $6), ..." for `rows` rows.
@@ -365,6 +360,9 @@ std::string InsertLogsSql(std::size_t rows) {
   return sql;
 }
 
+// Applies one Commit's ops and logs at `revision` inside the open transaction. Each op's version
+// check comes after its statement: a failed one fails the whole commit (rolled back), so writing
+// first is safe. Logs go in rows of up to kLogsPerStatement per statement, in order.
 common::Status ApplyCommit(Connection& c, std::vector<WriteOp>& ops,
                            const std::vector<LogRecord>& logs, std::int64_t revision) {
   const std::string rev = std::to_string(revision);
@@ -538,10 +536,13 @@ common::Result<std::optional<StoredObject>> PostgresStore::Get(std::string_view 
                                                                std::string_view ns,
                                                                std::string_view name) {
   EGS_ASSIGN_OR_RETURN(ReaderLease reader, LeaseReader());
-  const std::string sql = fmt::format(
-      "SELECT {} FROM objects WHERE kind = $1 AND ns = $2 AND name = $3", kObjectColumns);
-  EGS_ASSIGN_OR_RETURN(PgResult r,
-                       reader.conn().Exec("get", sql.c_str(), KeyParams(kind, ns, name)));
+  // kObjectColumns, spelt out: Get is the hottest read (every API GET and authorization).
+  EGS_ASSIGN_OR_RETURN(
+      PgResult r,
+      reader.conn().Exec("get",
+                         "SELECT ns, name, uid, resource_version, created_unix_us, data FROM "
+                         "objects WHERE kind = $1 AND ns = $2 AND name = $3",
+                         {std::string(kind), std::string(ns), std::string(name)}));
   if (r.rows() == 0) return std::optional<StoredObject>();
   return std::optional<StoredObject>(ObjectFromRow(r, 0, kind));
 }
