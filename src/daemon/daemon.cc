@@ -464,11 +464,13 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   // is issued once per data directory, so a start that failed after issuing it would lose it.
 
   std::optional<cluster::FleetSpec> fleet;
+  std::vector<std::pair<std::string, json>> fleet_objects;  // built once: checked, then created
   if (!config.fleet_file.empty()) {
     auto loaded = cluster::LoadFleetFile(config.fleet_file);
     if (!loaded.ok()) return loaded.error().WithContext("--fleet");
     fleet = std::move(*loaded);
-    EGS_RETURN_IF_ERROR(CheckFleetObjects(FleetObjects(*fleet))
+    fleet_objects = FleetObjects(*fleet);
+    EGS_RETURN_IF_ERROR(CheckFleetObjects(fleet_objects)
                             .WithContext(fmt::format("--fleet {}", config.fleet_file)));
   }
   const cluster::SimulationSettings sim = fleet ? fleet->sim : cluster::SimulationSettings{};
@@ -533,7 +535,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     };
     // An egsd whose lock another one took while its connection was down must not go on
     // driving clusters: it stops, and says why (Daemon::fatal_error).
-    Parts* parts = p.get();
+    Parts* parts = p.get();  // outlives the store, which calls back on its commit thread
     options.on_lost_lock = [parts](const common::Status& s) { parts->StopFatally(s); };
     auto store = store::PostgresStore::Open(config.database, options);
     if (!store.ok()) return store.error().WithContext("--database");
@@ -556,7 +558,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   EGS_RETURN_IF_ERROR(p->control_plane->LoadFromStore().WithContext("restore from the store"));
   EGS_ASSIGN_OR_RETURN(bool has_fleet, p->control_plane->HasFleet());
   if (!has_fleet && fleet) {
-    EGS_RETURN_IF_ERROR(p->control_plane->CreateFleet(FleetObjects(*fleet))
+    EGS_RETURN_IF_ERROR(p->control_plane->CreateFleet(fleet_objects)
                             .WithContext(fmt::format("--fleet {}", config.fleet_file)));
     spdlog::info("loaded fleet {} into the store: {} clusters, {} shapes, {} nodes, {} workspaces",
                  config.fleet_file, fleet->clusters.size(), fleet->shapes.size(),
