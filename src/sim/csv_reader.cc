@@ -103,16 +103,17 @@ Status CsvReader::Open(const std::string& path) {
   return common::OkStatus();
 }
 
+int CsvReader::FindColumn(std::string_view name) const {
+  for (std::size_t i = 0; i < header_.size(); ++i) {
+    if (header_[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 Result<std::vector<int>> CsvReader::Columns(std::initializer_list<std::string_view> names) const {
   std::vector<int> indices;
   for (std::string_view name : names) {
-    int found = -1;
-    for (std::size_t i = 0; i < header_.size(); ++i) {
-      if (header_[i] == name) {
-        found = static_cast<int>(i);
-        break;
-      }
-    }
+    const int found = FindColumn(name);
     if (found < 0) {
       return InvalidArgumentError(fmt::format("{}:1: missing column '{}' (header has: {})", path_,
                                               name, fmt::join(header_, ",")));

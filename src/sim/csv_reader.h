@@ -49,6 +49,9 @@ class CsvReader {
   // column the header lacks. Columns not asked for are allowed and ignored.
   common::Result<std::vector<int>> Columns(std::initializer_list<std::string_view> names) const;
   const std::vector<std::string>& header() const { return header_; }
+  // The header index of the (first) column named exactly `name`; -1 if the header has none.
+  int FindColumn(std::string_view name) const;
+  bool HasColumn(std::string_view name) const { return FindColumn(name) >= 0; }
 
   // Advances to the next record: true if there is one, false at the end of the file.
   // InvalidArgument if the record is malformed (see above) or its field count differs from the

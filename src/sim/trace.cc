@@ -338,15 +338,10 @@ Result<Trace> LoadJobLog(const std::string& path) {
   EGS_ASSIGN_OR_RETURN(std::vector<int> col,
                        csv.Columns({"job_id", "gpu_num", "submit_time", "duration"}));
   enum { kId, kGpus, kSubmit, kDuration };
-  const std::vector<std::string>& header = csv.header();
-  auto optional_column = [&](std::string_view name) {
-    auto it = std::find(header.begin(), header.end(), name);
-    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
-  };
   // The team: Helios's virtual cluster, else (Acme, which has none) the user.
-  int team_col = optional_column("vc");
-  if (team_col < 0) team_col = optional_column("user");
-  const int start_col = optional_column("start_time");
+  int team_col = csv.FindColumn("vc");
+  if (team_col < 0) team_col = csv.FindColumn("user");
+  const int start_col = csv.FindColumn("start_time");
   Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
   SeenIds ids;
   while (true) {
@@ -569,15 +564,9 @@ Result<std::vector<FleetNodeSpec>> LoadSpotNodes(const std::string& path, std::s
 
 Result<std::vector<FleetNodeSpec>> LoadNodeList(const std::string& path, std::size_t* cpu_only) {
   if (cpu_only != nullptr) *cpu_only = 0;
-  std::vector<std::string> header;
-  {
-    CsvReader csv;
-    EGS_RETURN_IF_ERROR(csv.Open(path));
-    header = csv.header();
-  }
-  auto has = [&](std::string_view column) {
-    return std::find(header.begin(), header.end(), column) != header.end();
-  };
+  CsvReader header;  // the format's loader reads the file itself
+  EGS_RETURN_IF_ERROR(header.Open(path));
+  auto has = [&](std::string_view column) { return header.HasColumn(column); };
   Result<std::vector<FleetNodeSpec>> nodes = InvalidArgumentError(
       fmt::format("{}:1: cannot tell the node list's format from its header (openb: sn,gpu,model; "
                   "alibaba-spot: node_name,gpu_capacity_num,gpu_model; tiresias: num_switch,"
@@ -675,10 +664,7 @@ common::Result<TraceFormat> DetectTraceFormat(const std::string& path) {
   }
   // Whole column names, so that a column that only contains one ("creation_time_note") does not
   // pass for it.
-  const std::vector<std::string>& header = csv.header();
-  auto has = [&](std::string_view column) {
-    return std::find(header.begin(), header.end(), column) != header.end();
-  };
+  auto has = [&](std::string_view column) { return csv.HasColumn(column); };
   if (has("timestamp") && has("num_gpus")) return TraceFormat::kPhilly;
   if (has("gpu_num") && has("submit_time") && has("duration")) return TraceFormat::kJobLog;
   if (has("creation_time")) return TraceFormat::kOpenb;
@@ -710,15 +696,9 @@ common::Result<Trace> LoadTrace(const std::string& path, TraceFormat format) {
 }
 
 Result<std::vector<TeamQuota>> LoadQuotaTable(const std::string& path) {
-  std::vector<std::string> header;
-  {
-    CsvReader csv;
-    EGS_RETURN_IF_ERROR(csv.Open(path));
-    header = csv.header();
-  }
-  auto has = [&](std::string_view column) {
-    return std::find(header.begin(), header.end(), column) != header.end();
-  };
+  CsvReader header;  // the table's loader reads the file itself
+  EGS_RETURN_IF_ERROR(header.Open(path));
+  auto has = [&](std::string_view column) { return header.HasColumn(column); };
   if (has("vc") && has("node num")) return LoadPhillyVcQuotas(path);
   if (has("date") && has("total")) return LoadHeliosGpuNumbers(path, QuotaStatistic::kLastDay);
   return InvalidArgumentError(
