@@ -542,6 +542,20 @@ class EgsdPostgresTest : public ::testing::Test {
                                {});
     ASSERT_EQ(cut.code, 0) << cut.err;
   }
+  // An active egsd, started, and a standby, launched (waiting for the active one's lock).
+  void StartActiveAndStandby() {
+    active_ = Make(dir_a_);
+    standby_ = Make(dir_b_, /*standby=*/true);
+    ASSERT_NO_FATAL_FAILURE(active_->Start());
+    ASSERT_NO_FATAL_FAILURE(standby_->Launch());
+  }
+  // A client of the standby that took over, with the active one's admin token (the standby's
+  // own token file stays empty: the tokens were issued before).
+  httplib::Client StandbyClient() const {
+    httplib::Client c(standby_->url());
+    c.set_bearer_token_auth(active_->token());
+    return c;
+  }
   // Waits (up to 30 s) until a launched standby says that it waits for the lock.
   static void WaitUntilWaiting(Egsd& standby) {
     common::RealClock clock;
@@ -553,6 +567,8 @@ class EgsdPostgresTest : public ::testing::Test {
     ASSERT_NE(standby.Log().find("waiting to take over"), std::string::npos) << standby.Log();
   }
   std::string database_;
+  egs::testing::TempDir dir_a_, dir_b_;
+  std::unique_ptr<Egsd> active_, standby_;
 };
 
 TEST_F(EgsdPostgresTest, RestartKeepsEverything) {
@@ -583,12 +599,9 @@ TEST_F(EgsdPostgresTest, SecondEgsdOnTheSameDatabaseIsRefused) {
 }
 
 TEST_F(EgsdPostgresTest, StandbyTakesOverWhenTheActiveOneDies) {
-  egs::testing::TempDir dir_a, dir_b;
-  auto active = Make(dir_a);
-  auto standby = Make(dir_b, /*standby=*/true);
-  ASSERT_NO_FATAL_FAILURE(active->Start());
+  ASSERT_NO_FATAL_FAILURE(StartActiveAndStandby());
   {
-    httplib::Client c = active->Client();
+    httplib::Client c = active_->Client();
     for (int i = 0; i < 3; ++i) {
       auto r =
           c.Post(kGprPath, GprJson("r" + std::to_string(i), 1, "4h").dump(), "application/json");
@@ -596,77 +609,56 @@ TEST_F(EgsdPostgresTest, StandbyTakesOverWhenTheActiveOneDies) {
       ASSERT_EQ(r->status, 201) << r->body;
     }
   }
-  ASSERT_NO_FATAL_FAILURE(standby->Launch());
-  ASSERT_NO_FATAL_FAILURE(WaitUntilWaiting(*standby));
-  active->Stop(SIGKILL);
-  ASSERT_NO_FATAL_FAILURE(standby->WaitUp());
-  // The standby's admin token file is its own (first start of its data dir); the state is the
-  // active one's, read with the active one's token.
-  httplib::Client c(standby->url());
-  c.set_bearer_token_auth(active->token());
-  auto list = c.Get(kGprPath);
+  ASSERT_NO_FATAL_FAILURE(WaitUntilWaiting(*standby_));
+  active_->Stop(SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(standby_->WaitUp());
+  auto list = StandbyClient().Get(kGprPath);
   ASSERT_TRUE(list);
   ASSERT_EQ(list->status, 200) << list->body;
   EXPECT_EQ(Body(list)["items"].size(), 3u);
 }
 
 TEST_F(EgsdPostgresTest, WaitingStandbyStopsOnSigterm) {
-  egs::testing::TempDir dir_a, dir_b;
-  auto active = Make(dir_a);
-  auto standby = Make(dir_b, /*standby=*/true);
-  ASSERT_NO_FATAL_FAILURE(active->Start());
-  ASSERT_NO_FATAL_FAILURE(standby->Launch());
-  ASSERT_NO_FATAL_FAILURE(WaitUntilWaiting(*standby));
-  EXPECT_EQ(standby->Stop(SIGTERM), 0);
-  EXPECT_NE(standby->Log().find("stopped before it started"), std::string::npos) << standby->Log();
+  ASSERT_NO_FATAL_FAILURE(StartActiveAndStandby());
+  ASSERT_NO_FATAL_FAILURE(WaitUntilWaiting(*standby_));
+  EXPECT_EQ(standby_->Stop(SIGTERM), 0);
+  EXPECT_NE(standby_->Log().find("stopped before it started"), std::string::npos)
+      << standby_->Log();
 }
 
 TEST_F(EgsdPostgresTest, ActiveThatLostItsLockStops) {
-  egs::testing::TempDir dir_a, dir_b;
-  auto active = Make(dir_a);
-  auto standby = Make(dir_b, /*standby=*/true);
-  ASSERT_NO_FATAL_FAILURE(active->Start());
-  ASSERT_NO_FATAL_FAILURE(standby->Launch());
+  ASSERT_NO_FATAL_FAILURE(StartActiveAndStandby());
   // The standby reconnects and takes the lock before the active one writes again.
   ASSERT_NO_FATAL_FAILURE(EndEverySession());
-  ASSERT_NO_FATAL_FAILURE(standby->WaitUp());
+  ASSERT_NO_FATAL_FAILURE(standby_->WaitUp());
   // The active one's next write finds the lock taken: it refuses the write and stops.
-  auto r = active->Client().Post(kGprPath, GprJson("late", 1, "1h").dump(), "application/json");
+  auto r = active_->Client().Post(kGprPath, GprJson("late", 1, "1h").dump(), "application/json");
   EXPECT_TRUE(!r || r->status >= 500) << (r ? r->body : "");
   // 75 when the refused write was a change the scheduler had applied (egsd exits at once so
   // that a restart rebuilds from what is durable), 1 when it stopped on the lost lock.
-  const int code = active->WaitExit();
+  const int code = active_->WaitExit();
   EXPECT_TRUE(code == 75 || code == 1) << code;
-  EXPECT_NE(active->Log().find("another egsd holds this database"), std::string::npos)
-      << active->Log();
-  httplib::Client c(standby->url());
-  c.set_bearer_token_auth(active->token());
-  auto got = c.Get(kGprPath + "/late");
+  EXPECT_NE(active_->Log().find("another egsd holds this database"), std::string::npos)
+      << active_->Log();
+  auto got = StandbyClient().Get(kGprPath + "/late");
   ASSERT_TRUE(got);
   EXPECT_EQ(got->status, 404);  // the refused write is nowhere
 }
 
 // Without a write to refuse: the lock watch finds the lock taken (every 5 s) and stops egsd.
 TEST_F(EgsdPostgresTest, ActiveStopsOnItsOwnOnceAStandbyHoldsTheLock) {
-  egs::testing::TempDir dir_a, dir_b;
-  auto active = Make(dir_a);
-  auto standby = Make(dir_b, /*standby=*/true);
-  ASSERT_NO_FATAL_FAILURE(active->Start());
-  ASSERT_NO_FATAL_FAILURE(standby->Launch());
+  ASSERT_NO_FATAL_FAILURE(StartActiveAndStandby());
   ASSERT_NO_FATAL_FAILURE(EndEverySession());
-  ASSERT_NO_FATAL_FAILURE(standby->WaitUp());
-  const std::optional<int> code = active->WaitExitFor(60s);
-  ASSERT_TRUE(code.has_value()) << "the active egsd still runs; log:\n" << active->Log();
+  ASSERT_NO_FATAL_FAILURE(standby_->WaitUp());
+  const std::optional<int> code = active_->WaitExitFor(60s);
+  ASSERT_TRUE(code.has_value()) << "the active egsd still runs; log:\n" << active_->Log();
   EXPECT_EQ(*code, 1);
-  EXPECT_NE(active->Log().find("another egsd holds this database"), std::string::npos)
-      << active->Log();
+  EXPECT_NE(active_->Log().find("another egsd holds this database"), std::string::npos)
+      << active_->Log();
 }
 
 TEST_F(EgsdPostgresTest, CrashDuringCreatesLosesNothing) {
-  egs::testing::TempDir dir;
-  Egsd egsd(dir.path());
-  egsd.UseDatabase(database_);
-  CrashDuringCreatesLosesNothing(egsd, 8);
+  CrashDuringCreatesLosesNothing(*Make(dir_a_), 8);
 }
 
 }  // namespace
