@@ -1,5 +1,5 @@
 # Shared by the command-line tests in this folder (sourced after `set -uo pipefail`): a scratch
-# directory $work removed on exit, the failure count $failures, and `refused`.
+# directory $work removed on exit, the failure count $failures, `refused` and `finish`.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -19,4 +19,13 @@ refused() {
   fi
   failures=$((failures + 1))
   return 1
+}
+
+# finish PROGRAM: the last line of a test: exits 1 saying how many checks failed, else 0.
+finish() {
+  if [[ $failures -ne 0 ]]; then
+    echo "$failures $1 command-line check(s) failed" >&2
+    exit 1
+  fi
+  echo "$1 command line: all checks passed"
 }

@@ -45,8 +45,4 @@ if ! "$gen" --out-dir "$work/out" >/dev/null 2>"$work/stderr" || [[ -z $(ls -A "
   failures=$((failures + 1))
 fi
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures egs-crdgen command-line check(s) failed" >&2
-  exit 1
-fi
-echo "egs-crdgen command line: all checks passed"
+finish egs-crdgen
