@@ -12,16 +12,15 @@
 #include <utility>
 
 #include "store/internal/commit_rules.h"
+#include "store/internal/migrations.h"
 
 namespace egs::store {
 namespace {
 
-// Append only: a released step is never edited, a change is a new step. The tables mirror the
-// SQLite backend's (sqlite/schema.cc); keys are "C"-collated so that they order byte-wise.
-struct Migration {
-  std::int64_t version;
-  const char* sql;
-};
+using internal::Migration;
+
+// The tables mirror the SQLite backend's (sqlite/schema.cc); keys are "C"-collated so that they
+// order byte-wise.
 constexpr Migration kMigrations[] = {
     {1, R"sql(
       CREATE TABLE objects (
@@ -71,7 +70,6 @@ constexpr Migration kMigrations[] = {
       CREATE INDEX series_by_time ON series (series, at_unix_us);
     )sql"},
 };
-constexpr std::int64_t kLatestSchema = 1;
 // The advisory lock that serializes migrations of one database ("egs" in ASCII), and the one an
 // exclusive store holds for its life ("egsd").
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(6776691)";
@@ -312,12 +310,7 @@ common::Status Migrate(Connection& c, common::Time now) {
       PgResult current,
       c.Exec("migrate schema", "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
   const std::int64_t version = current.Int(0, 0);
-  if (version > kLatestSchema) {
-    return common::FailedPreconditionError(fmt::format(
-        "database schema version {} is newer than this binary supports (up to {}); run a newer "
-        "egs or restore a matching backup",
-        version, kLatestSchema));
-  }
+  EGS_RETURN_IF_ERROR(internal::CheckSchemaVersion(version, internal::LatestVersion(kMigrations)));
   for (const Migration& m : kMigrations) {
     if (m.version <= version) continue;
     EGS_RETURN_IF_ERROR(c.ExecScript(fmt::format("migrate schema to {}", m.version), m.sql));

@@ -5,20 +5,16 @@
 #include <SQLiteCpp/Transaction.h>
 #include <fmt/format.h>
 
-#include <iterator>
 #include <string>
 
+#include "store/internal/migrations.h"
 #include "store/sqlite/sqlite_status.h"
 
 namespace egs::store::sqlite {
 namespace {
 
-struct Migration {
-  std::int64_t version;
-  const char* sql;
-};
+using internal::Migration;
 
-// Append only: a released step is never edited, a change is a new step.
 constexpr Migration kMigrations[] = {
     {1, R"sql(
       CREATE TABLE objects (
@@ -80,7 +76,7 @@ const char* SynchronousPragma(Synchronous s) {
 
 }  // namespace
 
-std::int64_t LatestSchemaVersion() { return std::prev(std::end(kMigrations))->version; }
+std::int64_t LatestSchemaVersion() { return internal::LatestVersion(kMigrations); }
 
 common::Status ConfigureConnection(SQLite::Database& db, Synchronous synchronous) {
   return RunGuarded("configure connection", [&]() -> common::Status {
@@ -102,12 +98,7 @@ common::Status Migrate(SQLite::Database& db, common::Time now) {
         "version INTEGER PRIMARY KEY, applied_at_unix_us INTEGER NOT NULL) STRICT");
     const std::int64_t current =
         db.execAndGet("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").getInt64();
-    if (current > LatestSchemaVersion()) {
-      return common::FailedPreconditionError(fmt::format(
-          "database schema version {} is newer than this binary supports (up to {}); run a "
-          "newer egs or restore a matching backup",
-          current, LatestSchemaVersion()));
-    }
+    EGS_RETURN_IF_ERROR(internal::CheckSchemaVersion(current, LatestSchemaVersion()));
     SQLite::Statement record(db,
                              "INSERT INTO schema_migrations (version, applied_at_unix_us) "
                              "VALUES (?, ?)");
