@@ -470,8 +470,8 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     if (!loaded.ok()) return loaded.error().WithContext("--fleet");
     fleet = std::move(*loaded);
     fleet_objects = FleetObjects(*fleet);
-    EGS_RETURN_IF_ERROR(CheckFleetObjects(fleet_objects)
-                            .WithContext(fmt::format("--fleet {}", config.fleet_file)));
+    EGS_RETURN_IF_ERROR(
+        CheckFleetObjects(fleet_objects).WithContext(fmt::format("--fleet {}", config.fleet_file)));
   }
   const cluster::SimulationSettings sim = fleet ? fleet->sim : cluster::SimulationSettings{};
   if (sim.time_scale != 1.0) {
