@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace egs::store::internal {
 
 std::string DescribeObject(std::string_view kind, std::string_view ns, std::string_view name) {
@@ -74,6 +76,22 @@ common::Status ValidateSeries(const std::vector<SeriesRecord>& records,
     }
   }
   return common::OkStatus();
+}
+
+bool SameCommit(const std::vector<WriteOp>& a_ops, const std::vector<LogRecord>& a_logs,
+                const std::vector<WriteOp>& b_ops, const std::vector<LogRecord>& b_logs) {
+  auto same_op = [](const WriteOp& a, const WriteOp& b) {
+    const StoredObject& x = a.object;
+    const StoredObject& y = b.object;
+    return a.type == b.type && a.expected_version == b.expected_version && x.kind == y.kind &&
+           x.ns == y.ns && x.name == y.name && x.uid == y.uid && x.created == y.created &&
+           x.data == y.data;
+  };
+  auto same_log = [](const LogRecord& a, const LogRecord& b) {
+    return a.stream == b.stream && a.at == b.at && a.data == b.data;
+  };
+  return std::equal(a_ops.begin(), a_ops.end(), b_ops.begin(), b_ops.end(), same_op) &&
+         std::equal(a_logs.begin(), a_logs.end(), b_logs.begin(), b_logs.end(), same_log);
 }
 
 }  // namespace egs::store::internal

@@ -30,6 +30,13 @@ common::Status ValidateSeries(const std::vector<SeriesRecord>& records,
 // documents.
 common::Status CheckExpectedVersion(const WriteOp& op, std::optional<std::int64_t> actual);
 
+// Whether two commits write the same: the same ops (type, expected version, object) and the same
+// log records (stream, time, data), in order. Resource versions and sequence numbers, which the
+// store assigns, are not compared. A backend that lost the reply to a commit that landed tells
+// its retry from a new commit with it.
+bool SameCommit(const std::vector<WriteOp>& a_ops, const std::vector<LogRecord>& a_logs,
+                const std::vector<WriteOp>& b_ops, const std::vector<LogRecord>& b_logs);
+
 // Aborted: changes after `after_revision` were compacted (the feed starts after `compacted`).
 common::Status CompactedError(std::int64_t after_revision, std::int64_t compacted);
 

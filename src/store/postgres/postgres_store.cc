@@ -75,6 +75,9 @@ constexpr Migration kMigrations[] = {
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(6776691)";
 constexpr const char* kExclusiveLock = "SELECT pg_try_advisory_lock(1701278564)";
 
+// pg_terminate_backend's timeout (14); pg_current_xact_id (13); pg_xact_status (10).
+constexpr int kMinServerVersion = 140000;
+
 constexpr const char* kObjectColumns = "ns, name, uid, resource_version, created_unix_us, data";
 
 std::string ClampLimit(std::size_t limit) {
@@ -172,8 +175,12 @@ class PostgresStore::Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
+  // Whether the connection is up, as far as libpq knows.
+  bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+  int server_version() const { return PQserverVersion(conn_); }
+
   // Reconnects if the server dropped the connection since its last use; true if it did (the
-  // session's advisory locks are gone then).
+  // session's advisory locks are gone then, unless the server still runs the old session).
   common::Result<bool> EnsureUp() {
     if (PQstatus(conn_) == CONNECTION_OK) return false;
     PQreset(conn_);
@@ -420,6 +427,11 @@ common::Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::st
   options.change_retention_revisions =
       std::max<std::int64_t>(options.change_retention_revisions, 1);
   EGS_ASSIGN_OR_RETURN(std::unique_ptr<Connection> writer, Connection::Open(conninfo));
+  if (writer->server_version() < kMinServerVersion) {
+    return common::FailedPreconditionError(
+        fmt::format("postgresql: the server is version {}.{}; egsd needs PostgreSQL 14 or newer",
+                    writer->server_version() / 10000, writer->server_version() % 10000));
+  }
   common::RealClock real_clock;
   common::Clock& clock = options.clock != nullptr ? *options.clock : real_clock;
   if (options.exclusive) {
@@ -440,12 +452,17 @@ common::Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::st
     }
   }
   EGS_RETURN_IF_ERROR(Migrate(*writer, clock.Now()));
-  return std::unique_ptr<PostgresStore>(new PostgresStore(conninfo, options, std::move(writer)));
+  EGS_ASSIGN_OR_RETURN(Session session, ReadSession(*writer));
+  return std::unique_ptr<PostgresStore>(
+      new PostgresStore(conninfo, options, std::move(writer), session));
 }
 
 PostgresStore::PostgresStore(std::string conninfo, PostgresOptions options,
-                             std::unique_ptr<Connection> writer)
-    : conninfo_(std::move(conninfo)), options_(options), writer_(std::move(writer)) {}
+                             std::unique_ptr<Connection> writer, Session writer_session)
+    : conninfo_(std::move(conninfo)),
+      options_(options),
+      writer_(std::move(writer)),
+      writer_session_(writer_session) {}
 
 PostgresStore::~PostgresStore() = default;
 
@@ -471,26 +488,63 @@ common::Result<CommitResult> PostgresStore::Commit(std::vector<WriteOp> ops,
                                                    std::vector<LogRecord> logs) {
   EGS_RETURN_IF_ERROR(internal::ValidateCommit(ops, logs));
   std::lock_guard lock(write_mu_);
-  Connection& c = *writer_;
   if (lost_lock_) return lost_lock_->WithContext("commit");
-  EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
-  if (reconnected) EGS_RETURN_IF_ERROR(RelockAfterReconnect());
+  EGS_RETURN_IF_ERROR(EnsureWriterUp());
+  if (landed_) {
+    // An earlier commit whose reply was lost did land: this is its retry, or a new commit.
+    const LandedCommit landed = *std::exchange(landed_, std::nullopt);
+    if (internal::SameCommit(landed.ops, landed.logs, ops, logs)) {
+      return CommitResult{landed.revision};
+    }
+  }
+  std::string xact;
+  std::int64_t revision = 0;
+  common::Status committed = TryCommit(ops, logs, &xact, &revision);
+  if (committed.ok()) return CommitResult{revision};
+  if (xact.empty() || writer_->ok()) return committed;  // nothing sent, or rolled back
+  // The connection dropped while COMMIT or its reply was on the way: the server may have
+  // committed. Find out now if the server can be reached again, else before the next commit.
+  pending_ = PendingCommit{std::move(xact), revision, std::move(ops), std::move(logs)};
+  common::Status up = EnsureWriterUp();
+  if (landed_ && landed_->revision == revision) {
+    landed_.reset();
+    return CommitResult{revision};
+  }
+  if (!pending_) {
+    if (lost_lock_) return lost_lock_->WithContext("commit");
+    return common::UnavailableError(fmt::format(
+        "postgresql: commit: the connection was lost during COMMIT ({}); the commit did not "
+        "land, retry it",
+        committed.message()));
+  }
+  return common::UnavailableError(fmt::format(
+      "postgresql: commit: the connection was lost during COMMIT ({}), and whether it landed is "
+      "not known yet ({}); the store finds out before its next commit, where a retry of the same "
+      "commit is not applied twice",
+      committed.message(), up.ok() ? "the server still runs it" : up.message()));
+}
+
+common::Status PostgresStore::TryCommit(std::vector<WriteOp>& ops,
+                                        const std::vector<LogRecord>& logs, std::string* xact,
+                                        std::int64_t* revision) {
+  Connection& c = *writer_;
   Transaction txn(c);
   EGS_RETURN_IF_ERROR(txn.Begin());
-  // The revision row's lock orders every commit to this database, from any process.
-  EGS_ASSIGN_OR_RETURN(PgResult meta,
-                       c.Exec("commit",
-                              "SELECT key, value FROM meta WHERE key IN ('revision', "
-                              "'compacted_revision') ORDER BY key FOR UPDATE"));
+  // The revision row's lock orders every commit to this database, from any process. The
+  // transaction's id says later whether it committed, should the reply to COMMIT be lost.
+  EGS_ASSIGN_OR_RETURN(PgResult meta, c.Exec("commit",
+                                             "SELECT key, value, pg_current_xact_id()::text FROM "
+                                             "meta WHERE key IN ('revision', "
+                                             "'compacted_revision') ORDER BY key FOR UPDATE"));
   if (meta.rows() != 2) return common::InternalError("postgresql: meta rows are missing");
   const std::int64_t compacted = meta.Int(0, 1);  // 'compacted_revision' < 'revision'
   const std::int64_t last = meta.Int(1, 1);
-  const std::int64_t revision = last + 1;
-  EGS_RETURN_IF_ERROR(ApplyCommit(c, ops, logs, revision));
+  *revision = last + 1;
+  EGS_RETURN_IF_ERROR(ApplyCommit(c, ops, logs, *revision));
   EGS_ASSIGN_OR_RETURN(PgResult set,
                        c.Exec("commit", "UPDATE meta SET value = $1 WHERE key = 'revision'",
-                              {std::to_string(revision)}));
-  const std::int64_t compact_to = revision - options_.change_retention_revisions;
+                              {std::to_string(*revision)}));
+  const std::int64_t compact_to = *revision - options_.change_retention_revisions;
   if (compact_to > compacted) {
     EGS_ASSIGN_OR_RETURN(PgResult compact,
                          c.Exec("compact changes", "DELETE FROM changes WHERE revision <= $1",
@@ -500,18 +554,80 @@ common::Result<CommitResult> PostgresStore::Commit(std::vector<WriteOp> ops,
         c.Exec("compact changes", "UPDATE meta SET value = $1 WHERE key = 'compacted_revision'",
                {std::to_string(compact_to)}));
   }
-  EGS_RETURN_IF_ERROR(txn.Commit());
-  return CommitResult{revision};
+  *xact = meta.Text(0, 2);
+  return txn.Commit();
+}
+
+common::Status PostgresStore::EnsureWriterUp() {
+  Connection& c = *writer_;
+  if (!c.ok()) {
+    if (writer_session_) abandoned_ = std::exchange(writer_session_, std::nullopt);
+    EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
+    relock_ = relock_ || reconnected;
+  }
+  if (!writer_session_) {
+    EGS_ASSIGN_OR_RETURN(writer_session_, ReadSession(c));
+  }
+  if (abandoned_) {
+    EGS_RETURN_IF_ERROR(EndSession(c, *abandoned_));
+    abandoned_.reset();
+  }
+  if (pending_) EGS_RETURN_IF_ERROR(SettlePending());
+  if (relock_) {
+    relock_ = false;
+    return RelockAfterReconnect();
+  }
+  return common::OkStatus();
+}
+
+common::Result<PostgresStore::Session> PostgresStore::ReadSession(Connection& c) {
+  EGS_ASSIGN_OR_RETURN(PgResult r, c.Exec("read the session",
+                                          "SELECT pg_backend_pid(), (extract(epoch FROM "
+                                          "backend_start) * 1000000)::bigint FROM "
+                                          "pg_stat_activity WHERE pid = pg_backend_pid()"));
+  if (r.rows() != 1) return common::InternalError("postgresql: the session is not listed");
+  return Session{r.Int(0, 0), r.Int(0, 1)};
+}
+
+common::Status PostgresStore::EndSession(Connection& c, const Session& session) {
+  // Only that session: the pid of a session that ended may belong to another one by now.
+  auto ended = c.Exec("end the dropped session",
+                      "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = "
+                      "$1 AND (extract(epoch FROM backend_start) * 1000000)::bigint = $2",
+                      {std::to_string(session.pid), std::to_string(session.started_unix_us)});
+  if (ended.ok() && (ended->rows() == 0 || ended->Text(0, 0) == "t")) return common::OkStatus();
+  return common::UnavailableError(fmt::format(
+      "postgresql: the server still runs the session the store lost (pid {}){}; it ends once "
+      "the server finds the connection gone",
+      session.pid,
+      ended.ok() ? "" : fmt::format(" and cannot end it: {}", ended.error().message())));
+}
+
+common::Status PostgresStore::SettlePending() {
+  EGS_ASSIGN_OR_RETURN(PgResult r,
+                       writer_->Exec("find out whether a commit landed",
+                                     "SELECT pg_xact_status($1::xid8)", {pending_->xact}));
+  const std::string status = r.IsNull(0, 0) ? "" : r.Text(0, 0);
+  if (status == "in progress") {
+    return common::UnavailableError(
+        "postgresql: a commit whose reply was lost is still running on the server");
+  }
+  if (status == "committed") {
+    landed_ = LandedCommit{pending_->revision, std::move(pending_->ops), std::move(pending_->logs)};
+  }
+  // "aborted": nothing landed. No status (the server no longer knows a transaction that old)
+  // cannot happen seconds later; it is taken as not landed.
+  pending_.reset();
+  return common::OkStatus();
 }
 
 common::Status PostgresStore::CheckLock() {
   if (!options_.exclusive) return common::OkStatus();
   std::lock_guard lock(write_mu_);
   if (lost_lock_) return *lost_lock_;
-  Connection& c = *writer_;
-  EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
-  if (reconnected) return RelockAfterReconnect();
-  EGS_ASSIGN_OR_RETURN(PgResult r, c.Exec("check the egsd lock", "SELECT 1"));
+  EGS_RETURN_IF_ERROR(EnsureWriterUp());
+  if (lost_lock_) return *lost_lock_;
+  EGS_ASSIGN_OR_RETURN(PgResult r, writer_->Exec("check the egsd lock", "SELECT 1"));
   return common::OkStatus();
 }
 

@@ -16,6 +16,15 @@
 // snapshot. A connection that the server dropped is reset before its next use; the call that
 // saw it fail returns Unavailable.
 //
+// A lost commit connection: when it comes back, the store ends its old session if the server
+// still runs it (after a cut the server has not noticed, that session may hold the revision
+// row's lock in an open transaction, and the exclusive lock). If the connection dropped while
+// COMMIT or its reply was on the way, the store asks the server whether that transaction
+// committed (its id, pg_xact_status): Commit returns the revision if it did, Unavailable if it
+// did not; if the server cannot be reached, Commit returns Unavailable and the question is
+// settled before the next commit, where a retry of the same commit (same ops and logs) that had
+// landed gets its revision instead of being applied twice. Needs PostgreSQL 14 or newer.
+//
 // Errors: connection failures, serialization failures, deadlocks, a server shutting down or out
 // of resources are Unavailable (retry); a string holding a NUL byte (which PostgreSQL text
 // cannot store) or bytes that are not UTF-8 are InvalidArgument; other server errors are
@@ -106,8 +115,46 @@ class PostgresStore final : public Store {
   class Connection;  // a libpq connection (postgres_store.cc)
 
  private:
-  PostgresStore(std::string conninfo, PostgresOptions options, std::unique_ptr<Connection> writer);
+  // A server session: its backend's pid and start time (a pid alone may be reused).
+  struct Session {
+    std::int64_t pid = 0;
+    std::int64_t started_unix_us = 0;
+  };
+  // A commit whose COMMIT was sent on a connection that dropped before the reply came: its
+  // transaction id tells whether it landed.
+  struct PendingCommit {
+    std::string xact;
+    std::int64_t revision = 0;
+    std::vector<WriteOp> ops;
+    std::vector<LogRecord> logs;
+  };
+  // A commit whose reply was lost but which did land, until the next Commit: a retry of it
+  // gets its revision instead of applying it again.
+  struct LandedCommit {
+    std::int64_t revision = 0;
+    std::vector<WriteOp> ops;
+    std::vector<LogRecord> logs;
+  };
 
+  PostgresStore(std::string conninfo, PostgresOptions options, std::unique_ptr<Connection> writer,
+                Session writer_session);
+
+  // One attempt at a commit on writer_. Sets `*xact` to the transaction's id once its COMMIT is
+  // about to be sent, and `*revision` to the revision it writes. write_mu_ held.
+  common::Status TryCommit(std::vector<WriteOp>& ops, const std::vector<LogRecord>& logs,
+                           std::string* xact, std::int64_t* revision);
+  // Brings writer_ back after the server or the network dropped it: reconnects, ends the
+  // dropped session if the server still runs it (it may hold the revision row's lock and the
+  // exclusive lock), settles a pending commit, and takes the exclusive lock again. OK when the
+  // connection is up and nothing is left to do. write_mu_ held.
+  common::Status EnsureWriterUp();
+  static common::Result<Session> ReadSession(Connection& c);
+  // Ends `session` if the server still runs it, waiting up to 5 s for it to go. OK once it is
+  // gone; Unavailable if it cannot be ended (then the server ends it when its probes of the
+  // lost client fail, within about 25 s).
+  static common::Status EndSession(Connection& c, const Session& session);
+  // Whether pending_ landed (landed_ set) or not; Unavailable while it is still running.
+  common::Status SettlePending();
   // After the commit connection was re-established: takes the exclusive lock again (an
   // exclusive store), or records that it is lost and says so (on_lost_lock). write_mu_ held.
   common::Status RelockAfterReconnect();
@@ -123,6 +170,14 @@ class PostgresStore final : public Store {
   // Set once an exclusive store finds its lock taken by another process after a reconnect;
   // every later Commit fails with it. Guarded by write_mu_.
   std::optional<common::Status> lost_lock_;
+  // writer_'s session; the one it had before a drop, until it is known to be gone; whether the
+  // exclusive lock must be taken again; a commit whose outcome is not known yet; one that
+  // landed though its reply was lost. Guarded by write_mu_.
+  std::optional<Session> writer_session_;
+  std::optional<Session> abandoned_;
+  bool relock_ = false;
+  std::optional<PendingCommit> pending_;
+  std::optional<LandedCommit> landed_;
   std::mutex series_mu_;  // serializes WriteSeries on series_writer_
   std::unique_ptr<Connection> series_writer_;
   std::mutex pool_mu_;

@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "store/store_test_util.h"
 #include "testing/status_matchers.h"
+#include "testing/tcp_proxy.h"
 
 namespace egs::store {
 namespace {
@@ -79,10 +80,29 @@ class PostgresStoreTest : public ::testing::Test {
               "");
   }
 
+  // The test's connection string through `proxy` (a relay to the server that a test can cut).
+  std::string Proxied(const egs::testing::TcpProxy& proxy) const {
+    return fmt::format("{} port={}", conninfo_, proxy.port());  // a repeated keyword: the last wins
+  }
+  int ServerPort() const {
+    PQconninfoOption* options = PQconninfoParse(base_.c_str(), nullptr);
+    int port = 5432;
+    for (PQconninfoOption* o = options; o != nullptr && o->keyword != nullptr; ++o) {
+      if (std::string(o->keyword) == "port" && o->val != nullptr) port = std::atoi(o->val);
+    }
+    PQconninfoFree(options);
+    return port;
+  }
+
   std::string base_;
   std::string schema_;
   std::string conninfo_;
 };
+
+// The tag of the server's reply to COMMIT (a CommandComplete message), and to the commit's
+// update of the revision row, which comes before COMMIT.
+const std::string kCommitReply("COMMIT\0", 7);
+const std::string kRevisionUpdateReply("UPDATE 1\0", 9);
 
 TEST_F(PostgresStoreTest, MalformedConnectionStringIsInvalidArgument) {
   auto store = PostgresStore::Open("host=127.0.0.1 port");
@@ -349,6 +369,118 @@ TEST_F(PostgresStoreTest, SchemaOfANewerBinaryIsRefused) {
   auto store = PostgresStore::Open(conninfo_);
   EXPECT_THAT(store, StatusIs(StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.error().message(), HasSubstr("schema version 99 is newer"));
+}
+
+}  // namespace
+}  // namespace egs::store
+
+namespace egs::store {
+namespace {
+
+TEST_F(PostgresStoreTest, CommitWhoseReplyIsLostIsFoundToHaveLanded) {
+  egs::testing::TcpProxy proxy(ServerPort());
+  PostgresOptions exclusive;
+  exclusive.exclusive = true;
+  int lost = 0;
+  exclusive.on_lost_lock = [&](const common::Status&) { ++lost; };
+  auto store = PostgresStore::Open(Proxied(proxy), exclusive);
+  ASSERT_OK(store);
+  ASSERT_OK((*store)->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {Log("events", "p")}));
+  // The server commits, and the connection is cut before its reply reaches the store; the
+  // server's session lives on (it holds the egsd lock).
+  proxy.CutClientWhenServerSends(kCommitReply);
+  auto r = (*store)->Commit({WriteOp::Put(Obj("Pod", "a", "q"), 0)}, {Log("events", "q")});
+  EXPECT_EQ(proxy.marker_cuts(), 1);
+  ASSERT_OK(r);  // found out at once: it landed
+  EXPECT_EQ(r->revision, 2);
+  EXPECT_EQ(*(*store)->CurrentRevision(), 2);
+  auto events = (*store)->ReadLog("events", 0, 10);
+  ASSERT_OK(events);
+  EXPECT_EQ(events->size(), 2u);  // once
+  // The store ended its old session and holds the lock on its new one.
+  EXPECT_OK((*store)->CheckLock());
+  EXPECT_EQ(lost, 0);
+  EXPECT_THAT(PostgresStore::Open(conninfo_, exclusive), StatusIs(StatusCode::kFailedPrecondition));
+  auto next = (*store)->Commit({WriteOp::Put(Obj("Pod", "a", "r"), 0)}, {});
+  ASSERT_OK(next);
+  EXPECT_EQ(next->revision, 3);
+}
+
+TEST_F(PostgresStoreTest, CutInsideACommitLandsNothingAndItsRetryLandsOnce) {
+  egs::testing::TcpProxy proxy(ServerPort());
+  PostgresOptions exclusive;
+  exclusive.exclusive = true;
+  int lost = 0;
+  exclusive.on_lost_lock = [&](const common::Status&) { ++lost; };
+  auto store = PostgresStore::Open(Proxied(proxy), exclusive);
+  ASSERT_OK(store);
+  ASSERT_OK((*store)->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}));
+  // Cut before COMMIT, where the server notices nothing: its session stays in the open
+  // transaction, holding the revision row's lock and the egsd lock, until its probes fail.
+  proxy.CutClientWhenServerSends(kRevisionUpdateReply);
+  const std::vector<WriteOp> ops = {WriteOp::Put(Obj("Pod", "a", "q"), 0)};
+  auto r = (*store)->Commit(ops, {Log("events", "q")});
+  EXPECT_EQ(proxy.marker_cuts(), 1);
+  EXPECT_THAT(r, StatusIs(StatusCode::kUnavailable));
+  // The retry ends the old session (which rolls its transaction back and frees both locks) at
+  // once, instead of waiting for the server to drop it or taking the lock as lost.
+  auto retry = (*store)->Commit(ops, {Log("events", "q")});
+  ASSERT_OK(retry);
+  EXPECT_EQ(retry->revision, 2);
+  EXPECT_EQ(lost, 0);
+  EXPECT_OK((*store)->CheckLock());
+  auto events = (*store)->ReadLog("events", 0, 10);
+  ASSERT_OK(events);
+  EXPECT_EQ(events->size(), 1u);
+}
+
+TEST_F(PostgresStoreTest, CommitWhoseOutcomeIsUnknownIsSettledBeforeTheNextOne) {
+  egs::testing::TcpProxy proxy(ServerPort());
+  auto store = PostgresStore::Open(Proxied(proxy));
+  ASSERT_OK(store);
+  ASSERT_OK((*store)->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}));
+  // The reply to COMMIT is lost and the server cannot be reached for a while.
+  proxy.CutClientWhenServerSends(kCommitReply, /*then_refuse=*/true);
+  const std::vector<WriteOp> ops = {WriteOp::Put(Obj("Pod", "a", "q"), 0)};
+  const std::vector<LogRecord> logs = {Log("events", "q")};
+  auto r = (*store)->Commit(ops, logs);
+  EXPECT_THAT(r, StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(r.error().message(), HasSubstr("whether it landed is not known yet"));
+  EXPECT_THAT((*store)->Commit(ops, logs), StatusIs(StatusCode::kUnavailable));  // still out
+  proxy.RefuseNew(false);
+  // The retry finds that the first attempt landed: the same revision, applied once. (Without
+  // that, its "must not exist" check would now fail: AlreadyExists for a create that worked.)
+  auto retry = (*store)->Commit(ops, logs);
+  ASSERT_OK(retry);
+  EXPECT_EQ(retry->revision, 2);
+  EXPECT_EQ(*(*store)->CurrentRevision(), 2);
+  auto events = (*store)->ReadLog("events", 0, 10);
+  ASSERT_OK(events);
+  EXPECT_EQ(events->size(), 1u);
+  // A different commit after a landed one is applied as usual.
+  auto next = (*store)->Commit({WriteOp::Put(Obj("Pod", "a", "q2"), 0)}, logs);
+  ASSERT_OK(next);
+  EXPECT_EQ(next->revision, 3);
+}
+
+TEST_F(PostgresStoreTest, LandedCommitIsNotTakenForADifferentOne) {
+  egs::testing::TcpProxy proxy(ServerPort());
+  auto store = PostgresStore::Open(Proxied(proxy));
+  ASSERT_OK(store);
+  proxy.CutClientWhenServerSends(kCommitReply, /*then_refuse=*/true);
+  EXPECT_THAT((*store)->Commit({WriteOp::Put(Obj("Pod", "a", "q"), std::nullopt)}, {}),
+              StatusIs(StatusCode::kUnavailable));
+  proxy.RefuseNew(false);
+  // Another write (other data) is applied, not answered with the landed commit's revision.
+  StoredObject other = Obj("Pod", "a", "q");
+  other.data = R"({"other":true})";
+  auto r = (*store)->Commit({WriteOp::Put(other, std::nullopt)}, {});
+  ASSERT_OK(r);
+  EXPECT_EQ(r->revision, 2);
+  auto got = (*store)->Get("Pod", "a", "q");
+  ASSERT_OK(got);
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->data, other.data);
 }
 
 }  // namespace
