@@ -9,6 +9,7 @@
 #include <limits>
 #include <regex>
 
+#include "common/json_error.h"
 #include "common/utf8.h"
 
 namespace egs::egsctl {
@@ -199,6 +200,12 @@ common::Result<std::vector<json>> ParseJson(std::string_view text, std::string_v
     return common::InvalidArgumentError(
         fmt::format("{}:{}:{}: invalid JSON: {}", source, line, column, e.what()));
   } catch (const json::exception& e) {
+    // A number past a double's range (out_of_range) carries no position: find it.
+    if (auto error = common::FindJsonError(text)) {
+      auto [line, column] = common::LineColumnAt(text, error->offset);
+      return common::InvalidArgumentError(
+          fmt::format("{}:{}:{}: invalid JSON: {}", source, line, column, error->reason));
+    }
     return common::InvalidArgumentError(fmt::format("{}: invalid JSON: {}", source, e.what()));
   }
 }

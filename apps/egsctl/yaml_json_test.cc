@@ -105,6 +105,10 @@ TEST(YamlJsonTest, TextThatIsNotUtf8NamesFileAndField) {
   EXPECT_THAT(in_json, StatusIs(common::StatusCode::kInvalidArgument));
   EXPECT_EQ(in_json.error().message(),
             "u.json:2:3: invalid JSON: byte 0xC3 is not valid UTF-8; save the file as UTF-8");
+  // A number past a double's range: nlohmann gives no position for it, the message does.
+  auto huge = ParseDocuments("{\"spec\": {\n  \"nodes\": -2e462}}", "h.json");
+  EXPECT_THAT(huge, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(huge.error().message(), "h.json:2:12: invalid JSON: number overflow parsing '-2e462'");
   auto fine = ParseDocuments("note: caf\xC3\xA9\n", "ok.yaml");
   ASSERT_TRUE(fine.ok()) << fine.error().ToString();
   EXPECT_EQ((*fine)[0]["note"], "caf\xC3\xA9");

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/json_error.h"
 #include "common/utf8.h"
 
 namespace egs::api {
@@ -97,7 +98,17 @@ common::Result<json> ParseJsonBody(std::string_view body) {
   json parsed;
   try {
     parsed = json::parse(body, guard);
+  } catch (const json::parse_error& e) {
+    return common::InvalidArgumentError(
+        fmt::format("error decoding the request body as JSON: {}", e.what()));
   } catch (const json::exception& e) {
+    // A number past a double's range (out_of_range) carries no position: find it.
+    if (auto error = common::FindJsonError(body)) {
+      auto [line, column] = common::LineColumnAt(body, error->offset);
+      return common::InvalidArgumentError(
+          fmt::format("error decoding the request body as JSON: at line {}, column {}: {}", line,
+                      column, error->reason));
+    }
     return common::InvalidArgumentError(
         fmt::format("error decoding the request body as JSON: {}", e.what()));
   }

@@ -55,6 +55,15 @@ TEST(ParseJsonBodyTest, NamesWhatIsWrongWithInvalidJson) {
   }
 }
 
+TEST(ParseJsonBodyTest, NumberPastADoubleIsPlaced) {
+  auto bad = ParseJsonBody("{\"spec\": {\n  \"nodes\": 1e999}}");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), common::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.error().message(),
+            "error decoding the request body as JSON: at line 2, column 12: number overflow "
+            "parsing '1e999'");
+}
+
 TEST(ParseJsonBodyTest, RefusesBytesThatAreNotUtf8WithAUtf8Message) {
   auto bad = ParseJsonBody("{\"metadata\": {\n  \"name\": \"caf\xFF\"}}");
   ASSERT_FALSE(bad.ok());

@@ -7,12 +7,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_map>
 #include <utility>
 
+#include "common/json_error.h"
+#include "common/utf8.h"
 #include "core/fleet.h"
 #include "sim/csv_reader.h"
 
@@ -419,17 +422,26 @@ Result<std::string> JsonText(const nlohmann::json& object, std::string_view key,
 Result<Trace> LoadPhillyJobLog(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in.is_open()) return common::NotFoundError(fmt::format("{}: cannot open file", path));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    // A syntax error (parse_error) or a number too large for a double (out_of_range); e.what()
-    // is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
     std::string_view what = e.what();
     if (auto bracket = what.find("] "); bracket != std::string_view::npos) {
       what.remove_prefix(bracket + 2);
     }
     return InvalidArgumentError(fmt::format("{}: not a JSON job log: {}", path, what));
+  } catch (const nlohmann::json::exception& e) {
+    // A number too large for a double (out_of_range) carries no position: find it.
+    const auto error = common::FindJsonError(text);
+    if (!error) {
+      return InvalidArgumentError(fmt::format("{}: not a JSON job log: {}", path, e.what()));
+    }
+    auto [line, column] = common::LineColumnAt(text, error->offset);
+    return InvalidArgumentError(fmt::format("{}: not a JSON job log: at line {}, column {}: {}",
+                                            path, line, column, error->reason));
   }
   if (!doc.is_array()) {
     return InvalidArgumentError(

@@ -362,7 +362,8 @@ TEST(LoadPhillyJobLogTest, MalformedJobsNameTheJobAndMember) {
       {job("\"attempts\": [" + ok_attempt + "]"), ""},
       {"[1,", "l.json: not a JSON job log: parse error at line 1, column 4"},
       // Found by fuzzing: a number past a double's range threw out of the loader.
-      {"[2e462]", "l.json: not a JSON job log: number overflow parsing '2e462'"},
+      {"[2e462]",
+       "l.json: not a JSON job log: at line 1, column 2: number overflow parsing '2e462'"},
       {"{}", "expected a JSON array of jobs"},
       {"[[]]", "l.json: jobs[0]: expected an object"},
       {job("\"attempts\": {}"), "l.json: jobs[0].attempts: expected an array"},

@@ -1,0 +1,49 @@
+#include "common/json_error.h"
+
+#include <nlohmann/json.hpp>
+
+namespace egs::common {
+namespace {
+
+// Accepts every value and records the first error.
+class ErrorFinder final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool /*val*/) override { return true; }
+  bool number_integer(number_integer_t /*val*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*val*/) override { return true; }
+  bool number_float(number_float_t /*val*/, const string_t& /*s*/) override { return true; }
+  bool string(string_t& /*val*/) override { return true; }
+  bool binary(binary_t& /*val*/) override { return true; }
+  bool start_object(std::size_t /*elements*/) override { return true; }
+  bool key(string_t& /*val*/) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t /*elements*/) override { return true; }
+  bool end_array() override { return true; }
+
+  bool parse_error(std::size_t position, const std::string& last_token,
+                   const nlohmann::json::exception& ex) override {
+    // `position` counts the bytes read, the last one being where the parser stopped. A number
+    // out of range was read whole: its start is where the user should look.
+    std::size_t offset = position > 0 ? position - 1 : 0;
+    if (ex.id == 406 && last_token.size() <= position) offset = position - last_token.size();
+    std::string_view what = ex.what();
+    if (auto bracket = what.find("] "); bracket != std::string_view::npos) {
+      what.remove_prefix(bracket + 2);
+    }
+    error = JsonError{offset, std::string(what)};
+    return false;
+  }
+
+  std::optional<JsonError> error;
+};
+
+}  // namespace
+
+std::optional<JsonError> FindJsonError(std::string_view text) {
+  ErrorFinder finder;
+  nlohmann::json::sax_parse(text, &finder);
+  return finder.error;
+}
+
+}  // namespace egs::common
