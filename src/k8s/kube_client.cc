@@ -1,5 +1,6 @@
 #include "k8s/kube_client.h"
 
+#include <fmt/format.h>
 #include <httplib.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -10,6 +11,7 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace egs::k8s {
@@ -56,21 +58,54 @@ std::string Resolve(const std::string& base_dir, const std::string& path) {
   return base_dir + "/" + path;
 }
 
-YAML::Node FindNamed(const YAML::Node& list, const std::string& name) {
-  if (!list.IsSequence()) return YAML::Node();
-  for (const auto& item : list) {
-    if (item["name"] && item["name"].as<std::string>() == name) return item;
+// "line L, column C" of a node, for messages.
+std::string LineOf(const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  if (m.is_null()) return "";
+  return fmt::format(" (line {}, column {})", m.line + 1, m.column + 1);
+}
+
+// node[key] as a string when it is there, nullopt when it is not; InvalidArgument naming
+// `path.key` when it is not a scalar.
+common::Result<std::optional<std::string>> StringAt(const YAML::Node& node, const char* key,
+                                                    const std::string& path) {
+  if (!node.IsMap() || !node[key]) return std::optional<std::string>();
+  const YAML::Node v = node[key];
+  if (!v.IsScalar()) {
+    return common::InvalidArgumentError(
+        fmt::format("kubeconfig: {}.{}: must be a string{}", path, key, LineOf(v)));
+  }
+  return std::optional<std::string>(v.Scalar());
+}
+
+// The entry of `list` (a sequence of {name, <kind>}) named `name`, or a null node;
+// InvalidArgument when the list or a name has the wrong type.
+common::Result<YAML::Node> FindNamed(const YAML::Node& list, const char* list_key,
+                                     const std::string& name) {
+  if (!list) return YAML::Node();
+  if (!list.IsSequence()) {
+    return common::InvalidArgumentError(
+        fmt::format("kubeconfig: {}: must be a list{}", list_key, LineOf(list)));
+  }
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    EGS_ASSIGN_OR_RETURN(auto item_name,
+                         StringAt(item, "name", fmt::format("{}[{}]", list_key, i)));
+    if (item_name == name) return item;
   }
   return YAML::Node();
 }
 
 // Reads `data_key` (base64) or else `file_key` (a path) of `node` into `out`.
 common::Status ReadDataOrFile(const YAML::Node& node, const char* data_key, const char* file_key,
-                              const std::string& base_dir, std::string& out) {
-  if (node[data_key]) {
-    EGS_ASSIGN_OR_RETURN(out, Base64Decode(node[data_key].as<std::string>(), data_key));
-  } else if (node[file_key]) {
-    EGS_ASSIGN_OR_RETURN(out, ReadFile(Resolve(base_dir, node[file_key].as<std::string>())));
+                              const std::string& path, const std::string& base_dir,
+                              std::string& out) {
+  EGS_ASSIGN_OR_RETURN(auto data, StringAt(node, data_key, path));
+  EGS_ASSIGN_OR_RETURN(auto file, StringAt(node, file_key, path));
+  if (data) {
+    EGS_ASSIGN_OR_RETURN(out, Base64Decode(*data, data_key));
+  } else if (file) {
+    EGS_ASSIGN_OR_RETURN(out, ReadFile(Resolve(base_dir, *file)));
   }
   return common::OkStatus();
 }
@@ -93,47 +128,76 @@ std::unique_ptr<BIO, BioFree> MemBio(const std::string& pem) {
 
 common::Result<KubeConfig> ParseKubeconfig(std::string_view yaml, std::string_view context,
                                            const std::string& base_dir) {
+  YAML::Node root;
   try {
-    YAML::Node root = YAML::Load(std::string(yaml));
-    std::string ctx_name(context);
-    if (ctx_name.empty() && root["current-context"]) {
-      ctx_name = root["current-context"].as<std::string>();
-    }
-    YAML::Node ctx = FindNamed(root["contexts"], ctx_name)["context"];
-    if (!ctx) return common::InvalidArgumentError("kubeconfig: no context \"" + ctx_name + "\"");
-    const std::string cluster_name = ctx["cluster"] ? ctx["cluster"].as<std::string>() : "";
-    YAML::Node cluster = FindNamed(root["clusters"], cluster_name)["cluster"];
-    if (!cluster || !cluster["server"]) {
-      return common::InvalidArgumentError("kubeconfig: cluster \"" + cluster_name +
-                                          "\" has no server");
-    }
-    KubeConfig config;
-    config.server = cluster["server"].as<std::string>();
-    config.insecure_skip_tls_verify =
-        cluster["insecure-skip-tls-verify"] && cluster["insecure-skip-tls-verify"].as<bool>();
-    EGS_RETURN_IF_ERROR(ReadDataOrFile(cluster, "certificate-authority-data",
-                                       "certificate-authority", base_dir, config.ca_pem));
-    const std::string user_name = ctx["user"] ? ctx["user"].as<std::string>() : "";
-    YAML::Node user = FindNamed(root["users"], user_name)["user"];
-    if (user) {
-      if (user["exec"] || user["auth-provider"]) {
-        return common::InvalidArgumentError("kubeconfig: user \"" + user_name +
-                                            "\": exec and auth-provider credentials are not "
-                                            "supported; use a token or a client certificate");
-      }
-      if (user["token"]) config.token = user["token"].as<std::string>();
-      if (user["tokenFile"]) {
-        config.token_file = Resolve(base_dir, user["tokenFile"].as<std::string>());
-      }
-      EGS_RETURN_IF_ERROR(ReadDataOrFile(user, "client-certificate-data", "client-certificate",
-                                         base_dir, config.client_cert_pem));
-      EGS_RETURN_IF_ERROR(
-          ReadDataOrFile(user, "client-key-data", "client-key", base_dir, config.client_key_pem));
-    }
-    return config;
+    root = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
     return common::InvalidArgumentError(std::string("kubeconfig: ") + e.what());
   }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) return common::InvalidArgumentError("kubeconfig: must be a mapping");
+  std::string ctx_name(context);
+  if (ctx_name.empty()) {
+    EGS_ASSIGN_OR_RETURN(auto current, StringAt(root, "current-context", "kubeconfig"));
+    ctx_name = current.value_or("");
+  }
+  EGS_ASSIGN_OR_RETURN(YAML::Node ctx_entry, FindNamed(root["contexts"], "contexts", ctx_name));
+  const std::string ctx_path = fmt::format("contexts[\"{}\"].context", ctx_name);
+  const YAML::Node ctx = ctx_entry.IsMap() ? ctx_entry["context"] : YAML::Node();
+  if (!ctx || !ctx.IsMap()) {
+    return common::InvalidArgumentError("kubeconfig: no context \"" + ctx_name + "\"");
+  }
+  EGS_ASSIGN_OR_RETURN(auto cluster_name, StringAt(ctx, "cluster", ctx_path));
+  EGS_ASSIGN_OR_RETURN(YAML::Node cluster_entry,
+                       FindNamed(root["clusters"], "clusters", cluster_name.value_or("")));
+  const std::string cluster_path =
+      fmt::format("clusters[\"{}\"].cluster", cluster_name.value_or(""));
+  const YAML::Node cluster = cluster_entry.IsMap() ? cluster_entry["cluster"] : YAML::Node();
+  EGS_ASSIGN_OR_RETURN(auto server, StringAt(cluster, "server", cluster_path));
+  if (!server) {
+    return common::InvalidArgumentError("kubeconfig: cluster \"" + cluster_name.value_or("") +
+                                        "\" has no server");
+  }
+  KubeConfig config;
+  config.server = *server;
+  EGS_ASSIGN_OR_RETURN(auto insecure, StringAt(cluster, "insecure-skip-tls-verify", cluster_path));
+  if (insecure) {
+    // YAML 1.1's booleans (true, yes, on, ...), as kubectl reads them.
+    bool value = false;
+    if (!YAML::convert<bool>::decode(cluster["insecure-skip-tls-verify"], value)) {
+      return common::InvalidArgumentError(
+          fmt::format("kubeconfig: {}.insecure-skip-tls-verify: must be true or false, got "
+                      "\"{}\"{}",
+                      cluster_path, *insecure, LineOf(cluster["insecure-skip-tls-verify"])));
+    }
+    config.insecure_skip_tls_verify = value;
+  }
+  EGS_RETURN_IF_ERROR(ReadDataOrFile(cluster, "certificate-authority-data", "certificate-authority",
+                                     cluster_path, base_dir, config.ca_pem));
+  EGS_ASSIGN_OR_RETURN(auto user_name, StringAt(ctx, "user", ctx_path));
+  EGS_ASSIGN_OR_RETURN(YAML::Node user_entry,
+                       FindNamed(root["users"], "users", user_name.value_or("")));
+  const std::string user_path = fmt::format("users[\"{}\"].user", user_name.value_or(""));
+  const YAML::Node user = user_entry.IsMap() ? user_entry["user"] : YAML::Node();
+  if (user && user.IsMap()) {
+    if (user["exec"] || user["auth-provider"]) {
+      return common::InvalidArgumentError("kubeconfig: user \"" + user_name.value_or("") +
+                                          "\": exec and auth-provider credentials are not "
+                                          "supported; use a token or a client certificate");
+    }
+    EGS_ASSIGN_OR_RETURN(auto token, StringAt(user, "token", user_path));
+    if (token) config.token = *token;
+    EGS_ASSIGN_OR_RETURN(auto token_file, StringAt(user, "tokenFile", user_path));
+    if (token_file) config.token_file = Resolve(base_dir, *token_file);
+    EGS_RETURN_IF_ERROR(ReadDataOrFile(user, "client-certificate-data", "client-certificate",
+                                       user_path, base_dir, config.client_cert_pem));
+    EGS_RETURN_IF_ERROR(ReadDataOrFile(user, "client-key-data", "client-key", user_path, base_dir,
+                                       config.client_key_pem));
+  } else if (user) {
+    return common::InvalidArgumentError(
+        fmt::format("kubeconfig: {}: must be a mapping{}", user_path, LineOf(user)));
+  }
+  return config;
 }
 
 common::Result<KubeConfig> LoadKubeconfigFile(const std::string& path, std::string_view context) {

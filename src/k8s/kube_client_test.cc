@@ -80,6 +80,58 @@ users:
             common::StatusCode::kInvalidArgument);
 }
 
+TEST(KubeconfigTest, ValuesOfTheWrongTypeNameTheirKey) {
+  const std::string base =
+      "clusters: [{name: c, cluster: {server: 'http://a'CLUSTER}}]\n"
+      "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+      "users: [{name: u, user: USER}]\n"
+      "current-context: x\n";
+  auto parse = [&](const std::string& cluster, const std::string& user) {
+    std::string text = base;
+    text.replace(text.find("CLUSTER"), 7, cluster);
+    text.replace(text.find("USER"), 4, user);
+    return ParseKubeconfig(text);
+  };
+  struct Case {
+    std::string cluster;
+    std::string user;
+    std::string message;  // empty: parses
+  };
+  const Case cases[] = {
+      {"", "{token: t}", ""},
+      {", insecure-skip-tls-verify: yes", "{token: t}", ""},  // YAML 1.1, as kubectl reads it
+      {", insecure-skip-tls-verify: maybe", "{token: t}",
+       "kubeconfig: clusters[\"c\"].cluster.insecure-skip-tls-verify: must be true or false, "
+       "got \"maybe\" (line 1, column 78)"},
+      {", certificate-authority-data: [a]", "{token: t}",
+       "kubeconfig: clusters[\"c\"].cluster.certificate-authority-data: must be a string (line "
+       "1, column 80)"},
+      {"", "{token: {a: 1}}",
+       "kubeconfig: users[\"u\"].user.token: must be a string (line 3, column 33)"},
+      {"", "[t]", "kubeconfig: users[\"u\"].user: must be a mapping (line 3, column 25)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.cluster + " / " + c.user);
+    auto config = parse(c.cluster, c.user);
+    if (c.message.empty()) {
+      EXPECT_TRUE(config.ok()) << config.error().ToString();
+      continue;
+    }
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.error().code(), common::StatusCode::kInvalidArgument);
+    EXPECT_EQ(config.error().message(), c.message);
+  }
+  auto yes = parse(", insecure-skip-tls-verify: yes", "{token: t}");
+  ASSERT_TRUE(yes.ok());
+  EXPECT_TRUE(yes->insecure_skip_tls_verify);
+  EXPECT_EQ(ParseKubeconfig("clusters: {c: 1}\ncontexts: [{name: x, context: {cluster: c}}]\n"
+                            "current-context: x\n")
+                .error()
+                .message(),
+            "kubeconfig: clusters: must be a list (line 1, column 11)");
+  EXPECT_EQ(ParseKubeconfig("[1]").error().message(), "kubeconfig: must be a mapping");
+}
+
 TEST(KubeconfigTest, ADirectoryIsNotAKubeconfig) {
   auto config = LoadKubeconfigFile(std::filesystem::temp_directory_path().string(), "");
   ASSERT_FALSE(config.ok());
