@@ -10,12 +10,15 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/status.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 
 namespace {
 
-constexpr int kBadFlagExit = 2;
+// Exit codes: 2 for bad input (a flag, the config file, or a file it names: fleet, kubeconfig,
+// TLS, token), 1 when egsd cannot start or stops on a failure, 70 for a bug.
+constexpr int kBadInputExit = 2;
 constexpr int kStartFailedExit = 1;
 
 void PrintUsage() {
@@ -41,7 +44,7 @@ int main(int argc, char** argv) {
   if (!config.ok()) {
     fmt::print(stderr, "egsd: {}\n", config.error().message());
     PrintUsage();
-    return kBadFlagExit;
+    return kBadInputExit;
   }
   auto logger = spdlog::stderr_color_mt("egsd");
   spdlog::set_default_logger(logger);
@@ -72,7 +75,8 @@ int main(int argc, char** argv) {
     }
     if (!daemon.ok()) {
       fmt::print(stderr, "egsd: {}\n", daemon.error().ToString());
-      return kStartFailedExit;
+      return daemon.error().code() == egs::common::StatusCode::kInvalidArgument ? kBadInputExit
+                                                                                : kStartFailedExit;
     }
     fmt::print("egsd is up: {}\n", (*daemon)->url());
     if ((*daemon)->admin_token()) {

@@ -188,6 +188,21 @@ json Body(const httplib::Result& r) {
   return json::parse(r->body, nullptr, false);
 }
 
+TEST(EgsdTest, BadInputFilesExitTwoNamingTheFieldAndCreateNothing) {
+  egs::testing::TempDir dir;
+  std::ofstream(dir.path() / "fleet.yaml") << "projects: 3\n";
+  const std::string data = (dir.path() / "data").string();
+  RunResult fleet = RunCommand({EGSD_PATH, "--listen", "127.0.0.1:0", "--data-dir", data, "--fleet",
+                                (dir.path() / "fleet.yaml").string()});
+  EXPECT_EQ(fleet.code, 2) << fleet.err;
+  EXPECT_NE(fleet.err.find("fleet.yaml: projects: must be a list"), std::string::npos) << fleet.err;
+  EXPECT_FALSE(std::filesystem::exists(data));
+  // A flag egsd does not know: 2 as well, with the usage.
+  RunResult flag = RunCommand({EGSD_PATH, "--listen", "127.0.0.1:0", "--no-such-flag"});
+  EXPECT_EQ(flag.code, 2) << flag.err;
+  EXPECT_NE(flag.err.find("usage: egsd"), std::string::npos) << flag.err;
+}
+
 TEST(EgsdTest, ServesTheApiOverHttp) {
   egs::testing::TempDir dir;
   Egsd egsd(dir.path());
