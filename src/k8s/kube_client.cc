@@ -179,7 +179,7 @@ common::Result<KubeConfig> ParseKubeconfig(std::string_view yaml, std::string_vi
                        FindNamed(root["users"], "users", user_name.value_or("")));
   const std::string user_path = fmt::format("users[\"{}\"].user", user_name.value_or(""));
   const YAML::Node user = user_entry.IsMap() ? user_entry["user"] : YAML::Node();
-  if (user && user.IsMap()) {
+  if (user.IsMap()) {
     if (user["exec"] || user["auth-provider"]) {
       return common::InvalidArgumentError("kubeconfig: user \"" + user_name.value_or("") +
                                           "\": exec and auth-provider credentials are not "
@@ -193,7 +193,7 @@ common::Result<KubeConfig> ParseKubeconfig(std::string_view yaml, std::string_vi
                                        user_path, base_dir, config.client_cert_pem));
     EGS_RETURN_IF_ERROR(ReadDataOrFile(user, "client-key-data", "client-key", user_path, base_dir,
                                        config.client_key_pem));
-  } else if (user) {
+  } else if (user.IsDefined() && !user.IsNull()) {
     return common::InvalidArgumentError(
         fmt::format("kubeconfig: {}: must be a mapping{}", user_path, LineOf(user)));
   }

@@ -109,6 +109,8 @@ TEST(KubeconfigTest, ValuesOfTheWrongTypeNameTheirKey) {
       {"", "{token: {a: 1}}",
        "kubeconfig: users[\"u\"].user.token: must be a string (line 3, column 33)"},
       {"", "[t]", "kubeconfig: users[\"u\"].user: must be a mapping (line 3, column 25)"},
+      {"", "null", ""},  // no credentials
+
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.cluster + " / " + c.user);
@@ -130,6 +132,10 @@ TEST(KubeconfigTest, ValuesOfTheWrongTypeNameTheirKey) {
                 .message(),
             "kubeconfig: clusters: must be a list (line 1, column 11)");
   EXPECT_EQ(ParseKubeconfig("[1]").error().message(), "kubeconfig: must be a mapping");
+  // No users at all: a context without a user has no credentials.
+  EXPECT_TRUE(ParseKubeconfig("clusters: [{name: c, cluster: {server: 'http://a'}}]\n"
+                              "contexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n")
+                  .ok());
 }
 
 TEST(KubeconfigTest, ADirectoryIsNotAKubeconfig) {
