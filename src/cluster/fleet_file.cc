@@ -616,18 +616,20 @@ Result<FleetSpec> ParseFleetYaml(std::string_view text, std::string_view source_
   try {
     documents = LoadYamlDocuments(std::string(text));
   } catch (const YAML::Exception& e) {
-    return common::InvalidArgumentError(fmt::format("{}: line {}, column {}: {}", source_name,
-                                                    e.mark.line + 1, e.mark.column + 1, e.msg));
+    return common::InvalidArgumentError(
+        fmt::format("{}:{}:{}: {}", source_name, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   // One document: what followed a "---" was ignored.
   if (documents.second) {
     const YAML::Mark at = *documents.second;
     return common::InvalidArgumentError(
-        fmt::format("{}: {}a second YAML document (\"---\"): a fleet file holds one", source_name,
-                    at.is_null() ? std::string() : fmt::format("line {}: ", at.line + 1)));
+        fmt::format("{}{}: a second YAML document (\"---\"): a fleet file holds one", source_name,
+                    at.is_null() ? std::string() : fmt::format(":{}", at.line + 1)));
   }
   try {
-    return Parser(source_name).Parse(documents.first);
+    auto spec = Parser(source_name).Parse(documents.first);
+    if (!spec.ok()) return PlaceYamlError(spec.error(), source_name, documents.first);
+    return spec;
   } catch (const YAML::Exception& e) {
     // Not expected (the parser only reads scalars it has checked), but yaml-cpp may throw.
     return common::InvalidArgumentError(fmt::format("{}: {}", source_name, e.what()));

@@ -4,13 +4,19 @@
 // anything. This reads at most two documents and refuses a document that starts where the one
 // before it did.
 //
-// Thread-safety: a free function of values.
+// Also: where in such a file a field named by its path ("clusters[0].pools[1].count") is, so
+// that the loaders' errors, which name the field, can give its line and column too.
+//
+// Thread-safety: free functions of values.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "common/status.h"
 
 namespace egs::cluster {
 
@@ -21,5 +27,17 @@ struct YamlDocuments {
 
 // Throws YAML::Exception (with the mark) for text that is not YAML, as YAML::Load does.
 YamlDocuments LoadYamlDocuments(const std::string& text);
+
+// Where the field at `path` under `root` is written: the key of a mapping entry, the item of a
+// list ("a.b[2].c"; a key may hold dots: the longest key that fits is taken). When the path
+// goes further than the document (a required key that is missing), the position of the deepest
+// part that is there; nullopt when not even the first part is.
+std::optional<YAML::Mark> LocateYamlPath(const YAML::Node& root, std::string_view path);
+
+// `status` with a position: an error whose message reads "<source>: <path>: <reason>" (how the
+// fleet file and egsd's config name a field) becomes "<source>:<line>:<column>: <path>:
+// <reason>" when LocateYamlPath places <path>. Any other status is returned unchanged.
+common::Status PlaceYamlError(common::Status status, std::string_view source,
+                              const YAML::Node& root);
 
 }  // namespace egs::cluster

@@ -379,7 +379,7 @@ TEST(AlertConfigInDaemonTest, TheAlertsSectionIsParsedAndBadFieldsAreNamed) {
   auto st =
       ApplyConfigYaml("alerts: {rules: {power: {raiseAbove: 10, clearBelow: 20}}}", "egsd.yaml", d);
   EXPECT_THAT(st, egs::testing::StatusIs(common::StatusCode::kInvalidArgument));
-  EXPECT_THAT(st.message(), HasSubstr("egsd.yaml: alerts.rules.power.clearBelow"));
+  EXPECT_THAT(st.message(), HasSubstr("egsd.yaml:1:42: alerts.rules.power.clearBelow"));
 }
 
 // ---- History ---------------------------------------------------------------------------------

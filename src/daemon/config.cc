@@ -247,7 +247,7 @@ common::Status ApplyConfigYaml(const std::string& text, const std::string& sourc
   DaemonConfig copy = out;
   try {
     EGS_RETURN_IF_ERROR(CheckNoDuplicateKeys(root, source, "", 0));
-    EGS_RETURN_IF_ERROR(ApplyNode(root, source, copy));
+    EGS_RETURN_IF_ERROR(cluster::PlaceYamlError(ApplyNode(root, source, copy), source, root));
   } catch (const YAML::Exception& e) {
     return common::InvalidArgumentError(fmt::format("{}: {}", source, e.what()));
   }

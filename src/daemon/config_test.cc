@@ -114,7 +114,18 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
   egs::testing::TempDir dir;
   expect_error({"--config", dir.Write("a.yaml", "listen: [1, 2]\n")}, "listen");
   expect_error({"--config", dir.Write("db.yaml", "database: 'port'\n")},
-               "db.yaml: database: not a PostgreSQL connection string or URI");
+               "db.yaml:1:1: database: not a PostgreSQL connection string or URI");
+  // Errors in nested sections give the line and column of the field, the alerts section's too.
+  expect_error({"--config", dir.Write("n.yaml", "logLevel: warn\nhttp:\n  threads: 0\n")},
+               "n.yaml:3:3: http.threads: must be an integer in [1, 256]");
+  expect_error({"--config", dir.Write("o.yaml",
+                                      "logLevel: warn\n\nalerts:\n  rules:\n    "
+                                      "temperature: {raiseAbove: hot}\n")},
+               "o.yaml:5:19: alerts.rules.temperature.raiseAbove: \"hot\" is not a number");
+  expect_error({"--config", dir.Write("p.yaml",
+                                      "kubernetes:\n  clusters:\n  - name: a\n    "
+                                      "retries: 3\n")},
+               "p.yaml:4:5: kubernetes.clusters[0].retries: unknown key");
   expect_error({"--config", dir.Write("b.yaml", "colour: red\n")}, "colour: unknown key");
   expect_error({"--config", dir.Write("c.yaml", "http: {threads: many}\n")}, "http.threads");
   expect_error({"--config", dir.Write("d.yaml", "listen: [\n")}, "d.yaml:");

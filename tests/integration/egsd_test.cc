@@ -195,7 +195,8 @@ TEST(EgsdTest, BadInputFilesExitTwoNamingTheFieldAndCreateNothing) {
   RunResult fleet = RunCommand({EGSD_PATH, "--listen", "127.0.0.1:0", "--data-dir", data, "--fleet",
                                 (dir.path() / "fleet.yaml").string()});
   EXPECT_EQ(fleet.code, 2) << fleet.err;
-  EXPECT_NE(fleet.err.find("fleet.yaml: projects: must be a list"), std::string::npos) << fleet.err;
+  EXPECT_NE(fleet.err.find("fleet.yaml:1:1: projects: must be a list"), std::string::npos)
+      << fleet.err;
   EXPECT_FALSE(std::filesystem::exists(data));
   // A flag egsd does not know: 2 as well, with the usage.
   RunResult flag = RunCommand({EGSD_PATH, "--listen", "127.0.0.1:0", "--no-such-flag"});
