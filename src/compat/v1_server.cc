@@ -111,7 +111,7 @@ std::optional<std::vector<std::string_view>> QueryParams(std::string_view rest) 
       {"/gpr/list", {"sliceName"}},
       {"/slice-workspace", {}},
       {"/slice-workspace/list", {}},
-      {"/slice-workspace/kube-config", {"workspaceName"}},
+      {"/slice-workspace/kube-config", {"workspaceName", "username", "clusterName"}},
       {"/inventory", {"sliceName"}},
       {"/inventory/list", {}},
       {"/gpr-template", {"gprTemplateName"}},
@@ -773,18 +773,49 @@ api::HttpResponse V1Server::ListWorkspaces(Call& call) {
 
 api::HttpResponse V1Server::KubeConfig(Call& call) {
   call.verb = "get";
+  if (auto st = OnlyKeys(call.body, {"workspaceName", "username", "clusterName"}); !st.ok()) {
+    return Error(st);
+  }
   auto name = FromBodyOrQuery(call.body, call.req, "workspaceName");
   if (!name.ok()) return Error(name.error());
   if (name->empty()) return Field("workspaceName", "required");
+  auto username = FromBodyOrQuery(call.body, call.req, "username");
+  if (!username.ok()) return Error(username.error());
+  auto cluster = FromBodyOrQuery(call.body, call.req, "clusterName");
+  if (!cluster.ok()) return Error(cluster.error());
   call.name = *name;
   if (auto st = Authorize(call, "get", "workspaces", ""); !st.ok()) return Error(st);
   auto ws = store_.Get(kWorkspace, "", *name);
   if (!ws.ok()) return Error(ws.error());
   if (!*ws) return Field("workspaceName", fmt::format("no slice workspace \"{}\"", *name), 404);
-  return Field("workspaceName",
-               "kube-config is not available yet: egsd has no Kubernetes connector (its "
-               "workspaces live on the simulated fleet), so there is no cluster to connect to",
-               501);
+  if (!options_.issue_kubeconfig) {
+    return Field("workspaceName",
+                 "kube-config needs a Kubernetes cluster, and this egsd manages none (its "
+                 "workspaces live on the simulated fleet)",
+                 501);
+  }
+  // The slice's user unless another member is named (an admin may ask for any member).
+  std::string member = *username;
+  if (member.empty()) {
+    const json w = json::parse((*ws)->data, nullptr, false);
+    const json annotations =
+        w.is_object() ? w["metadata"].value("annotations", json::object()) : json::object();
+    member = annotations.value(std::string(kUsernameAnnotation), "");
+    const json members = w.is_object() ? w["spec"].value("members", json::array()) : json::array();
+    if (member.empty() && members.size() == 1 && members[0].is_object()) {
+      member = members[0].value("user", "");
+    }
+    if (member.empty()) member = call.who.user;
+  }
+  auto issued = options_.issue_kubeconfig(call.who, *name, member, *cluster);
+  if (!issued.ok())
+    return Error(issued.error(), {{"member", "username"}, {"cluster", "clusterName"}});
+  return OkResponse(json{{"workspaceName", *name},
+                         {"username", member},
+                         {"clusterName", issued->cluster},
+                         {"namespace", issued->ns},
+                         {"kubeConfig", issued->kubeconfig}},
+                    "kube-config issued");
 }
 
 // ---- Inventory ----------------------------------------------------------------------------------

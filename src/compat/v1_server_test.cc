@@ -494,3 +494,82 @@ TEST_F(V1ServerTest, MutationsAreAudited) {
 
 }  // namespace
 }  // namespace egs::compat
+
+namespace egs::compat {
+namespace {
+
+// kube-config on an egsd with a Kubernetes cluster: the issuer (the daemon's connector in egsd)
+// is asked for the slice's user, or the user named; its errors name the v1 fields.
+TEST_F(V1ServerTest, KubeConfigIsIssuedForTheSlicesUser) {
+  struct Asked {
+    std::string who, workspace, member, cluster;
+  };
+  std::vector<Asked> asked;
+  V1ServerOptions options;
+  options.issue_kubeconfig = [&](const api::Principal& who, const std::string& ws,
+                                 const std::string& member,
+                                 const std::string& cluster) -> common::Result<V1Kubeconfig> {
+    asked.push_back({who.user, ws, member, cluster});
+    if (member == "bob") {
+      return common::InvalidArgumentError("member: \"" + member +
+                                          "\" is not a member of workspace " + ws);
+    }
+    if (cluster == "west") {
+      return common::InvalidArgumentError(
+          "cluster: \"west\" is not a Kubernetes cluster of this egsd");
+    }
+    if (who.user != "admin" && who.user != member) {
+      return common::PermissionDeniedError("may not download a kubeconfig for " + member);
+    }
+    return V1Kubeconfig{"east", ws, "apiVersion: v1\nkind: Config\n"};
+  };
+  server_ = std::make_unique<V1Server>(store_, cp_, tokens_, clock_, std::move(options));
+  json made = Call("POST", "/api/v1/slice-workspace", admin_,
+                   json{{"workspaceName", "team-c"},
+                        {"clusters", {"east"}},
+                        {"username", "carol"},
+                        {"email", "carol@example.com"}});
+  ASSERT_EQ(made["statusCode"], 200) << made.dump();
+
+  json kube = Call("POST", "/api/v1/slice-workspace/kube-config", admin_,
+                   json{{"workspaceName", "team-c"}});
+  ASSERT_EQ(kube["statusCode"], 200) << kube.dump();
+  EXPECT_EQ(kube["data"]["username"], "carol");
+  EXPECT_EQ(kube["data"]["clusterName"], "east");
+  EXPECT_EQ(kube["data"]["namespace"], "team-c");
+  EXPECT_EQ(kube["data"]["kubeConfig"], "apiVersion: v1\nkind: Config\n");
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].who, "admin");
+  EXPECT_EQ(asked[0].member, "carol");
+  EXPECT_EQ(asked[0].cluster, "");
+  // Another member and a cluster, by body or query.
+  kube = Call("GET", "/api/v1/slice-workspace/kube-config", admin_, nullptr,
+              {{"workspaceName", "team-c"}, {"username", "dave"}, {"clusterName", "east"}});
+  EXPECT_EQ(kube["statusCode"], 200) << kube.dump();
+  EXPECT_EQ(asked.back().member, "dave");
+  EXPECT_EQ(asked.back().cluster, "east");
+  // The connector's refusals name the v1 fields.
+  kube = Call("POST", "/api/v1/slice-workspace/kube-config", admin_,
+              json{{"workspaceName", "team-c"}, {"username", "bob"}});
+  EXPECT_EQ(kube["statusCode"], 400);
+  EXPECT_EQ(kube["error"]["field"], "username") << kube.dump();
+  kube = Call("POST", "/api/v1/slice-workspace/kube-config", admin_,
+              json{{"workspaceName", "team-c"}, {"clusterName", "west"}});
+  EXPECT_EQ(kube["statusCode"], 400);
+  EXPECT_EQ(kube["error"]["field"], "clusterName") << kube.dump();
+  // A member of another workspace may not; nor may a field the call does not take pass.
+  kube = Call("POST", "/api/v1/slice-workspace/kube-config", alice_,
+              json{{"workspaceName", "team-a"}, {"username", "carol"}});
+  EXPECT_EQ(kube["statusCode"], 403) << kube.dump();
+  kube = Call("POST", "/api/v1/slice-workspace/kube-config", admin_,
+              json{{"workspaceName", "team-c"}, {"namespace", "x"}});
+  EXPECT_EQ(kube["statusCode"], 400);
+  EXPECT_NE(kube["message"].get<std::string>().find("namespace: unknown field"), std::string::npos)
+      << kube.dump();
+  EXPECT_EQ(Call("POST", "/api/v1/slice-workspace/kube-config", admin_,
+                 json{{"workspaceName", "nope"}})["statusCode"],
+            404);
+}
+
+}  // namespace
+}  // namespace egs::compat

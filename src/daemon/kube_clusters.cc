@@ -602,47 +602,64 @@ std::optional<api::HttpResponse> KubeClusters::HandleApi(const api::Principal& w
     return api::ErrorResponse(common::InvalidArgumentError("kubeconfig: only GET is served"));
   }
   const std::string member = request.Query("member").value_or(who.user);
+  auto issued = IssueKubeconfig(who, ws, member, request.Query("cluster").value_or(""));
+  if (!issued.ok()) return api::ErrorResponse(issued.error());
+  if (request.Query("format").value_or("") == "json") {  // egsctl kubeconfig
+    return JsonResponse(200, {{"kind", "MemberKubeconfig"},
+                              {"workspace", ws},
+                              {"member", member},
+                              {"cluster", issued->cluster},
+                              {"namespace", issued->ns},
+                              {"kubeconfig", issued->kubeconfig}});
+  }
+  api::HttpResponse r;
+  r.content_type = "application/yaml";
+  r.body = std::move(issued->kubeconfig);
+  r.headers.emplace_back("Content-Disposition",
+                         fmt::format("attachment; filename=\"{}-{}.kubeconfig\"", ws, member));
+  return r;
+}
+
+common::Result<KubeClusters::IssuedKubeconfig> KubeClusters::IssueKubeconfig(
+    const api::Principal& who, const std::string& ws, const std::string& member,
+    const std::string& cluster) {
   // 1. Who may: an admin for any member of the workspace; a member for itself.
   const bool admin = who.role == api::Role::kAdmin;
   const bool self = who.user == member && std::find(who.workspaces.begin(), who.workspaces.end(),
                                                     ws) != who.workspaces.end();
   if (!admin && !self) {
-    return api::ErrorResponse(common::PermissionDeniedError(
+    return common::PermissionDeniedError(
         fmt::format("{} may not download a kubeconfig for member \"{}\" of workspace {}", who.user,
-                    member, ws)));
+                    member, ws));
   }
-  auto stored = store_.Get("Workspace", "", ws);
-  if (!stored.ok()) return api::ErrorResponse(stored.error());
-  if (!*stored) {
-    return api::ErrorResponse(common::NotFoundError(fmt::format("workspace \"{}\" not found", ws)));
-  }
-  const json object = json::parse((*stored)->data, nullptr, false);
+  EGS_ASSIGN_OR_RETURN(auto stored, store_.Get("Workspace", "", ws));
+  if (!stored) return common::NotFoundError(fmt::format("workspace \"{}\" not found", ws));
+  const json object = json::parse(stored->data, nullptr, false);
   bool is_member = false;
   for (const auto& m : object.value("/spec/members"_json_pointer, json::array())) {
     if (m.value("user", "") == member) is_member = true;
   }
   if (!is_member) {
-    return api::ErrorResponse(common::InvalidArgumentError(
-        fmt::format("member: \"{}\" is not a member of workspace {}", member, ws)));
+    return common::InvalidArgumentError(
+        fmt::format("member: \"{}\" is not a member of workspace {}", member, ws));
   }
-  // 2. Which cluster: ?cluster=, or the only one.
+  // 2. Which cluster: the one named, or the only one.
   const Member* target = nullptr;
-  const std::string cluster = request.Query("cluster").value_or("");
   for (const auto& [id, m] : members_) {
     if (cluster.empty() ? members_.size() == 1 : m->settings.name == cluster) target = m.get();
   }
   if (target == nullptr) {
-    return api::ErrorResponse(common::InvalidArgumentError(
+    return common::InvalidArgumentError(
         cluster.empty()
             ? "cluster: required (more than one Kubernetes cluster is registered)"
-            : fmt::format("cluster: \"{}\" is not a Kubernetes cluster of this egsd", cluster)));
+            : fmt::format("cluster: \"{}\" is not a Kubernetes cluster of this egsd", cluster));
   }
   // 3. The workspace's first namespace (created if missing), a service account, a token.
   std::vector<std::string> namespaces =
       object.value("/spec/namespaces"_json_pointer, std::vector<std::string>());
   if (namespaces.empty()) {
-    return api::ErrorResponse(common::FailedPreconditionError(
-        fmt::format("workspace {} has no namespaces (spec.namespaces)", ws)));
+    return common::FailedPreconditionError(
+        fmt::format("workspace {} has no namespaces (spec.namespaces)", ws));
   }
   const std::string ns = namespaces.front();
   std::optional<core::WorkspaceId> ws_id;
@@ -656,36 +673,19 @@ std::optional<api::HttpResponse> KubeClusters::HandleApi(const api::Principal& w
                                            {"kind", "Namespace"},
                                            {"metadata", {{"name", ns}, {"labels", ns_labels}}}});
   if (!created.ok() && created.error().code() != common::StatusCode::kAlreadyExists) {
-    return api::ErrorResponse(created.error().WithContext("cluster " + target->settings.name));
+    return created.error().WithContext("cluster " + target->settings.name);
   }
   if (ws_id) {
     // The members' rights in the namespace, so that the kubeconfig works at once.
     auto rbac = k8s::ReconcileWorkspaceRbac(*target->api_client, ns, std::to_string(ws_id->value()),
                                             MembersOf(*ws_id), ns);
-    if (!rbac.ok()) {
-      return api::ErrorResponse(rbac.error().WithContext("cluster " + target->settings.name));
-    }
+    if (!rbac.ok()) return rbac.error().WithContext("cluster " + target->settings.name);
   }
   auto kubeconfig =
       k8s::IssueMemberKubeconfig(*target->api_client, target->config.server, target->config.ca_pem,
                                  ns, k8s::MemberServiceAccount(member), settings_.member_token_ttl);
-  if (!kubeconfig.ok()) {
-    return api::ErrorResponse(kubeconfig.error().WithContext("cluster " + target->settings.name));
-  }
-  if (request.Query("format").value_or("") == "json") {  // egsctl kubeconfig
-    return JsonResponse(200, {{"kind", "MemberKubeconfig"},
-                              {"workspace", ws},
-                              {"member", member},
-                              {"cluster", target->settings.name},
-                              {"namespace", ns},
-                              {"kubeconfig", *kubeconfig}});
-  }
-  api::HttpResponse r;
-  r.content_type = "application/yaml";
-  r.body = std::move(*kubeconfig);
-  r.headers.emplace_back("Content-Disposition",
-                         fmt::format("attachment; filename=\"{}-{}.kubeconfig\"", ws, member));
-  return r;
+  if (!kubeconfig.ok()) return kubeconfig.error().WithContext("cluster " + target->settings.name);
+  return IssuedKubeconfig{target->settings.name, ns, std::move(*kubeconfig)};
 }
 
 }  // namespace egs::daemon

@@ -108,9 +108,23 @@ class KubeClusters {
   std::uint64_t version() const { return version_.load(); }
   // Loop thread: a scheduler event; request milestones go to the request's cluster.
   void OnEvent(const core::Event& event);
-  // The member kubeconfig route; nullopt for other paths.
+  // The member kubeconfig route (GET .../workspaces/{ws}/kubeconfig?member=&cluster=); nullopt
+  // for other paths.
   std::optional<api::HttpResponse> HandleApi(const api::Principal& who,
                                              const api::HttpRequest& request);
+  // What that route hands out: a kubeconfig for `member` of workspace `ws` on `cluster` ("" when
+  // there is one Kubernetes cluster), with a token of the member's service account in the
+  // workspace's first namespace (created if missing, with the members' Role and RoleBinding).
+  // Admins may ask for any member, a member for itself (else PermissionDenied); NotFound for an
+  // unknown workspace; InvalidArgument naming `member` or `cluster`. Any thread.
+  struct IssuedKubeconfig {
+    std::string cluster;
+    std::string ns;
+    std::string kubeconfig;  // YAML
+  };
+  common::Result<IssuedKubeconfig> IssueKubeconfig(const api::Principal& who, const std::string& ws,
+                                                   const std::string& member,
+                                                   const std::string& cluster);
   // The webhook's handler (served on its own listener by Start).
   api::HttpResponse HandleWebhook(const api::HttpRequest& request) const;
 

@@ -571,6 +571,30 @@ TEST_F(KubeDaemonTest, MemberKubeconfigDownload) {
   EXPECT_TRUE(kube_.Get("ServiceAccount", "team-a", "egs-bob").is_null());
 }
 
+// The compatibility API's kube-config hands out the same kubeconfig as the native route.
+TEST_F(KubeDaemonTest, V1KubeConfigIssuesAWorkingKubeconfig) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  auto r = Client().Post("/api/v1/slice-workspace/kube-config",
+                         R"({"workspaceName": "team-a", "username": "alice"})", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body, nullptr, false);
+  EXPECT_EQ(j["data"].value("clusterName", ""), "gpu-east");
+  EXPECT_EQ(j["data"].value("namespace", ""), "team-a");
+  auto config = k8s::ParseKubeconfig(j["data"].value("kubeConfig", ""));
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  auto client = k8s::KubeClient::Create(clock_, *config);
+  ASSERT_TRUE(client.ok());
+  EXPECT_TRUE((*client)->Get("/api/v1/namespaces/team-a/pods").ok());
+  // Not a member: 400 naming the v1 field, no service account made.
+  auto bob = Client().Post("/api/v1/slice-workspace/kube-config",
+                           R"({"workspaceName": "team-a", "username": "bob"})", "application/json");
+  ASSERT_TRUE(bob);
+  EXPECT_EQ(bob->status, 400) << bob->body;
+  EXPECT_EQ(json::parse(bob->body, nullptr, false)["error"].value("field", ""), "username");
+  EXPECT_TRUE(kube_.Get("ServiceAccount", "team-a", "egs-bob").is_null());
+}
+
 }  // namespace
 }  // namespace egs::daemon
 
