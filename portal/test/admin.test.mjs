@@ -122,3 +122,33 @@ test('applyNodeEvent merges watch events and keeps read-time fields', () => {
   assert.equal(applyNodeEvent(nodes, { type: 'DELETED', object: node('b') }), true);
   assert.deepEqual([...nodes.keys()], ['a']);
 });
+
+test('kubeconfig downloads: an admin for any member, a member for itself only', async () => {
+  const { kubeconfigMembers } = await import('../src/views/workspaces.js');
+  const w = { metadata: { name: 'vision' }, spec: { members: [{ user: 'carol' }, { user: 'dan' }] } };
+  const me = (role, user, workspaces = []) => ({ role, user, workspaces });
+  assert.deepEqual(kubeconfigMembers(w, me('admin', 'root')), ['carol', 'dan']);
+  assert.deepEqual(kubeconfigMembers(w, me('member', 'carol', ['vision'])), ['carol']);
+  assert.deepEqual(kubeconfigMembers(w, me('member', 'erin', ['vision'])), []); // token, not listed
+  assert.deepEqual(kubeconfigMembers(w, me('member', 'carol', ['other'])), []);
+  assert.deepEqual(kubeconfigMembers(w, me('viewer', 'vic')), []);
+  assert.deepEqual(kubeconfigMembers({ metadata: { name: 'x' }, spec: {} }, me('admin', 'root')), []);
+});
+
+test('saveText hands the text to the browser as a named download', async () => {
+  const { saveText } = await import('../src/views/workspaces.js');
+  const clicked = [];
+  const body = { children: [], appendChild(a) { this.children.push(a); } };
+  const doc = {
+    body,
+    createElement: () => ({
+      click() { clicked.push({ href: this.href, download: this.download }); },
+      remove() { body.children = body.children.filter((c) => c !== this); },
+    }),
+  };
+  saveText('vision-carol.kubeconfig', 'apiVersion: v1\n', doc);
+  assert.equal(clicked.length, 1);
+  assert.equal(clicked[0].download, 'vision-carol.kubeconfig');
+  assert.match(clicked[0].href, /^blob:/);
+  assert.equal(body.children.length, 0);
+});

@@ -183,6 +183,15 @@ async function main() {
       assert(cards === 4, `4 workspaces, got ${cards}`);
       await page.getByText('Up to 128 GPUs in use at once.').waitFor();
       await page.getByText('0 of 128 GPUs used, 128 free').waitFor();
+      // Cluster access: the demo fleet is simulated, so the server says there is no cluster.
+      const llm = page.locator('article.card').filter({ has: page.getByRole('heading', { name: 'llm-training' }) });
+      await llm.getByLabel('Member').selectOption('bob');
+      await llm.getByRole('button', { name: 'Download kubeconfig' }).click();
+      await llm.getByRole('alert').filter({ hasText: 'manages no Kubernetes cluster' }).waitFor();
+      // The browser logs the refused download (422) as a console error: that one was expected.
+      const expected = consoleErrors.findIndex((e) => /status of 422 .*\/workspaces\/llm-training\/kubeconfig\?member=bob/.test(e));
+      assert(expected >= 0, `the refused download is logged: ${consoleErrors.join('\n')}`);
+      consoleErrors.splice(expected, 1);
       await a11y('workspaces');
     });
 

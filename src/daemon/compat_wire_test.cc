@@ -335,6 +335,22 @@ TEST_F(CompatWireTest, ErrorCases) {
   EXPECT_EQ(alice.Get("/api/v1/inference-endpoint/list?workspace=team-a")["statusCode"], 501);
 }
 
+// On a simulated fleet there is no Kubernetes cluster to issue a kubeconfig for: both the v1
+// call and the native route say so (the v1 call with 501, as the compatibility API documents).
+TEST_F(CompatWireTest, KubeConfigOnASimulatedFleetSaysThereIsNoCluster) {
+  V1Client admin(egsd_.port());
+  ASSERT_EQ(admin.Auth(admin_key_)["statusCode"], 200);
+  json kube = admin.Post("/api/v1/slice-workspace/kube-config", {{"workspaceName", "team-a"}});
+  EXPECT_EQ(kube["statusCode"], 501) << kube.dump();
+  EXPECT_NE(kube["message"].get<std::string>().find("manages none"), std::string::npos)
+      << kube.dump();
+  auto native = egsd_.Client(admin_key_)
+                    .Get("/apis/egs.dev/v1alpha1/workspaces/team-a/kubeconfig?member=alice");
+  ASSERT_TRUE(native);
+  EXPECT_EQ(native->status, 422) << native->body;  // FailedPrecondition, as elsewhere
+  EXPECT_NE(native->body.find("manages no Kubernetes cluster"), std::string::npos) << native->body;
+}
+
 TEST_F(CompatWireTest, TemplatesSurviveARestart) {
   V1Client admin(egsd_.port());
   ASSERT_EQ(admin.Auth(admin_key_)["statusCode"], 200);

@@ -25,6 +25,7 @@
 #include "api/auth.h"
 #include "api/codec.h"
 #include "api/httplib_server.h"
+#include "api/k8s_status.h"
 #include "api/schedule_handlers.h"
 #include "api/static_files.h"
 #include "api/telemetry_handlers.h"
@@ -690,6 +691,11 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         if (auto r = api::HandleTokenRequest(*raw->tokens, who, request)) return r;
         if (raw->kube) {
           if (auto r = raw->kube->HandleApi(who, request)) return r;
+        } else if (KubeClusters::IsKubeconfigPath(request.path)) {
+          return std::optional<api::HttpResponse>(
+              api::ErrorResponse(common::FailedPreconditionError(
+                  "no kubeconfig to issue: this egsd manages no Kubernetes cluster (its fleet is "
+                  "simulated)")));
         }
         if (auto r = HandleAlertRequest(raw->alerts->engine(), who, request)) return r;
         if (auto r = api::HandleScheduleRequest({raw->clock,

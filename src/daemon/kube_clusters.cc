@@ -589,15 +589,22 @@ api::HttpResponse KubeClusters::HandleWebhook(const api::HttpRequest& request) c
   return JsonResponse(200, *answer);
 }
 
+bool KubeClusters::IsKubeconfigPath(std::string_view path) {
+  if (!path.starts_with(kKubeconfigPrefix) || !path.ends_with(kKubeconfigSuffix) ||
+      path.size() <= kKubeconfigPrefix.size() + kKubeconfigSuffix.size()) {
+    return false;
+  }
+  const std::string_view ws = path.substr(
+      kKubeconfigPrefix.size(), path.size() - kKubeconfigPrefix.size() - kKubeconfigSuffix.size());
+  return ws.find('/') == std::string_view::npos;
+}
+
 std::optional<api::HttpResponse> KubeClusters::HandleApi(const api::Principal& who,
                                                          const api::HttpRequest& request) {
   const std::string& path = request.path;
-  if (!path.starts_with(kKubeconfigPrefix) || !path.ends_with(kKubeconfigSuffix)) {
-    return std::nullopt;
-  }
+  if (!IsKubeconfigPath(path)) return std::nullopt;
   const std::string ws = path.substr(
       kKubeconfigPrefix.size(), path.size() - kKubeconfigPrefix.size() - kKubeconfigSuffix.size());
-  if (ws.empty() || ws.find('/') != std::string::npos) return std::nullopt;
   if (request.method != "GET") {
     return api::ErrorResponse(common::InvalidArgumentError("kubeconfig: only GET is served"));
   }

@@ -108,6 +108,8 @@ class KubeClusters {
   std::uint64_t version() const { return version_.load(); }
   // Loop thread: a scheduler event; request milestones go to the request's cluster.
   void OnEvent(const core::Event& event);
+  // Whether `path` is the member kubeconfig route's (.../workspaces/{ws}/kubeconfig).
+  static bool IsKubeconfigPath(std::string_view path);
   // The member kubeconfig route (GET .../workspaces/{ws}/kubeconfig?member=&cluster=); nullopt
   // for other paths.
   std::optional<api::HttpResponse> HandleApi(const api::Principal& who,

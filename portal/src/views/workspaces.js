@@ -1,4 +1,5 @@
 // My workspaces: members, GPU quota used/free, and the policy in plain words.
+import { useState } from 'preact/hooks';
 import { html } from '../html.js';
 import { API } from '../api.js';
 import { ErrorBox, usePoll } from '../components.js';
@@ -40,6 +41,61 @@ export function policyInWords(p = {}) {
   return out;
 }
 
+// Who may download a kubeconfig for which member of workspace `w`: an admin for any member, a
+// member for itself (what the server allows too). An empty list: no button.
+export function kubeconfigMembers(w, me) {
+  const members = (w.spec.members || []).map((m) => m.user);
+  if (me.role === 'admin') return members;
+  if (me.workspaces.includes(w.metadata.name) && members.includes(me.user)) return [me.user];
+  return [];
+}
+
+// Hands `text` to the browser as a file download named `name`.
+export function saveText(name, text, doc = document) {
+  const url = URL.createObjectURL(new Blob([text], { type: 'application/yaml' }));
+  const a = doc.createElement('a');
+  a.href = url;
+  a.download = name;
+  doc.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 0);
+}
+
+// A member's kubeconfig for the workspace's namespaces on a Kubernetes cluster of egsd (a token
+// of the member's service account). The server says when there is no such cluster.
+function Kubeconfig({ session, workspace }) {
+  const ws = workspace.metadata.name;
+  const members = kubeconfigMembers(workspace, session.me);
+  const [member, setMember] = useState(members[0] || '');
+  const [state, setState] = useState({ busy: false, error: null, done: '' });
+  if (members.length === 0) return null;
+  async function download() {
+    setState({ busy: true, error: null, done: '' });
+    try {
+      const q = `member=${encodeURIComponent(member)}&format=json`;
+      const r = await session.api.get(`${API}/workspaces/${encodeURIComponent(ws)}/kubeconfig?${q}`);
+      saveText(`${ws}-${member}.kubeconfig`, r.kubeconfig || '');
+      setState({ busy: false, error: null, done: `Kubeconfig for ${member}: cluster ${r.cluster}, namespace ${r.namespace}.` });
+    } catch (e) {
+      setState({ busy: false, error: e, done: '' });
+    }
+  }
+  const id = `kc-${ws}`;
+  return html`<div class="kubeconfig">
+    <h3>Cluster access</h3>
+    ${members.length > 1
+      ? html`<label for=${id}>Member </label>
+          <select id=${id} value=${member} onChange=${(e) => setMember(e.target.value)}>
+            ${members.map((m) => html`<option value=${m}>${m}</option>`)}
+          </select> `
+      : ''}
+    <button type="button" disabled=${state.busy} onClick=${download}>Download kubeconfig</button>
+    ${state.done ? html`<p role="status">${state.done}</p>` : ''}
+    <${ErrorBox} error=${state.error} />
+  </div>`;
+}
+
 function QuotaBar({ used, quota }) {
   if (!quota) return html`<span>${used} GPUs in use</span>`;
   const pct = Math.min(100, Math.round((100 * used) / quota));
@@ -75,6 +131,7 @@ export function Workspaces({ session }) {
                 <ul class="members">
                   ${(w.spec.members || []).map((m) => html`<li>${m.user} <span class="muted">(${m.role})</span></li>`)}
                 </ul>
+                <${Kubeconfig} session=${session} workspace=${w} />
               </article>`;
             })}
           </div>`}
