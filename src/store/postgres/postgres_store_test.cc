@@ -80,6 +80,13 @@ class PostgresStoreTest : public ::testing::Test {
               "");
   }
 
+  // Options of an exclusive store (egsd's) that counts in `*lost` the times it lost its lock.
+  static PostgresOptions Exclusive(int* lost) {
+    PostgresOptions options;
+    options.exclusive = true;
+    if (lost != nullptr) options.on_lost_lock = [lost](const common::Status&) { ++*lost; };
+    return options;
+  }
   // The test's connection string through `proxy` (a relay to the server that a test can cut).
   std::string Proxied(const egs::testing::TcpProxy& proxy) const {
     return fmt::format("{} port={}", conninfo_, proxy.port());  // a repeated keyword: the last wins
@@ -379,19 +386,10 @@ TEST_F(PostgresStoreTest, SchemaOfANewerBinaryIsRefused) {
   EXPECT_THAT(store.error().message(), HasSubstr("schema version 99 is newer"));
 }
 
-}  // namespace
-}  // namespace egs::store
-
-namespace egs::store {
-namespace {
-
 TEST_F(PostgresStoreTest, CommitWhoseReplyIsLostIsFoundToHaveLanded) {
   egs::testing::TcpProxy proxy(ServerPort());
-  PostgresOptions exclusive;
-  exclusive.exclusive = true;
   int lost = 0;
-  exclusive.on_lost_lock = [&](const common::Status&) { ++lost; };
-  auto store = PostgresStore::Open(Proxied(proxy), exclusive);
+  auto store = PostgresStore::Open(Proxied(proxy), Exclusive(&lost));
   ASSERT_OK(store);
   ASSERT_OK((*store)->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {Log("events", "p")}));
   // The server commits, and the connection is cut before its reply reaches the store; the
@@ -408,7 +406,8 @@ TEST_F(PostgresStoreTest, CommitWhoseReplyIsLostIsFoundToHaveLanded) {
   // The store ended its old session and holds the lock on its new one.
   EXPECT_OK((*store)->CheckLock());
   EXPECT_EQ(lost, 0);
-  EXPECT_THAT(PostgresStore::Open(conninfo_, exclusive), StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(PostgresStore::Open(conninfo_, Exclusive(nullptr)),
+              StatusIs(StatusCode::kFailedPrecondition));
   auto next = (*store)->Commit({WriteOp::Put(Obj("Pod", "a", "r"), 0)}, {});
   ASSERT_OK(next);
   EXPECT_EQ(next->revision, 3);
@@ -416,11 +415,8 @@ TEST_F(PostgresStoreTest, CommitWhoseReplyIsLostIsFoundToHaveLanded) {
 
 TEST_F(PostgresStoreTest, CutInsideACommitLandsNothingAndItsRetryLandsOnce) {
   egs::testing::TcpProxy proxy(ServerPort());
-  PostgresOptions exclusive;
-  exclusive.exclusive = true;
   int lost = 0;
-  exclusive.on_lost_lock = [&](const common::Status&) { ++lost; };
-  auto store = PostgresStore::Open(Proxied(proxy), exclusive);
+  auto store = PostgresStore::Open(Proxied(proxy), Exclusive(&lost));
   ASSERT_OK(store);
   ASSERT_OK((*store)->Commit({WriteOp::Put(Obj("Pod", "a", "p"), 0)}, {}));
   // Cut before COMMIT, where the server notices nothing: its session stays in the open
