@@ -462,7 +462,7 @@ PostgresStore::PostgresStore(std::string conninfo, PostgresOptions options,
     : conninfo_(std::move(conninfo)),
       options_(options),
       writer_(std::move(writer)),
-      writer_session_(writer_session) {}
+      writer_session_{writer_session, std::nullopt} {}
 
 PostgresStore::~PostgresStore() = default;
 
@@ -559,23 +559,29 @@ common::Status PostgresStore::TryCommit(std::vector<WriteOp>& ops,
 }
 
 common::Status PostgresStore::EnsureWriterUp() {
-  Connection& c = *writer_;
-  if (!c.ok()) {
-    if (writer_session_) abandoned_ = std::exchange(writer_session_, std::nullopt);
-    EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
-    relock_ = relock_ || reconnected;
-  }
-  if (!writer_session_) {
-    EGS_ASSIGN_OR_RETURN(writer_session_, ReadSession(c));
-  }
-  if (abandoned_) {
-    EGS_RETURN_IF_ERROR(EndSession(c, *abandoned_));
-    abandoned_.reset();
-  }
+  bool reconnected = false;
+  common::Status revived = Revive(*writer_, writer_session_, &reconnected);
+  relock_ = relock_ || reconnected;
+  EGS_RETURN_IF_ERROR(revived);
   if (pending_) EGS_RETURN_IF_ERROR(SettlePending());
   if (relock_) {
     relock_ = false;
     return RelockAfterReconnect();
+  }
+  return common::OkStatus();
+}
+
+common::Status PostgresStore::Revive(Connection& c, SessionTrack& track, bool* reconnected) {
+  if (!c.ok()) {
+    if (track.current) track.abandoned = std::exchange(track.current, std::nullopt);
+    EGS_ASSIGN_OR_RETURN(*reconnected, c.EnsureUp());
+  }
+  if (!track.current) {
+    EGS_ASSIGN_OR_RETURN(track.current, ReadSession(c));
+  }
+  if (track.abandoned) {
+    EGS_RETURN_IF_ERROR(EndSession(c, *track.abandoned));
+    track.abandoned.reset();
   }
   return common::OkStatus();
 }
@@ -753,8 +759,8 @@ common::Status PostgresStore::WriteSeries(std::vector<SeriesRecord> records,
     EGS_ASSIGN_OR_RETURN(series_writer_, Connection::Open(conninfo_));
   }
   Connection& c = *series_writer_;
-  EGS_ASSIGN_OR_RETURN(const bool reconnected, c.EnsureUp());
-  static_cast<void>(reconnected);
+  bool reconnected = false;  // series writes hold no session state
+  EGS_RETURN_IF_ERROR(Revive(c, series_session_, &reconnected));
   Transaction txn(c);
   EGS_RETURN_IF_ERROR(txn.Begin());
   for (const SeriesRecord& r : records) {

@@ -120,6 +120,11 @@ class PostgresStore final : public Store {
     std::int64_t pid = 0;
     std::int64_t started_unix_us = 0;
   };
+  // A connection's server session, and the one it had before a drop until it is known gone.
+  struct SessionTrack {
+    std::optional<Session> current;
+    std::optional<Session> abandoned;
+  };
   // A commit whose COMMIT was sent on a connection that dropped before the reply came: its
   // transaction id tells whether it landed.
   struct PendingCommit {
@@ -149,6 +154,10 @@ class PostgresStore final : public Store {
   // connection is up and nothing is left to do. write_mu_ held.
   common::Status EnsureWriterUp();
   static common::Result<Session> ReadSession(Connection& c);
+  // Brings `c` back after the server or the network dropped it, and ends the session it had
+  // if the server still runs it (an open transaction there holds row locks). Sets
+  // `*reconnected` once it reconnected, even if a later step fails.
+  static common::Status Revive(Connection& c, SessionTrack& track, bool* reconnected);
   // Ends `session` if the server still runs it, waiting up to 5 s for it to go. OK once it is
   // gone; Unavailable if it cannot be ended (then the server ends it when its probes of the
   // lost client fail, within about 25 s).
@@ -170,16 +179,16 @@ class PostgresStore final : public Store {
   // Set once an exclusive store finds its lock taken by another process after a reconnect;
   // every later Commit fails with it. Guarded by write_mu_.
   std::optional<common::Status> lost_lock_;
-  // writer_'s session; the one it had before a drop, until it is known to be gone; whether the
-  // exclusive lock must be taken again; a commit whose outcome is not known yet; one that
+  // writer_'s session (and the one it had before a drop, until it is known to be gone); whether
+  // the exclusive lock must be taken again; a commit whose outcome is not known yet; one that
   // landed though its reply was lost. Guarded by write_mu_.
-  std::optional<Session> writer_session_;
-  std::optional<Session> abandoned_;
+  SessionTrack writer_session_;
   bool relock_ = false;
   std::optional<PendingCommit> pending_;
   std::optional<LandedCommit> landed_;
   std::mutex series_mu_;  // serializes WriteSeries on series_writer_
   std::unique_ptr<Connection> series_writer_;
+  SessionTrack series_session_;  // guarded by series_mu_
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_;  // guarded by pool_mu_
 };

@@ -467,6 +467,28 @@ TEST_F(PostgresStoreTest, CommitWhoseOutcomeIsUnknownIsSettledBeforeTheNextOne) 
   EXPECT_EQ(next->revision, 3);
 }
 
+TEST_F(PostgresStoreTest, SeriesWriteCutInsideItsTransactionIsRetriedAtOnce) {
+  egs::testing::TcpProxy proxy(ServerPort());
+  // Row locks are waited for 2 s at most: a retry blocked by the old session fails instead of
+  // waiting until the server finds the client gone.
+  auto store = PostgresStore::Open(fmt::format(
+      "{} options='-csearch_path={} -clock_timeout=2000' port={}", base_, schema_, proxy.port()));
+  ASSERT_OK(store);
+  auto point = [](std::string data) {
+    return SeriesRecord{"t.1m", "a/0", common::FromUnixMicros(60'000'000), std::move(data)};
+  };
+  ASSERT_OK((*store)->WriteSeries({point("1")}, {}));
+  // Cut after the upsert, before COMMIT: the old session keeps the row locked.
+  proxy.CutClientWhenServerSends(std::string("INSERT 0 1\0", 11));
+  EXPECT_THAT((*store)->WriteSeries({point("2")}, {}), StatusIs(StatusCode::kUnavailable));
+  EXPECT_EQ(proxy.marker_cuts(), 1);
+  ASSERT_OK((*store)->WriteSeries({point("3")}, {}));  // the old session is ended first
+  auto read = (*store)->ReadSeries("t.1m", common::FromUnixMicros(0), std::nullopt, 10);
+  ASSERT_OK(read);
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ((*read)[0].data, "3");
+}
+
 TEST_F(PostgresStoreTest, LandedCommitIsNotTakenForADifferentOne) {
   egs::testing::TcpProxy proxy(ServerPort());
   auto store = PostgresStore::Open(Proxied(proxy));
