@@ -150,16 +150,18 @@ class PostgresStore::Connection {
     if (common::Status parsed = CheckPostgresConninfo(conninfo); !parsed.ok()) {
       return common::InvalidArgumentError(fmt::format("postgresql: {}", parsed.message()));
     }
-    // TCP keepalives and a user timeout, so that a cut connection fails in seconds rather than
-    // after the kernel's retransmissions (minutes); settings in `conninfo` win (it comes last).
+    // TCP keepalives, a user timeout and a connect timeout, so that a cut connection or an
+    // unreachable server fails in seconds rather than after the kernel's retransmissions
+    // (minutes); settings in `conninfo` win (it comes last).
     const char* keywords[] = {"keepalives",
                               "keepalives_idle",
                               "keepalives_interval",
                               "keepalives_count",
                               "tcp_user_timeout",
+                              "connect_timeout",
                               "dbname",
                               nullptr};
-    const char* values[] = {"1", "5", "2", "3", "10000", conninfo.c_str(), nullptr};
+    const char* values[] = {"1", "5", "2", "3", "10000", "10", conninfo.c_str(), nullptr};
     PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
     if (conn == nullptr) return common::UnavailableError("postgresql: out of memory");
     auto c = std::unique_ptr<Connection>(new Connection(conn));
