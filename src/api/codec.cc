@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "api/notification_codec.h"
+#include "core/fleet.h"
 #include "core/workspace.h"
 
 namespace egs::api {
@@ -155,13 +156,15 @@ class ObjectReader {
     if (!r) return Fail(r.error());
     *out = *r;
   }
-  void OptDouble(std::string_view key, std::optional<double>* out, double min) {
+  void OptDouble(std::string_view key, std::optional<double>* out, double min,
+                 double max = std::numeric_limits<double>::max()) {
     const json* v = Find(key);
     if (v == nullptr) return;
     if (!v->is_number()) return Fail(WrongType(Path(key), "number", *v));
     double d = v->get<double>();
     if (!std::isfinite(d)) return Fail(Invalid(Path(key), "must be finite"));
     if (d < min) return Fail(Invalid(Path(key), fmt::format("must be >= {}", min)));
+    if (d > max) return Fail(Invalid(Path(key), fmt::format("must be <= {:.0f}", max)));
     *out = d;
   }
   void Double(std::string_view key, double* out, double min, double max) {
@@ -902,7 +905,7 @@ Result<GpuShapeDoc> ParseGpuShape(const json& j) {
         r.Int("gpusPerNode", &d.gpus_per_node, 1, 1024);
         r.Int("memoryPerGpuMiB", &d.memory_per_gpu_mib, 0);
         r.String("interconnect", &d.interconnect);
-        r.OptDouble("pricePerGpuHour", &d.price_per_gpu_hour, 0);
+        r.OptDouble("pricePerGpuHour", &d.price_per_gpu_hour, 0, core::kMaxPricePerGpuHour);
         r.Dur("provisioningLeadTime", &d.provisioning_lead_time, /*positive=*/false);
       },
       NoStatus<GpuShapeDoc>);

@@ -476,6 +476,11 @@ TEST(CodecErrorsTest, OtherKinds) {
   json shape = {{"metadata", {{"name", "s"}}},
                 {"spec", {{"gpuModel", "H100"}, {"gpusPerNode", 0}}}};
   EXPECT_EQ(ErrorOf(ParseGpuShape(shape)), "spec.gpusPerNode: must be >= 1");
+  shape["spec"]["gpusPerNode"] = 8;
+  shape["spec"]["pricePerGpuHour"] = 1e308;  // finite, but a quote's price would not be
+  EXPECT_EQ(ErrorOf(ParseGpuShape(shape)), "spec.pricePerGpuHour: must be <= 1000000");
+  shape["spec"]["pricePerGpuHour"] = 1e6;
+  EXPECT_EQ(ErrorOf(ParseGpuShape(shape)), "");
   EXPECT_EQ(ErrorOf(ParseProject(json::array())), "object: expected object, got array");
   EXPECT_THAT(ValidateObject("Token", json::object()), StatusIs(StatusCode::kNotFound));
   EXPECT_THAT(ValidateObject("Project", {{"metadata", {{"name", "p"}}}}), IsOk());

@@ -19,6 +19,10 @@ common::Status ValidateShape(const GpuShape& shape) {
   if (shape.price_per_gpu_hour && *shape.price_per_gpu_hour < 0) {
     return common::InvalidArgumentError("shape.pricePerGpuHour: must be >= 0");
   }
+  if (shape.price_per_gpu_hour && !(*shape.price_per_gpu_hour <= kMaxPricePerGpuHour)) {
+    return common::InvalidArgumentError(
+        fmt::format("shape.pricePerGpuHour: must be <= {:.0f}", kMaxPricePerGpuHour));
+  }
   if (shape.provisioning_lead_time < Duration(0)) {
     return common::InvalidArgumentError("shape.provisioningLeadTime: must be >= 0");
   }

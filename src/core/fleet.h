@@ -75,8 +75,12 @@ inline constexpr int kMaxGpusPerNode = 1024;
 // fleets): more is a typo, not a node.
 inline constexpr int kMaxFleetGpusPerNode = 64;
 
+// The highest price per GPU-hour a shape may carry, in any currency: far above any real one,
+// and low enough that a quote's price (GPUs x hours x price) stays a finite number.
+inline constexpr double kMaxPricePerGpuHour = 1e6;
+
 // InvalidArgument naming the field when the shape is unusable (gpus_per_node outside
-// [1, kMaxGpusPerNode], empty name).
+// [1, kMaxGpusPerNode], empty name, a price outside [0, kMaxPricePerGpuHour]).
 common::Status ValidateShape(const GpuShape& shape);
 
 }  // namespace egs::core
