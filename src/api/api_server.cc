@@ -556,6 +556,12 @@ ApiServer::Target ApiServer::ParseTarget(const HttpRequest& req) {
   } else {
     t.verb = Lower(m);
   }
+  // Downloading a workspace member's kubeconfig (an extra route) issues a credential, a
+  // service-account token on a cluster: audited like a change, though it is a GET.
+  if (m == "GET" && t.plural == "workspaces" && t.action == "kubeconfig") {
+    t.verb = "kubeconfig";
+    t.mutating = true;
+  }
   // POSTs that only compute an answer change nothing and are not audited; nor are telemetry
   // posts (measurements, not changes: a durable audit commit per agent report would cost more
   // than the report).
@@ -815,6 +821,7 @@ void ApiServer::Audit(const HttpRequest& req, const Target& t, const std::option
                  {"reason", ""},
                  {"dryRun", req.Query("dryRun").has_value()},
                  {"remoteAddr", req.remote_addr}};
+  if (t.verb == "kubeconfig") record["member"] = req.Query("member").value_or(record["user"]);
   if (resp.status < 400 && !t.action.empty()) {
     // An action's own reason (reject, evict, ...) is what the audit is read for.
     json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);

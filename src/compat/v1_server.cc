@@ -202,7 +202,8 @@ api::HttpResponse V1Server::Handle(const api::HttpRequest& req) {
       call.body = std::move(*parsed);
     }
     api::HttpResponse r = Route(req, call);
-    if (IsMutating(req.method)) Audit(req, call, r);
+    // kube-config issues a credential (a service-account token), whatever the method.
+    if (IsMutating(req.method) || call.verb == "kubeconfig") Audit(req, call, r);
     return r;
   } catch (const std::exception& e) {
     // Third-party code (JSON) may throw on a shape we did not foresee; answer, do not crash.
@@ -772,7 +773,7 @@ api::HttpResponse V1Server::ListWorkspaces(Call& call) {
 }
 
 api::HttpResponse V1Server::KubeConfig(Call& call) {
-  call.verb = "get";
+  call.verb = "kubeconfig";
   if (auto st = OnlyKeys(call.body, {"workspaceName", "username", "clusterName"}); !st.ok()) {
     return Error(st);
   }

@@ -569,6 +569,17 @@ TEST_F(V1ServerTest, KubeConfigIsIssuedForTheSlicesUser) {
   EXPECT_EQ(Call("POST", "/api/v1/slice-workspace/kube-config", admin_,
                  json{{"workspaceName", "nope"}})["statusCode"],
             404);
+  // Each issue (and each refusal) is audited, the GET too: it hands out a credential.
+  auto log = store_.ReadLog("audit", 0, 100);
+  ASSERT_OK(log);
+  int issued = 0;
+  for (const store::LogRecord& l : *log) {
+    const json record = json::parse(l.data);
+    if (record["verb"] != "kubeconfig") continue;
+    EXPECT_EQ(record["resource"], "/api/v1/slice-workspace/kube-config");
+    if (record["code"] == 200) ++issued;
+  }
+  EXPECT_EQ(issued, 2);
 }
 
 }  // namespace

@@ -569,6 +569,22 @@ TEST_F(KubeDaemonTest, MemberKubeconfigDownload) {
   EXPECT_TRUE(bob->status == 400 || bob->status == 422) << bob->status << bob->body;
   EXPECT_NE(bob->body.find("member"), std::string::npos);
   EXPECT_TRUE(kube_.Get("ServiceAccount", "team-a", "egs-bob").is_null());
+  // Issuing a credential is audited, with the member it was for; so is the refusal.
+  auto audit = Client().Get("/apis/egs.dev/v1alpha1/logs/audit?limit=100");
+  ASSERT_TRUE(audit);
+  ASSERT_EQ(audit->status, 200) << audit->body;
+  std::vector<std::pair<std::string, int>> issues;
+  const json records = json::parse(audit->body, nullptr, false);
+  for (const json& item : records.value("items", json::array())) {
+    const json& record = item["record"];
+    if (record.value("verb", "") != "kubeconfig") continue;
+    EXPECT_EQ(record.value("name", ""), "team-a");
+    issues.emplace_back(record.value("member", ""), record.value("code", 0));
+  }
+  ASSERT_EQ(issues.size(), 3u);
+  EXPECT_EQ(issues[0], std::make_pair(std::string("alice"), 200));
+  EXPECT_EQ(issues[2].first, "bob");
+  EXPECT_GE(issues[2].second, 400);
 }
 
 // The compatibility API's kube-config hands out the same kubeconfig as the native route.
