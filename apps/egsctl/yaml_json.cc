@@ -202,9 +202,8 @@ common::Result<std::vector<json>> ParseJson(std::string_view text, std::string_v
   } catch (const json::exception& e) {
     // A number past a double's range (out_of_range) carries no position: find it.
     if (auto error = common::FindJsonError(text)) {
-      auto [line, column] = common::LineColumnAt(text, error->offset);
-      return common::InvalidArgumentError(
-          fmt::format("{}:{}:{}: invalid JSON: {}", source, line, column, error->reason));
+      return common::InvalidArgumentError(fmt::format("{}:{}:{}: invalid JSON: {}", source,
+                                                      error->line, error->column, error->reason));
     }
     return common::InvalidArgumentError(fmt::format("{}: invalid JSON: {}", source, e.what()));
   }

@@ -104,10 +104,9 @@ common::Result<json> ParseJsonBody(std::string_view body) {
   } catch (const json::exception& e) {
     // A number past a double's range (out_of_range) carries no position: find it.
     if (auto error = common::FindJsonError(body)) {
-      auto [line, column] = common::LineColumnAt(body, error->offset);
       return common::InvalidArgumentError(
-          fmt::format("error decoding the request body as JSON: at line {}, column {}: {}", line,
-                      column, error->reason));
+          fmt::format("error decoding the request body as JSON: at line {}, column {}: {}",
+                      error->line, error->column, error->reason));
     }
     return common::InvalidArgumentError(
         fmt::format("error decoding the request body as JSON: {}", e.what()));

@@ -121,8 +121,20 @@ class Parser {
   Result<FleetSpec> Parse(const YAML::Node& root);
 
  private:
+  // "<source>:<line>:<column>: <path>: <reason>", the position of the field at `path` (or of
+  // the deepest part of it the document has); without one when the document has none.
   Status Error(const std::string& path, std::string_view reason) const {
+    if (auto at = root_ != nullptr ? LocateYamlPath(*root_, path) : std::nullopt) {
+      return common::InvalidArgumentError(
+          fmt::format("{}:{}:{}: {}: {}", source_, at->line + 1, at->column + 1, path, reason));
+    }
     return common::InvalidArgumentError(fmt::format("{}: {}: {}", source_, path, reason));
+  }
+  // Error for a core validation message "<field>: <reason>" about the object at `path`.
+  Status ValidationError(const std::string& path, std::string_view message) const {
+    const std::size_t colon = message.find(": ");
+    if (colon == std::string_view::npos) return Error(path, message);
+    return Error(Join(path, message.substr(0, colon)), message.substr(colon + 2));
   }
 
   // OK when `n` is a mapping whose keys are unique and all in `allowed`.
@@ -191,6 +203,7 @@ class Parser {
   Status ParseSimulation(const YAML::Node& root, SimulationSettings& sim) const;
 
   std::string source_;
+  const YAML::Node* root_ = nullptr;  // the document Parse reads, for positions in errors
   std::map<std::string, core::ProjectId> projects_;
   std::map<std::string, core::ShapeId> shapes_;
   std::map<std::string, core::ClusterId> clusters_;
@@ -253,6 +266,7 @@ Status Parser::GetName(const YAML::Node& map, const std::string& path, std::stri
 }
 
 Result<FleetSpec> Parser::Parse(const YAML::Node& root) {
+  root_ = &root;
   FleetSpec spec;
   if (!root.IsDefined() || root.IsNull()) return spec;  // an empty file is an empty fleet
   if (!root.IsMap()) {
@@ -311,7 +325,7 @@ Status Parser::ParseShapes(const YAML::Node& root, FleetSpec& spec) {
       // "shape.gpusPerNode: must be >= 1" -> "shapes[0].gpusPerNode: must be >= 1".
       std::string_view msg = st.message();
       if (msg.starts_with("shape.")) msg.remove_prefix(6);
-      return common::InvalidArgumentError(fmt::format("{}: {}.{}", source_, path, msg));
+      return ValidationError(path, msg);
     }
     shapes_[s.name] = s.id;
     spec.shapes.push_back(std::move(s));
@@ -528,7 +542,7 @@ Status Parser::ParsePolicy(const YAML::Node& n, const std::string& path,
     // "policy.gpuQuota: must be >= 0" -> "workspaces[0].policy.gpuQuota: must be >= 0".
     std::string_view msg = st.message();
     if (msg.starts_with("policy.")) msg.remove_prefix(7);
-    return common::InvalidArgumentError(fmt::format("{}: {}.{}", source_, path, msg));
+    return ValidationError(path, msg);
   }
   return common::OkStatus();
 }
@@ -627,9 +641,7 @@ Result<FleetSpec> ParseFleetYaml(std::string_view text, std::string_view source_
                     at.is_null() ? std::string() : fmt::format(":{}", at.line + 1)));
   }
   try {
-    auto spec = Parser(source_name).Parse(documents.first);
-    if (!spec.ok()) return PlaceYamlError(spec.error(), source_name, documents.first);
-    return spec;
+    return Parser(source_name).Parse(documents.first);
   } catch (const YAML::Exception& e) {
     // Not expected (the parser only reads scalars it has checked), but yaml-cpp may throw.
     return common::InvalidArgumentError(fmt::format("{}: {}", source_name, e.what()));

@@ -34,9 +34,10 @@ YamlDocuments LoadYamlDocuments(const std::string& text);
 // part that is there; nullopt when not even the first part is.
 std::optional<YAML::Mark> LocateYamlPath(const YAML::Node& root, std::string_view path);
 
-// `status` with a position: an error whose message reads "<source>: <path>: <reason>" (how the
-// fleet file and egsd's config name a field) becomes "<source>:<line>:<column>: <path>:
-// <reason>" when LocateYamlPath places <path>. Any other status is returned unchanged.
+// `status` with a position, for loaders whose errors are made far from the document (egsd's
+// config): an error whose message reads "<source>: <path>: <reason>" becomes
+// "<source>:<line>:<column>: <path>: <reason>" when LocateYamlPath places <path>. Any other status
+// is returned unchanged.
 common::Status PlaceYamlError(common::Status status, std::string_view source,
                               const YAML::Node& root);
 

@@ -1,6 +1,9 @@
 #include "common/json_error.h"
 
 #include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "common/utf8.h"
 
 namespace egs::common {
 namespace {
@@ -31,7 +34,7 @@ class ErrorFinder final : public nlohmann::json_sax<nlohmann::json> {
     if (auto bracket = what.find("] "); bracket != std::string_view::npos) {
       what.remove_prefix(bracket + 2);
     }
-    error = JsonError{offset, std::string(what)};
+    error = JsonError{offset, 0, 0, std::string(what)};
     return false;
   }
 
@@ -43,6 +46,9 @@ class ErrorFinder final : public nlohmann::json_sax<nlohmann::json> {
 std::optional<JsonError> FindJsonError(std::string_view text) {
   ErrorFinder finder;
   nlohmann::json::sax_parse(text, &finder);
+  if (finder.error) {
+    std::tie(finder.error->line, finder.error->column) = LineColumnAt(text, finder.error->offset);
+  }
   return finder.error;
 }
 

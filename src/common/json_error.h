@@ -15,7 +15,9 @@ namespace egs::common {
 
 struct JsonError {
   std::size_t offset = 0;  // the byte where the offending token starts (or the parser stopped)
-  std::string reason;      // nlohmann's message without its "[json.exception...] " prefix
+  int line = 1;            // of that byte (LineColumnAt): 1-based, the column in bytes
+  int column = 1;
+  std::string reason;  // nlohmann's message without its "[json.exception...] " prefix
 };
 
 // The first error nlohmann::json::parse finds in `text`; nullopt if it parses.

@@ -19,6 +19,7 @@ TEST(JsonErrorTest, NumberPastADoubleIsFoundWhereItStarts) {
   auto e = FindJsonError(text);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(LineColumnAt(text, e->offset), std::make_pair(3, 12));
+  EXPECT_EQ(std::make_pair(e->line, e->column), std::make_pair(3, 12));
   EXPECT_THAT(e->reason, HasSubstr("number overflow parsing '1e999'"));
   EXPECT_THAT(e->reason, ::testing::Not(HasSubstr("[json.exception")));
 }

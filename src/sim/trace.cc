@@ -15,7 +15,6 @@
 #include <utility>
 
 #include "common/json_error.h"
-#include "common/utf8.h"
 #include "core/fleet.h"
 #include "sim/csv_reader.h"
 
@@ -439,9 +438,8 @@ Result<Trace> LoadPhillyJobLog(const std::string& path) {
     if (!error) {
       return InvalidArgumentError(fmt::format("{}: not a JSON job log: {}", path, e.what()));
     }
-    auto [line, column] = common::LineColumnAt(text, error->offset);
     return InvalidArgumentError(fmt::format("{}: not a JSON job log: at line {}, column {}: {}",
-                                            path, line, column, error->reason));
+                                            path, error->line, error->column, error->reason));
   }
   if (!doc.is_array()) {
     return InvalidArgumentError(
