@@ -69,6 +69,10 @@ class DuplicateKeyFinder {
 }  // namespace
 
 common::Result<json> ParseJsonBody(std::string_view body) {
+  // A client that sends nothing (`curl -X POST URL`) hears that, not "unexpected end of input".
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return common::InvalidArgumentError("the request body is empty: it must be JSON");
+  }
   // JSON text is UTF-8 (RFC 8259). nlohmann refuses other bytes too, but quotes them in its
   // message, which then could not be sent back as JSON.
   if (auto at = common::FindInvalidUtf8(body)) {

@@ -17,7 +17,8 @@ namespace egs::api {
 // Levels of arrays and objects a body may nest (the outermost value is level 1).
 inline constexpr int kMaxJsonDepth = 64;
 
-// `body` as JSON. InvalidArgument "error decoding the request body as JSON: ..." when it is not
+// `body` as JSON. InvalidArgument "the request body is empty: it must be JSON" when it holds
+// nothing but whitespace, "error decoding the request body as JSON: ..." when it is not
 // JSON (or not UTF-8: "invalid UTF-8 byte 0xFF at line L, column C", or an object repeats a
 // key: "duplicate key \"metadata.name\""), "the request body nests
 // arrays and objects deeper than 64 levels" when it is too deep.

@@ -47,11 +47,17 @@ TEST(ParseJsonBodyTest, RefusesDeeperBodies) {
 }
 
 TEST(ParseJsonBodyTest, NamesWhatIsWrongWithInvalidJson) {
-  for (const char* text : {"", "{", "[1,]", "nul"}) {
+  for (const char* text : {"{", "[1,]", "nul"}) {
     SCOPED_TRACE(text);
     auto bad = ParseJsonBody(text);
     ASSERT_FALSE(bad.ok());
     EXPECT_THAT(bad.error().message(), HasSubstr("error decoding the request body as JSON"));
+  }
+  for (const char* text : {"", " \r\n\t"}) {
+    SCOPED_TRACE(text);
+    auto empty = ParseJsonBody(text);
+    ASSERT_FALSE(empty.ok());
+    EXPECT_EQ(empty.error().message(), "the request body is empty: it must be JSON");
   }
 }
 
