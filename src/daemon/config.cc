@@ -197,6 +197,23 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
         return common::OkStatus();
       };
       EGS_RETURN_IF_ERROR(ForEachScalar(v, field, set));
+    } else if (key == "store") {
+      auto set = [&](const std::string& k, const std::string& f,
+                     const std::string& value) -> common::Status {
+        if (k != "commitRetryFor" && k != "startWait") {
+          return common::InvalidArgumentError(f + ": unknown key");
+        }
+        auto wait = api::ParseDuration(value);
+        if (!wait.ok()) {
+          return common::InvalidArgumentError(fmt::format("{}: {}", f, wait.error().message()));
+        }
+        if (*wait < common::Duration(0) || *wait > common::Hours(1)) {
+          return common::InvalidArgumentError(f + ": must be between 0s and 1h");
+        }
+        (k == "commitRetryFor" ? out.commit_retry_for : out.start_wait) = *wait;
+        return common::OkStatus();
+      };
+      EGS_RETURN_IF_ERROR(ForEachScalar(v, field, set));
     } else if (key == "alerts") {
       YAML::Emitter text;
       text << v;

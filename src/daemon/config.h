@@ -64,6 +64,13 @@ struct DaemonConfig {
   // share no longer holds it back (scheduler::SchedulerOptions::fair_share_age_limit; unset:
   // never).
   std::optional<common::Duration> fair_share_age_limit;
+  // The `store:` section: riding out a store that does not answer (a database restart or
+  // failover). commitRetryFor: how long a commit the store answers Unavailable is retried
+  // before egsd exits 75 to rebuild from what is durable (on PostgreSQL the lock watch also
+  // stops egsd once it has not confirmed its lock for 15 s). startWait: how long egsd, starting,
+  // waits for a store it cannot reach before it exits 1.
+  common::Duration commit_retry_for = common::Seconds(15);
+  common::Duration start_wait = common::Seconds(60);
   KubernetesSettings kubernetes;  // Kubernetes member clusters (none: simulated fleet only)
   // The `alerts:` section (alerts/alert_config.h): rules, per-model overrides, remediation.
   alerts::AlertConfig alerts = alerts::BuiltinAlertConfig();

@@ -77,6 +77,14 @@ TEST(ConfigTest, DatabaseFromTheFileOrTheFlag) {
   EXPECT_TRUE(c->standby);
   EXPECT_THAT(ParseCommandLine({"--config", dir.Write("t.yaml", "standby: maybe\n")}),
               StatusIs(common::StatusCode::kInvalidArgument));
+  // How long a store that does not answer is waited for: defaults, then from the file.
+  EXPECT_EQ(c->commit_retry_for, common::Seconds(15));
+  EXPECT_EQ(c->start_wait, common::Seconds(60));
+  c = ParseCommandLine(
+      {"--config", dir.Write("u.yaml", "store: {commitRetryFor: 30s, startWait: 0s}\n")});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->commit_retry_for, common::Seconds(30));
+  EXPECT_EQ(c->start_wait, common::Duration(0));
 }
 
 TEST(ConfigTest, ALeadingDocumentMarkerIsOneDocument) {
@@ -136,6 +144,13 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
                "scheduler.fairShareAgeLimit: must be a positive duration");
   expect_error({"--config", dir.Write("h.yaml", "scheduler: {ageLimit: 1h}\n")},
                "scheduler.ageLimit: unknown key");
+  expect_error({"--config", dir.Write("i.yaml", "store: {commitRetryFor: -1s}\n")},
+               "store.commitRetryFor");
+  expect_error({"--config", dir.Write("j.yaml", "store: {startWait: 2h}\n")},
+               "store.startWait: must be between 0s and 1h");
+  expect_error({"--config", dir.Write("k.yaml", "store: {retries: 3}\n")},
+               "store.retries: unknown key");
+  expect_error({"--config", dir.Write("l.yaml", "store: 15s\n")}, "store: must be a mapping");
   // A directory read as an empty config; inf and huge rates were taken.
   expect_error({"--config", dir.path().string()},
                "--config: " + dir.path().string() + " is a directory");

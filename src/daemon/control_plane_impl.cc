@@ -591,17 +591,36 @@ common::Result<store::CommitResult> ControlPlaneImpl::CommitAfterChange(
     }
     logs.push_back({"decisions", 0, d.at, j.dump()});
   }
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  const common::Time first_try = retry_clock_->Now();
+  common::Duration pause = std::chrono::milliseconds(20);
+  int tries = 0;
+  while (true) {
+    ++tries;
     auto result = store_.Commit(ops, logs);
-    if (result.ok()) return result;
+    if (result.ok()) {
+      if (tries > 1) {
+        spdlog::info("the store took the change after {} tries ({:.1f} s)", tries,
+                     common::ToSeconds(retry_clock_->Now() - first_try));
+      }
+      return result;
+    }
     last = result.error();
-    if (last.code() != common::StatusCode::kUnavailable) break;
-    clock_.SleepUntil(clock_.Now() + std::chrono::milliseconds(20 << attempt));
+    if (last.code() != common::StatusCode::kUnavailable || abandon_retries_.load()) break;
+    const common::Time now = retry_clock_->Now();
+    const common::Time give_up = first_try + commit_retry_for_;
+    if (now >= give_up) break;
+    if (tries == 1) {
+      spdlog::warn("the store is unavailable ({}); trying the commit again for up to {:.0f} s",
+                   last.message(), common::ToSeconds(commit_retry_for_));
+    }
+    retry_clock_->SleepUntil(std::min(now + pause, give_up));
+    pause = std::min<common::Duration>(pause * 2, common::Seconds(1));
   }
   spdlog::critical(
-      "the store refused a change the scheduler already applied ({}); exiting so that a restart "
-      "rebuilds state from what is durable",
-      last.ToString());
+      "the store refused a change the scheduler already applied ({}; {} {} in {:.1f} s); exiting "
+      "so that a restart rebuilds state from what is durable",
+      last.ToString(), tries, tries == 1 ? "try" : "tries",
+      common::ToSeconds(retry_clock_->Now() - first_try));
   spdlog::default_logger()->flush();
   std::_Exit(75);
 }

@@ -3,9 +3,10 @@
 // (object, internal request state, events) before the caller gets its answer. After every cycle
 // the loop persists what the cycle changed (phases, reservations, events).
 //
-// If the Store cannot take a commit after the Scheduler applied a change (after retries for
-// Unavailable), egsd exits: memory would otherwise disagree with what is durable, and a restart
-// rebuilds memory from the Store, where the unacknowledged change does not exist.
+// If the Store cannot take a commit after the Scheduler applied a change (Unavailable is retried
+// for 15 s by default: SetCommitRetry), egsd exits: memory would otherwise disagree with what is
+// durable, and a restart rebuilds memory from the Store, where the unacknowledged change does
+// not exist. While a commit is retried the loop waits, and so do the callers of mutations.
 //
 // Reads do not come here (the API serves them from the Store); Decorate adds the live parts of
 // an object's status (planned start, queue position, a node's schedule) from the published
@@ -67,6 +68,18 @@ class ControlPlaneImpl final : public api::ControlPlane {
   common::Status CheckFleet(const std::vector<std::pair<std::string, nlohmann::json>>& objects);
   // Mutations run through `loop` from now on.
   void AttachLoop(SchedulerLoop* loop) { loop_ = loop; }
+  // A commit the store answers Unavailable (a database restarting or failing over) is tried
+  // again, after pauses from 20 ms doubling up to 1 s, until `retry_for` has passed on
+  // `retry_clock` since the first try; then egsd exits 75. Default: 15 s on the control plane's
+  // clock. egsd passes its real clock: an outage does not follow a simulated fleet's time scale.
+  // Before the loop starts; `retry_clock` must outlive the control plane.
+  void SetCommitRetry(common::Duration retry_for, common::Clock& retry_clock) {
+    commit_retry_for_ = retry_for;
+    retry_clock_ = &retry_clock;
+  }
+  // Any thread, when egsd stops: a commit being retried gives up after its current try, and
+  // egsd exits 75 (the change was never acknowledged).
+  void AbandonCommitRetries() { abandon_retries_.store(true); }
   // Loop thread, after each cycle: persists the cycle's events and the requests they concern.
   void AfterCycle(const scheduler::CycleStats& stats);
   // Loop thread (a command posted by the fleet connector): a node's health as the fleet reports
@@ -215,6 +228,9 @@ class ControlPlaneImpl final : public api::ControlPlane {
   scheduler::Scheduler& scheduler_;
   store::Store& store_;
   common::Clock& clock_;
+  common::Duration commit_retry_for_ = common::Seconds(15);
+  common::Clock* retry_clock_ = &clock_;
+  std::atomic<bool> abandon_retries_{false};
   // The store write of a node's status.maintenance (its windows not yet over), nullopt when
   // unchanged or unknown (control_plane_admin.cc).
   common::Result<std::optional<store::WriteOp>> NodeMaintenanceWrite(

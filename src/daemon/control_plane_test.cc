@@ -1,14 +1,18 @@
 // ControlPlaneImpl over a real Scheduler and a FakeStore: objects are created, persisted and
 // restored by a second control plane over the same store, as after an egsd restart.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "common/simulated_clock.h"
 #include "daemon/control_plane_impl.h"
 #include "scheduler/fake_cluster_connector.h"
+#include "store/failing_store.h"
 #include "store/fake_store.h"
 #include "testing/status_matchers.h"
 
@@ -433,6 +437,87 @@ TEST(ControlPlaneTest, WorkspaceNamespacesAndMembersFollowTheFleetFileRules) {
   // A workspace keeps its own namespaces on update, and may take ones that are free.
   ASSERT_OK(a.cp.Update(kAdmin, "Workspace", "", "team-b", ws("team-b", {"b2", "b3"}), false));
   ASSERT_OK(a.cp.Create(kAdmin, "Workspace", "", ws("team-c", json::array({"b1"})), false));
+}
+
+// A clock whose sleeps pass at once, and are recorded: the pauses between tries of a commit.
+class SleeplessClock final : public common::Clock {
+ public:
+  common::Time Now() const override { return now_; }
+  void SleepUntil(common::Time t) override {
+    sleeps.push_back(t - now_);
+    now_ = std::max(now_, t);
+  }
+  bool WaitUntil(std::condition_variable&, std::unique_lock<std::mutex>&, common::Time deadline,
+                 const std::function<bool()>& cond) override {
+    now_ = std::max(now_, deadline);
+    return cond();
+  }
+  std::vector<common::Duration> sleeps;
+
+ private:
+  common::Time now_ = common::FromUnixMicros(0);
+};
+
+// A commit the store refuses as Unavailable is tried again, with growing pauses, until the
+// store takes it: a request created while the database restarts is created, once.
+TEST(ControlPlaneTest, ACommitWaitsForAStoreThatComesBack) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore fake;
+  {
+    Instance a(fake, clock);
+    CreateFleet(a.cp);
+  }
+  // The next seven commits fail (the old code gave up after five tries).
+  store::FailingStore outage(fake, {.fail_on_commit = 1, .fail_times = 7});
+  Instance b(outage, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  SleeplessClock retry_clock;
+  b.cp.SetCommitRetry(common::Seconds(15), retry_clock);
+  auto created = b.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("train", 1, "1h"), false);
+  ASSERT_OK(created);
+  EXPECT_EQ(outage.commit_count(), 8);
+  const std::vector<common::Duration> pauses = {
+      std::chrono::milliseconds(20),  std::chrono::milliseconds(40),
+      std::chrono::milliseconds(80),  std::chrono::milliseconds(160),
+      std::chrono::milliseconds(320), std::chrono::milliseconds(640),
+      std::chrono::milliseconds(1000)};  // doubling, at most 1 s
+  EXPECT_EQ(retry_clock.sleeps, pauses);
+  auto stored = fake.Get("GPUProvisionRequest", "team-a", "train");
+  ASSERT_OK(stored);
+  ASSERT_TRUE(stored->has_value());
+  EXPECT_EQ(json::parse((*stored)->data)["metadata"]["name"], "train");
+}
+
+// Creates a request through `cp` with the log on stderr, where a death test reads it.
+void CreateLoggingToStderr(ControlPlaneImpl& cp) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
+  (void)cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("train", 1, "1h"), false);
+}
+
+// A store that stays away past the retry window: egsd exits 75 (EX_TEMPFAIL) so that a restart
+// rebuilds memory from what is durable; the change was never acknowledged. Stopping egsd ends
+// the retries after the try under way.
+TEST(ControlPlaneDeathTest, AStoreGoneForLongerThanTheWindowEndsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore fake;
+  {
+    Instance a(fake, clock);
+    CreateFleet(a.cp);
+  }
+  store::FailingStore down(fake, {.fail_on_commit = 1, .keep_failing = true});
+  Instance b(down, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  SleeplessClock retry_clock;
+  b.cp.SetCommitRetry(common::Seconds(3), retry_clock);
+  // Tries at 0, 0.02, 0.06, 0.14, 0.30, 0.62, 1.26, 2.26 and 3 s.
+  EXPECT_EXIT(CreateLoggingToStderr(b.cp), ::testing::ExitedWithCode(75),
+              "the store refused a change the scheduler already applied \\(Unavailable: "
+              "injected failure of commit [0-9]+; 9 tries in 3.0 s\\)");
+  b.cp.SetCommitRetry(common::Hours(1), retry_clock);
+  b.cp.AbandonCommitRetries();
+  EXPECT_EXIT(CreateLoggingToStderr(b.cp), ::testing::ExitedWithCode(75), "; 1 try in 0.0 s");
+  EXPECT_FALSE(fake.Get("GPUProvisionRequest", "team-a", "train")->has_value());
 }
 
 }  // namespace

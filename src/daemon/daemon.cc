@@ -420,6 +420,34 @@ struct Daemon::Parts {
 
 namespace {
 
+// `open()` (a store), tried again while it is Unavailable (a database still starting or out of
+// reach for a moment) until config.start_wait has passed on `clock`, or a stop signal came: an
+// egsd started beside its database would otherwise fail, and its supervisor restart it with a
+// growing back-off. Other errors (the lock held by another egsd, a bad file) return at once.
+template <typename Open>
+auto OpenWaiting(const DaemonConfig& config, common::Clock& clock, std::string_view what,
+                 const Open& open) -> decltype(open()) {
+  const common::Time first_try = clock.Now();
+  common::Duration pause = std::chrono::milliseconds(100);
+  for (int tries = 1;; ++tries) {
+    auto store = open();
+    if (store.ok() && tries > 1) {
+      spdlog::info("reached {} after {} tries ({:.1f} s)", what, tries,
+                   common::ToSeconds(clock.Now() - first_try));
+    }
+    if (store.ok() || store.error().code() != common::StatusCode::kUnavailable) return store;
+    const common::Time now = clock.Now();
+    const common::Time give_up = first_try + config.start_wait;
+    if (now >= give_up || (config.start_cancelled && config.start_cancelled())) return store;
+    if (tries == 1) {
+      spdlog::warn("cannot reach {} ({}); trying again for up to {:.0f} s", what,
+                   store.error().message(), common::ToSeconds(config.start_wait));
+    }
+    clock.SleepUntil(std::min(now + pause, give_up));
+    pause = std::min<common::Duration>(pause * 2, common::Seconds(2));
+  }
+}
+
 // The telemetry routes' view of the daemon.
 api::TelemetrySources TelemetrySourcesOf(Daemon::Parts& p) {
   ControlPlaneImpl* cp = p.control_plane.get();
@@ -538,7 +566,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     // driving clusters: it stops, and says why (Daemon::fatal_error).
     Parts* parts = p.get();  // outlives the store, which calls back on its commit thread
     options.on_lost_lock = [parts](const common::Status& s) { parts->StopFatally(s); };
-    auto store = store::PostgresStore::Open(config.database, options);
+    auto store = OpenWaiting(config, clock, "the database", [&config, &options] {
+      return store::PostgresStore::Open(config.database, options);
+    });
     if (!store.ok()) return store.error().WithContext("--database");
     p->postgres = store->get();
     p->store = std::move(*store);
@@ -546,7 +576,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     spdlog::info("state in PostgreSQL (--database){}", config.standby ? ": took over" : "");
   } else {
     const std::string db = (std::filesystem::path(config.data_dir) / "egs.db").string();
-    auto store = store::SqliteStore::Open(db);
+    auto store = OpenWaiting(config, clock, db, [&db] { return store::SqliteStore::Open(db); });
     if (!store.ok()) return store.error().WithContext(fmt::format("open {}", db));
     p->store = std::move(*store);
   }
@@ -556,6 +586,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   scheduler_options.fair_share_age_limit = config.fair_share_age_limit;
   p->scheduler = std::make_unique<scheduler::Scheduler>(*p->clock, p->forwarder, scheduler_options);
   p->control_plane = std::make_unique<ControlPlaneImpl>(*p->scheduler, *p->store, *p->clock);
+  p->control_plane->SetCommitRetry(config.commit_retry_for, clock);
   EGS_RETURN_IF_ERROR(p->control_plane->LoadFromStore().WithContext("restore from the store"));
   EGS_ASSIGN_OR_RETURN(bool has_fleet, p->control_plane->HasFleet());
   if (!has_fleet && fleet) {
@@ -808,6 +839,8 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
 void Daemon::Stop() {
   if (!parts_ || parts_->stopped) return;
   parts_->stopped = true;
+  // A commit the loop is retrying must not hold the stop up (egsd then exits 75).
+  if (parts_->control_plane) parts_->control_plane->AbandonCommitRetries();
   parts_->StopLockWatch();
   if (parts_->http) parts_->http->Stop();
   if (parts_->api) parts_->api->Shutdown();

@@ -424,8 +424,26 @@ void Dispatcher::Stop() {
 
 void Dispatcher::FeederLoop() {
   while (true) {
-    if (Status s = PollOnce(); !s.ok()) spdlog::warn("notify: reading the feed: {}", s.message());
+    const Status polled = PollOnce();
     const common::Time now = clock_.Now();
+    // A store out of reach fails every poll: its first failure is logged, then one a minute,
+    // and the recovery.
+    if (!polled.ok()) {
+      if (!feed_failing_since_ || now - last_feed_warning_ >= common::Minutes(1)) {
+        spdlog::warn("notify: reading the feed{}: {}",
+                     feed_failing_since_
+                         ? fmt::format(" (failing for {:.0f} s)",
+                                       common::ToSeconds(now - *feed_failing_since_))
+                         : "",
+                     polled.message());
+        last_feed_warning_ = now;
+      }
+      if (!feed_failing_since_) feed_failing_since_ = now;
+    } else if (feed_failing_since_) {
+      spdlog::info("notify: reading the feed again after {:.0f} s",
+                   common::ToSeconds(now - *feed_failing_since_));
+      feed_failing_since_.reset();
+    }
     if (!last_persist_ || now - *last_persist_ >= options_.state_interval) {
       if (Status s = PersistState(); !s.ok()) {
         spdlog::warn("notify: persisting the delivery state: {}", s.message());

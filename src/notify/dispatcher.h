@@ -177,12 +177,14 @@ class Dispatcher {
   std::map<std::pair<common::Time, std::uint64_t>, Delivery> queue_;  // GUARDED_BY(mu_)
   std::size_t in_flight_ = 0;                                         // GUARDED_BY(mu_)
   // Revisions of the events behind queued or in-flight deliveries (one entry per delivery).
-  std::multiset<std::int64_t> open_revisions_;  // GUARDED_BY(mu_)
-  std::int64_t feed_revision_ = 0;              // GUARDED_BY(mu_): read up to here
-  std::uint64_t next_seq_ = 1;                  // GUARDED_BY(mu_)
-  bool dirty_ = false;                          // GUARDED_BY(mu_): state to persist
-  DispatcherStats stats_;                       // GUARDED_BY(mu_), queue/subs filled on read
-  std::optional<common::Time> last_persist_;    // feeder thread only
+  std::multiset<std::int64_t> open_revisions_;      // GUARDED_BY(mu_)
+  std::int64_t feed_revision_ = 0;                  // GUARDED_BY(mu_): read up to here
+  std::uint64_t next_seq_ = 1;                      // GUARDED_BY(mu_)
+  bool dirty_ = false;                              // GUARDED_BY(mu_): state to persist
+  DispatcherStats stats_;                           // GUARDED_BY(mu_), queue/subs filled on read
+  std::optional<common::Time> last_persist_;        // feeder thread only
+  std::optional<common::Time> feed_failing_since_;  // feeder thread only: polls failing since
+  common::Time last_feed_warning_;                  // feeder thread only
   std::atomic<std::uint64_t> version_{1};
 
   std::vector<std::thread> threads_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace egs::store {
@@ -13,7 +14,9 @@ common::Result<CommitResult> FailingStore::Commit(std::vector<WriteOp> ops,
                                                   std::vector<LogRecord> logs) {
   const std::int64_t n = ++commits_;
   const std::int64_t first = options_.fail_on_commit;
-  const bool fail = first > 0 && (n == first || (options_.keep_failing && n > first));
+  const bool fail =
+      first > 0 && n >= first &&
+      (options_.keep_failing || n < first + std::max<std::int64_t>(options_.fail_times, 1));
   if (!fail) return inner_.Commit(std::move(ops), std::move(logs));
   common::Status injected =
       common::UnavailableError(fmt::format("injected failure of commit {}", n));
@@ -28,7 +31,9 @@ common::Status FailingStore::WriteSeries(std::vector<SeriesRecord> records,
                                          std::vector<SeriesPrune> prunes) {
   const std::int64_t n = ++commits_;
   const std::int64_t first = options_.fail_on_commit;
-  const bool fail = first > 0 && (n == first || (options_.keep_failing && n > first));
+  const bool fail =
+      first > 0 && n >= first &&
+      (options_.keep_failing || n < first + std::max<std::int64_t>(options_.fail_times, 1));
   if (!fail) return inner_.WriteSeries(std::move(records), std::move(prunes));
   if (options_.mode == FailingStoreOptions::Mode::kAfterApply) {
     EGS_RETURN_IF_ERROR(inner_.WriteSeries(std::move(records), std::move(prunes)));

@@ -1,6 +1,6 @@
 // FailingStore: a Store decorator for fault-injection tests. It forwards every call to the
 // wrapped store, except that the Nth Commit (counting from 1, across all threads) fails with
-// Unavailable, and optionally every Commit after it too.
+// Unavailable, optionally with the next few (an outage that ends) or every Commit after it too.
 //
 //   FakeStore fake;
 //   FailingStore store(fake, {.fail_on_commit = 3, .keep_failing = true});
@@ -24,6 +24,7 @@ struct FailingStoreOptions {
   enum class Mode { kBeforeApply, kAfterApply };
   std::int64_t fail_on_commit = 1;  // the 1-based index of the first failing Commit; 0: never
   bool keep_failing = false;        // also fail every Commit after it
+  std::int64_t fail_times = 1;      // without keep_failing: this many Commits in a row fail
   Mode mode = Mode::kBeforeApply;
 };
 

@@ -42,6 +42,17 @@ TEST(FailingStoreTest, KeepsFailingAfterTheNthWhenAsked) {
   EXPECT_EQ(store.List("Pod", std::nullopt)->objects.size(), 1u);
 }
 
+TEST(FailingStoreTest, FailsSeveralInARowWhenAsked) {
+  FakeStore fake;
+  FailingStore store(fake, {.fail_on_commit = 2, .fail_times = 3});
+  EXPECT_OK(Create(store, "1"));
+  for (const char* name : {"2", "3", "4"}) {
+    EXPECT_THAT(Create(store, name), StatusIs(StatusCode::kUnavailable)) << name;
+  }
+  EXPECT_OK(Create(store, "5"));
+  EXPECT_EQ(*fake.CurrentRevision(), 2);
+}
+
 TEST(FailingStoreTest, AfterApplyModeWritesButReportsFailure) {
   FakeStore fake;
   FailingStore store(fake, {.fail_on_commit = 1, .mode = Mode::kAfterApply});

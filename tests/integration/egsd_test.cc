@@ -17,6 +17,7 @@
 
 #include "common/rng.h"
 #include "subprocess.h"
+#include "testing/tcp_proxy.h"
 #include "testing/temp_dir.h"
 
 namespace egs::integration {
@@ -671,6 +672,56 @@ TEST_F(EgsdPostgresTest, ActiveStopsOnItsOwnOnceAStandbyHoldsTheLock) {
   EXPECT_EQ(*code, 1);
   EXPECT_NE(active_->Log().find("another egsd holds this database"), std::string::npos)
       << active_->Log();
+}
+
+// Waits (up to 30 s) until `egsd`'s log holds `text`.
+void WaitForLog(const Egsd& egsd, const std::string& text) {
+  common::RealClock clock;
+  const auto deadline = clock.Now() + 30s;
+  while (egsd.Log().find(text) == std::string::npos && clock.Now() < deadline) {
+    clock.SleepUntil(clock.Now() + 50ms);
+  }
+  ASSERT_NE(egsd.Log().find(text), std::string::npos) << egsd.Log();
+}
+
+// A database out of reach for a few seconds (a restart, a failover), at start and while egsd
+// runs: egsd waits for it (store.startWait) and tries its commits again (store.commitRetryFor)
+// instead of exiting, and what it was writing is written once the database is back.
+TEST_F(EgsdPostgresTest, RidesOutADatabaseOutage) {
+  const std::string base = std::getenv("EGS_TEST_POSTGRES");
+  const auto at = base.find("port=");
+  ASSERT_NE(at, std::string::npos) << base;
+  egs::testing::TcpProxy proxy(std::atoi(base.c_str() + at + 5));
+  proxy.RefuseNew(true);
+  Egsd egsd(dir_a_.path());
+  egsd.UseDatabase(database_ + " port=" + std::to_string(proxy.port()));  // the last port wins
+  ASSERT_NO_FATAL_FAILURE(egsd.Launch());
+  ASSERT_NO_FATAL_FAILURE(WaitForLog(egsd, "cannot reach the database"));
+  proxy.RefuseNew(false);
+  ASSERT_NO_FATAL_FAILURE(egsd.WaitUp());
+
+  // The request starts after 1 s of provisioning; the database goes away before that step is
+  // written, and comes back 2 s after egsd first finds it gone.
+  auto created =
+      egsd.Client().Post(kGprPath, GprJson("through", 1, "1h").dump(), "application/json");
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->status, 201) << created->body;
+  proxy.CutClients();
+  proxy.RefuseNew(true);
+  ASSERT_NO_FATAL_FAILURE(WaitForLog(egsd, "trying the commit again"));
+  common::RealClock clock;
+  clock.SleepUntil(clock.Now() + 2s);
+  EXPECT_FALSE(egsd.WaitExitFor(0ms).has_value()) << egsd.Log();
+  proxy.RefuseNew(false);
+  std::string phase;
+  for (const auto deadline = clock.Now() + 30s; phase != "Active" && clock.Now() < deadline;
+       clock.SleepUntil(clock.Now() + 100ms)) {
+    auto got = egsd.Client().Get(kGprPath + "/through");
+    if (got && got->status == 200) phase = Body(got)["status"]["phase"].get<std::string>();
+  }
+  EXPECT_EQ(phase, "Active") << egsd.Log();
+  EXPECT_FALSE(egsd.WaitExitFor(0ms).has_value()) << egsd.Log();
+  EXPECT_EQ(egsd.Log().find("exiting so that a restart"), std::string::npos) << egsd.Log();
 }
 
 TEST_F(EgsdPostgresTest, CrashDuringCreatesLosesNothing) {
