@@ -140,7 +140,10 @@ common::Status RunAction(Context& ctx, std::string_view action, const json& body
       ctx.out << "gpuprovisionrequest/" << name << "\n";
       break;
     default: {
-      ctx.out << "gpuprovisionrequest/" << name << " " << done << "\n";
+      // A release of a request that held no nodes yet cancelled it.
+      const bool cancelled =
+          action == "release" && TextAt(result, {"status", "phase"}) == "Cancelled";
+      ctx.out << "gpuprovisionrequest/" << name << " " << (cancelled ? "cancelled" : done) << "\n";
       std::string message = TextAt(result, {"status", "message"});
       if (!TextAt(result, {"status", "pendingExtension", "duration"}).empty()) {
         ctx.out << "The extension waits for approval.\n";
@@ -285,7 +288,7 @@ std::vector<Command> ActionCommands() {
        &Reject},
       {"release",
        "egsctl release NAME",
-       "Release a request's nodes early (or cancel it)",
+       "Release a request's nodes early, or cancel it if it holds none yet",
        {},
        &Release},
       {"evict",

@@ -1337,7 +1337,12 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     if (reason.empty()) return common::InvalidArgumentError("reason: must not be empty");
     st = scheduler_.Reject(id, reason);
   } else if (action == "release") {
-    st = scheduler_.EarlyRelease(id);
+    // A request that holds no nodes yet is cancelled: it stays, Cancelled, with its history
+    // (a delete cancels and removes it).
+    const core::RequestPhase phase = scheduler_.FindRequest(id)->phase;
+    st = phase == core::RequestPhase::kQueued || phase == core::RequestPhase::kPendingApproval
+             ? scheduler_.Cancel(id)
+             : scheduler_.EarlyRelease(id);
   } else if (action == "evict") {
     EGS_ASSIGN_OR_RETURN(std::string reason, StringField(body, "reason", true));
     st = scheduler_.Evict(id, reason);  // InvalidArgument "reason: ..." when empty

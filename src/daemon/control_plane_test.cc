@@ -439,6 +439,34 @@ TEST(ControlPlaneTest, WorkspaceNamespacesAndMembersFollowTheFleetFileRules) {
   ASSERT_OK(a.cp.Create(kAdmin, "Workspace", "", ws("team-c", json::array({"b1"})), false));
 }
 
+// `release` of a request that holds no nodes yet cancels it: it stays, Cancelled, with its
+// events (a delete would remove it); a finished request cannot be released again.
+TEST(ControlPlaneTest, ReleasingARequestThatHoldsNoNodesCancelsIt) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("run", 4, "2h"), false));
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("wait", 4, "1h"), false));
+  a.Cycle(clock.Now());
+  auto phase = [&](std::string_view name) {
+    auto o = store.Get("GPUProvisionRequest", "team-a", name);
+    return json::parse((*o)->data)["status"]["phase"].get<std::string>();
+  };
+  ASSERT_EQ(phase("run"), "Active");
+  ASSERT_EQ(phase("wait"), "Queued");
+  auto cancelled = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "wait", "release", {});
+  ASSERT_OK(cancelled);
+  EXPECT_EQ((*cancelled)["status"]["phase"], "Cancelled");
+  EXPECT_EQ(phase("wait"), "Cancelled");
+  EXPECT_THAT(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "wait", "release", {}),
+              StatusIs(common::StatusCode::kFailedPrecondition));
+  // The running one is released as before.
+  ASSERT_OK(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "run", "release", {}));
+  a.Cycle(clock.Now());
+  EXPECT_EQ(phase("run"), "Released");
+}
+
 // A clock whose sleeps pass at once, and are recorded: the pauses between tries of a commit.
 class SleeplessClock final : public common::Clock {
  public:

@@ -19,9 +19,9 @@ common::Status Scheduler::Evict(core::RequestId id, std::string reason) {
   if (r->phase != RequestPhase::kActive && r->phase != RequestPhase::kProvisioning &&
       r->phase != RequestPhase::kPreempting) {
     return common::FailedPreconditionError(
-        fmt::format("request {} is {}; only provisioning, active or preempting requests can be "
+        fmt::format("{} is {}; only provisioning, active or preempting requests can be "
                     "evicted",
-                    id.value(), core::PhaseName(r->phase)));
+                    Label(id), core::PhaseName(r->phase)));
   }
   r->evicted = true;
   r->early_release = false;

@@ -66,7 +66,7 @@ void Scheduler::EndDue(Time now, CycleStats& stats) {
     ends_.Pop();
     if (r.phase == RequestPhase::kPreempting) {
       Emit(r, core::EventType::kWarning, "PreemptionStarted",
-           fmt::format("notice over: nodes go to request {}", r.preempted_by.value()));
+           fmt::format("notice over: nodes go to {}", Label(r.preempted_by)));
     } else {
       Emit(r, core::EventType::kNormal, "Exit", "reservation reached its end time");
     }
@@ -127,8 +127,8 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
   ScheduleMilestones(r);
   SetPhase(r, RequestPhase::kProvisioning, "");
   Emit(r, core::EventType::kNormal, "Provisioning",
-       fmt::format("moving {} node(s) of cluster {} into the workspace", plan.nodes.size(),
-                   plan.cluster.value()));
+       fmt::format("moving {} node(s) of {} into the workspace", plan.nodes.size(),
+                   ClusterLabel(plan.cluster)));
   core::ProvisionOrder order;
   order.request = r.id;
   order.reservation = *r.reservation;
@@ -177,7 +177,7 @@ void Scheduler::FinishReservation(RequestRecord& r, Time end) {
   r.finish_time = end;
   std::string why = r.early_release ? "released early" : "end time reached";
   if (r.phase == RequestPhase::kPreempting && !r.early_release) {
-    why = fmt::format("preempted by request {}", r.preempted_by.value());
+    why = fmt::format("preempted by {}", Label(r.preempted_by));
   }
   if (r.evicted) why = "evicted by an admin";
   SetPhase(r, RequestPhase::kReleasing, std::move(why));
@@ -250,8 +250,7 @@ void Scheduler::OnReleased(core::RequestId id) {
   if (r.preempted_by.value() != 0 && !r.early_release) {
     const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
     if (!policy.requeue_on_preemption) {
-      SetPhase(r, RequestPhase::kPreempted,
-               fmt::format("preempted by request {}", r.preempted_by.value()));
+      SetPhase(r, RequestPhase::kPreempted, fmt::format("preempted by {}", Label(r.preempted_by)));
       Emit(r, core::EventType::kWarning, "Preempted", "nodes taken by a higher-priority request");
       return;
     }
@@ -264,7 +263,7 @@ void Scheduler::OnReleased(core::RequestId id) {
     r.finish_time.reset();
     r.milestones_done = 0;
     Emit(r, core::EventType::kWarning, "Requeued",
-         fmt::format("preempted by request {}; waiting again", r.preempted_by.value()));
+         fmt::format("preempted by {}; waiting again", Label(r.preempted_by)));
     Decide(DecisionKind::kRequeue, r, "preempted; the policy requeues it");
     Enqueue(r);
     return;

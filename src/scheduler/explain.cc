@@ -21,12 +21,12 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
     case RequestPhase::kQueued:
       break;
     case RequestPhase::kPreempting:
-      return fmt::format("Preempting: its {} node(s) go to request {} at {}", r->plan->nodes.size(),
-                         r->preempted_by.value(), common::FormatTime(r->window->end));
+      return fmt::format("Preempting: its {} node(s) go to {} at {}", r->plan->nodes.size(),
+                         Label(r->preempted_by), common::FormatTime(r->window->end));
     case RequestPhase::kProvisioning:
     case RequestPhase::kActive:
-      return fmt::format("{} on {} node(s) of cluster {} until {}", core::PhaseName(r->phase),
-                         r->plan->nodes.size(), r->plan->cluster.value(),
+      return fmt::format("{} on {} node(s) of {} until {}", core::PhaseName(r->phase),
+                         r->plan->nodes.size(), ClusterLabel(r->plan->cluster),
                          common::FormatTime(r->window->end));
     default:
       return fmt::format("{}{}{}", core::PhaseName(r->phase), r->reason.empty() ? "" : ": ",
@@ -77,7 +77,7 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
   for (std::uint64_t h : holders) {
     const RequestRecord& o = requests_.Get(core::RequestId(h));
     if (!list.empty()) list += ", ";
-    list += fmt::format("request {} ({}, {})", h, core::PhaseName(o.phase),
+    list += fmt::format("{} ({}, {})", Label(core::RequestId(h)), core::PhaseName(o.phase),
                         o.phase == RequestPhase::kQueued ? "ahead in the queue" : "running");
     if (holders.size() > 5 && list.size() > 200) {
       list += ", ...";
@@ -92,9 +92,8 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
       if (!inventory_.IsAvailable(n, {now, now + core::Duration(1)})) ++down;
     }
   }
-  return head + fmt::format(": its {} node(s) in cluster {} are booked until then{}{}{}",
-                            plan.nodes.size(), plan.cluster.value(), list.empty() ? "" : " by ",
-                            list,
+  return head + fmt::format(": its {} node(s) in {} are booked until then{}{}{}", plan.nodes.size(),
+                            ClusterLabel(plan.cluster), list.empty() ? "" : " by ", list,
                             down == 0 ? std::string()
                                       : fmt::format("; {} node(s) of the pool are unavailable "
                                                     "(unhealthy, cordoned or in maintenance)",
@@ -120,6 +119,8 @@ common::Result<std::string> Scheduler::ExplainOrder(core::RequestId first, core:
   EnsurePlanned();
   const std::uint64_t ia = first.value();
   const std::uint64_t ib = second.value();
+  const std::string la = Label(first);
+  const std::string lb = Label(second);
   // When each started (or is planned to start).
   auto start_of = [](const RequestRecord& r) -> std::optional<Time> {
     if (r.actual_start) return r.actual_start;
@@ -129,16 +130,16 @@ common::Result<std::string> Scheduler::ExplainOrder(core::RequestId first, core:
   const std::optional<Time> sa = start_of(*a);
   const std::optional<Time> sb = start_of(*b);
   if (!sa) {
-    return fmt::format("request {} has neither started nor a planned start ({})", ia,
+    return fmt::format("{} has neither started nor a planned start ({})", la,
                        core::PhaseName(a->phase));
   }
   if (sb && *sb < *sa) {
-    return fmt::format("request {} does not start before request {}: {} starts at {}, {} at {}", ia,
-                       ib, ib, common::FormatTime(*sb), ia, common::FormatTime(*sa));
+    return fmt::format("{} does not start before {}: {} starts at {}, {} at {}", la, lb, lb,
+                       common::FormatTime(*sb), la, common::FormatTime(*sa));
   }
   if (b->submit_time > *sa) {
-    return fmt::format("request {} started at {}, before request {} was submitted (at {})", ia,
-                       common::FormatTime(*sa), ib, common::FormatTime(b->submit_time));
+    return fmt::format("{} started at {}, before {} was submitted (at {})", la,
+                       common::FormatTime(*sa), lb, common::FormatTime(b->submit_time));
   }
   // Queue keys of both at the instant `first` started (from the decision log when kept, else
   // as they are now).
@@ -159,7 +160,7 @@ common::Result<std::string> Scheduler::ExplainOrder(core::RequestId first, core:
     keys = fmt::format(
         "equal priority {}; fair share: {}'s key {:.3f}, {}'s {:.3f} (its workspace's decayed "
         "GPU-hours per quota GPU{}); lower goes first",
-        pa, ia, fa, ib, fb,
+        pa, la, fa, lb, fb,
         limit ? fmt::format(", or 0 once it has waited {}", common::FormatDuration(*limit)) : "");
   } else if (a->submit_time != b->submit_time) {
     a_ahead = a->submit_time < b->submit_time;
@@ -171,19 +172,33 @@ common::Result<std::string> Scheduler::ExplainOrder(core::RequestId first, core:
   }
   std::string how = a->actual_start ? "started" : "is planned to start";
   if (a_ahead) {
-    return fmt::format("request {} {} at {}, ahead of request {} in the queue ({})", ia, how,
-                       common::FormatTime(*sa), ib, keys);
+    return fmt::format("{} {} at {}, ahead of {} in the queue ({})", la, how,
+                       common::FormatTime(*sa), lb, keys);
   }
-  const std::string where = a->plan ? fmt::format(" on {} node(s) of cluster {}",
-                                                  a->plan->nodes.size(), a->plan->cluster.value())
+  const std::string where = a->plan ? fmt::format(" on {} node(s) of {}", a->plan->nodes.size(),
+                                                  ClusterLabel(a->plan->cluster))
                                     : std::string();
   return fmt::format(
-      "request {} was behind request {} in the queue ({}), but was backfilled: it {} at {}{} "
+      "{} was behind {} in the queue ({}), but was backfilled: it {} at {}{} "
       "in a gap that conservative backfill fills only when no request ahead of it starts any "
       "later{}",
-      ia, ib, keys, how, common::FormatTime(*sa), where,
-      sb ? fmt::format("; request {} starts at {}", ib, common::FormatTime(*sb))
-         : fmt::format("; request {} had no slot it could use then", ib));
+      la, lb, keys, how, common::FormatTime(*sa), where,
+      sb ? fmt::format("; {} starts at {}", lb, common::FormatTime(*sb))
+         : fmt::format("; {} had no slot it could use then", lb));
+}
+
+std::string Scheduler::Label(core::RequestId id) const {
+  const RequestRecord* r = requests_.FindConst(id);
+  if (r == nullptr || r->spec.name.empty()) return fmt::format("request {}", id.value());
+  return r->spec.name;
+}
+
+std::string Scheduler::ClusterLabel(core::ClusterId id) const {
+  auto it = clusters_.find(id);
+  if (it == clusters_.end() || it->second.name.empty()) {
+    return fmt::format("cluster {}", id.value());
+  }
+  return fmt::format("cluster {}", it->second.name);
 }
 
 }  // namespace egs::scheduler

@@ -62,8 +62,8 @@ common::Result<Impact> Scheduler::WhatIf(const WhatIfChange& change) {
     case WhatIfChange::Kind::kNodes: {
       if (r->phase != RequestPhase::kQueued) {
         return common::FailedPreconditionError(
-            fmt::format("request {} is {}; only queued requests can change priority or nodes",
-                        change.request.value(), core::PhaseName(r->phase)));
+            fmt::format("{} is {}; only queued requests can change priority or nodes",
+                        Label(change.request), core::PhaseName(r->phase)));
       }
       auto it = std::find_if(changed.begin(), changed.end(),
                              [&](const auto& e) { return e.first == change.request; });
@@ -87,8 +87,8 @@ common::Result<Impact> Scheduler::WhatIf(const WhatIfChange& change) {
     case WhatIfChange::Kind::kExtend: {
       if (r->phase != RequestPhase::kActive && r->phase != RequestPhase::kProvisioning) {
         return common::FailedPreconditionError(
-            fmt::format("request {} is {}; only active or provisioning requests can be extended",
-                        change.request.value(), core::PhaseName(r->phase)));
+            fmt::format("{} is {}; only active or provisioning requests can be extended",
+                        Label(change.request), core::PhaseName(r->phase)));
       }
       if (change.extend_by <= core::Duration(0)) {
         return common::InvalidArgumentError("extendBy: must be > 0");
@@ -108,8 +108,8 @@ common::Result<Impact> Scheduler::WhatIf(const WhatIfChange& change) {
     case WhatIfChange::Kind::kApprove: {
       if (r->phase != RequestPhase::kPendingApproval) {
         return common::FailedPreconditionError(
-            fmt::format("request {} is {}; only requests pending approval can be approved",
-                        change.request.value(), core::PhaseName(r->phase)));
+            fmt::format("{} is {}; only requests pending approval can be approved",
+                        Label(change.request), core::PhaseName(r->phase)));
       }
       // Where Approve would queue it: by priority and its submit time, quota-exempt.
       const queue::QueueKey key =
@@ -138,7 +138,7 @@ common::Result<ExtendOutcome> Scheduler::Extend(core::RequestId id, core::Durati
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->pending_extension) {
     return common::FailedPreconditionError(
-        fmt::format("request {} already has an extension waiting for approval", id.value()));
+        fmt::format("{} already has an extension waiting for approval", Label(id)));
   }
   WhatIfChange change;
   change.kind = WhatIfChange::Kind::kExtend;
@@ -206,12 +206,12 @@ common::Status Scheduler::ApproveExtension(core::RequestId id) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (!r->pending_extension) {
     return common::FailedPreconditionError(
-        fmt::format("request {} has no extension waiting for approval", id.value()));
+        fmt::format("{} has no extension waiting for approval", Label(id)));
   }
   if (r->phase != RequestPhase::kActive && r->phase != RequestPhase::kProvisioning) {
     r->pending_extension.reset();
-    return common::FailedPreconditionError(fmt::format(
-        "request {} is {}; it can no longer be extended", id.value(), core::PhaseName(r->phase)));
+    return common::FailedPreconditionError(fmt::format("{} is {}; it can no longer be extended",
+                                                       Label(id), core::PhaseName(r->phase)));
   }
   WhatIfChange change;
   change.kind = WhatIfChange::Kind::kExtend;
@@ -229,7 +229,7 @@ common::Status Scheduler::RejectExtension(core::RequestId id, std::string reason
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (!r->pending_extension) {
     return common::FailedPreconditionError(
-        fmt::format("request {} has no extension waiting for approval", id.value()));
+        fmt::format("{} has no extension waiting for approval", Label(id)));
   }
   r->pending_extension.reset();
   Emit(*r, core::EventType::kNormal, "ExtensionRejected", reason);

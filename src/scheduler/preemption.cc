@@ -264,20 +264,20 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
     v.preempted_by = q.id;
     TrackRunning(v, false);
     SetPhase(v, RequestPhase::kPreempting,
-             fmt::format("preempted by request {}; nodes taken at {}", q.id.value(),
+             fmt::format("preempted by {}; nodes taken at {}", Label(q.id),
                          common::FormatTime(takeover)));
     Emit(v, core::EventType::kWarning, "PreemptionNotice",
-         fmt::format("request {} (priority {}) needs the nodes: this reservation ends at {} "
+         fmt::format("{} (priority {}) needs the nodes: this reservation ends at {} "
                      "instead of {}",
-                     q.id.value(), q.spec.priority, common::FormatTime(takeover),
+                     Label(q.id), q.spec.priority, common::FormatTime(takeover),
                      common::FormatTime(end)));
     ends_.Push(takeover, v.id);
-    names.push_back(std::to_string(v.id.value()));
+    names.push_back(Label(v.id));
     Decide(DecisionKind::kPreempt, v,
-           fmt::format("evicted for request {} at {}", q.id.value(), common::FormatTime(takeover)));
+           fmt::format("evicted for {} at {}", Label(q.id), common::FormatTime(takeover)));
   }
   Emit(q, core::EventType::kNormal, "Preempting",
-       fmt::format("evicting request(s) {} ({:.1f} GPU-hours of work lost) to start at {}{}",
+       fmt::format("evicting {} ({:.1f} GPU-hours of work lost) to start at {}{}",
                    fmt::join(names, ", "), best->lost_gpu_hours, common::FormatTime(p.plan->start),
                    q.plan ? fmt::format(" instead of {}", common::FormatTime(q.plan->start)) : ""));
   Decide(DecisionKind::kPreemptFor, q,

@@ -163,9 +163,9 @@ common::Result<std::vector<core::RequestId>> Scheduler::RemoveWorkspace(core::Wo
   }
   if (open > 0) {
     return common::FailedPreconditionError(fmt::format(
-        "workspace {} still has {} request(s) that are not finished (request {} is {}); delete "
+        "workspace {} still has {} request(s) that are not finished ({} is {}); delete "
         "or release them first",
-        it->second.name, open, example->id.value(), core::PhaseName(example->phase)));
+        it->second.name, open, Label(example->id), core::PhaseName(example->phase)));
   }
   for (core::RequestId rid : finished) requests_.erase(rid);
   std::sort(finished.begin(), finished.end());
@@ -438,8 +438,8 @@ std::vector<Decision> Scheduler::TakeDecisions() {
 Status Scheduler::Approve(core::RequestId id) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kPendingApproval) {
-    return common::FailedPreconditionError(fmt::format("request {} is {}, not PendingApproval",
-                                                       id.value(), core::PhaseName(r->phase)));
+    return common::FailedPreconditionError(
+        fmt::format("{} is {}, not PendingApproval", Label(id), core::PhaseName(r->phase)));
   }
   r->spec.quota_exempt = true;
   Emit(*r, core::EventType::kNormal, "Approved", "approved by an admin");
@@ -453,8 +453,8 @@ Status Scheduler::Approve(core::RequestId id) {
 Status Scheduler::ApproveWithChanges(core::RequestId id, core::RequestSpec spec) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kPendingApproval) {
-    return common::FailedPreconditionError(fmt::format("request {} is {}, not PendingApproval",
-                                                       id.value(), core::PhaseName(r->phase)));
+    return common::FailedPreconditionError(
+        fmt::format("{} is {}, not PendingApproval", Label(id), core::PhaseName(r->phase)));
   }
   if (spec.workspace != r->spec.workspace) {
     return common::InvalidArgumentError("spec.workspace: an approval cannot move a request");
@@ -480,8 +480,8 @@ Status Scheduler::ApproveWithChanges(core::RequestId id, core::RequestSpec spec)
 Status Scheduler::Reject(core::RequestId id, std::string reason) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kPendingApproval) {
-    return common::FailedPreconditionError(fmt::format("request {} is {}, not PendingApproval",
-                                                       id.value(), core::PhaseName(r->phase)));
+    return common::FailedPreconditionError(
+        fmt::format("{} is {}, not PendingApproval", Label(id), core::PhaseName(r->phase)));
   }
   r->finish_time = clock_.Now();
   SetPhase(*r, RequestPhase::kRejected, reason);
@@ -493,9 +493,9 @@ Status Scheduler::Reject(core::RequestId id, std::string reason) {
 Status Scheduler::Cancel(core::RequestId id) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kQueued && r->phase != RequestPhase::kPendingApproval) {
-    return common::FailedPreconditionError(fmt::format(
-        "request {} is {}; only queued or pending requests can be deleted (use early release)",
-        id.value(), core::PhaseName(r->phase)));
+    return common::FailedPreconditionError(
+        fmt::format("{} is {}; only queued or pending requests can be deleted (use early release)",
+                    Label(id), core::PhaseName(r->phase)));
   }
   Dequeue(*r);
   r->finish_time = clock_.Now();
@@ -508,7 +508,7 @@ Status Scheduler::Edit(core::RequestId id, core::RequestSpec spec) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kQueued && r->phase != RequestPhase::kPendingApproval) {
     return common::FailedPreconditionError(
-        fmt::format("request {} is {}; only queued or pending requests can be edited", id.value(),
+        fmt::format("{} is {}; only queued or pending requests can be edited", Label(id),
                     core::PhaseName(r->phase)));
   }
   if (spec.workspace != r->spec.workspace) {
@@ -535,7 +535,7 @@ Status Scheduler::Reprioritize(core::RequestId id, int priority) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kQueued) {
     return common::FailedPreconditionError(
-        fmt::format("request {} is {}; only queued requests can be re-prioritized", id.value(),
+        fmt::format("{} is {}; only queued requests can be re-prioritized", Label(id),
                     core::PhaseName(r->phase)));
   }
   std::size_t before = *queue_.Position(id);
@@ -566,9 +566,9 @@ Status Scheduler::EarlyRelease(core::RequestId id) {
   if (r->phase != RequestPhase::kActive && r->phase != RequestPhase::kProvisioning &&
       r->phase != RequestPhase::kPreempting) {
     return common::FailedPreconditionError(
-        fmt::format("request {} is {}; only provisioning, active or preempting requests can be "
+        fmt::format("{} is {}; only provisioning, active or preempting requests can be "
                     "released early",
-                    id.value(), core::PhaseName(r->phase)));
+                    Label(id), core::PhaseName(r->phase)));
   }
   r->early_release = true;
   Emit(*r, core::EventType::kNormal, "EarlyRelease", "released before its end time");

@@ -551,6 +551,10 @@ class Scheduler {
   void RefreshFairShare(core::Time now);
   int TotalGpus(const RequestRecord& r) const;
   BackfillPolicy::Walk WalkBefore(std::size_t position, core::Time now) const;
+  // How texts for people (events, explanations, errors) name a request: its spec name (egsd's
+  // "namespace/name"), else "request N"; and a cluster: its name, else "cluster N".
+  std::string Label(core::RequestId id) const;
+  std::string ClusterLabel(core::ClusterId id) const;
   int QueuePriority(const core::RequestSpec& spec) const {
     return options_.queue_by_priority ? spec.priority : 0;
   }

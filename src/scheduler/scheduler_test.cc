@@ -547,6 +547,38 @@ TEST(ExplainTest, SaysWhoHoldsTheCapacityAndWhy) {
   EXPECT_FALSE(h.sched->Explain(core::RequestId(42)).ok());
 }
 
+// Texts for people name requests and clusters as people know them (egsd gives a request the
+// name "namespace/name"), not by internal id; a request without a name is "request N".
+TEST(ExplainTest, TextsUseNamesNotIds) {
+  testing::SchedulerHarness h;
+  h.SimpleFleet(1, /*max_active=*/10);
+  auto a = h.sched->Submit(testing::RequestBuilder().Name("ws-1/first").Hours(2).Build());
+  h.Cycle();
+  auto b = h.sched->Submit(testing::RequestBuilder().Name("ws-1/second").Hours(1).Build());
+  auto c = h.sched->Submit(testing::RequestBuilder().Hours(1).Build());
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  h.Cycle();
+  std::string provisioning;
+  for (const auto& e : h.sched->TakeEvents()) {
+    if (e.reason == "Provisioning" && e.object.id == a->value()) provisioning = e.message;
+  }
+  EXPECT_EQ(provisioning, "moving 1 node(s) of cluster cluster-1 into the workspace");
+  EXPECT_THAT(*h.sched->Explain(*b),
+              ::testing::HasSubstr("its 1 node(s) in cluster cluster-1 are booked until then by "
+                                   "ws-1/first (Active, running)"));
+  EXPECT_THAT(*h.sched->Explain(*a),
+              ::testing::HasSubstr("Active on 1 node(s) of cluster cluster-1"));
+  EXPECT_THAT(*h.sched->ExplainOrder(*b, *a),
+              ::testing::StartsWith("ws-1/second does not start before ws-1/first: ws-1/first "
+                                    "starts at "));
+  EXPECT_THAT(*h.sched->ExplainOrder(*b, *c),
+              ::testing::StartsWith("ws-1/second is planned to start at "));
+  EXPECT_THAT(*h.sched->ExplainOrder(*b, *c), ::testing::HasSubstr("ahead of request 3 in"));
+  auto running = h.sched->Reprioritize(*a, 200);
+  ASSERT_FALSE(running.ok());
+  EXPECT_EQ(running.message(), "ws-1/first is Active; only queued requests can be re-prioritized");
+}
+
 TEST(ExplainTest, NamesTheWorkspaceRule) {
   testing::SchedulerHarness h;
   h.SimpleFleet(2, /*max_active=*/1);

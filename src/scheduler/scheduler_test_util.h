@@ -56,6 +56,10 @@ class RequestBuilder {
     spec_.priority = p;
     return *this;
   }
+  RequestBuilder& Name(std::string name) {
+    spec_.name = std::move(name);
+    return *this;
+  }
   RequestBuilder& EarliestStart(core::Time t) {
     spec_.earliest_start = t;
     return *this;
