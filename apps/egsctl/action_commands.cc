@@ -256,7 +256,46 @@ common::Status WhatIf(Context& ctx) {
     return common::InvalidArgumentError(
         "give at least one of --priority, --nodes, --extend, --approve");
   }
-  return RunQuery(ctx, "whatif", body);
+  if (ctx.format != OutputFormat::kTable && ctx.format != OutputFormat::kWide) {
+    return RunQuery(ctx, "whatif", body);
+  }
+  EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 1, "NAME"));
+  EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
+  EGS_ASSIGN_OR_RETURN(
+      json result,
+      client->Post(
+          fmt::format("{}/{}", ObjectPath(Gpr(), Namespace(ctx), ctx.positionals[0]), "whatif"),
+          body));
+  if (!result.is_object() || !result.contains("shifts") || !result["shifts"].is_array()) {
+    ctx.out << ToYaml(result);  // not the answer this client knows: shown as it came
+    return common::OkStatus();
+  }
+  // The answer as a table: every queued request whose planned start would move.
+  if (result.contains("start")) {
+    const std::string start = TextAt(result, {"start"});
+    ctx.out << (start.empty() ? "If approved, it would get no planned start (no slot fits it).\n"
+                              : fmt::format("If approved, its planned start: {}\n", start));
+  }
+  if (result["shifts"].empty()) {
+    ctx.out << "No queued request's planned start would change.\n";
+    return common::OkStatus();
+  }
+  Table table{{"NAMESPACE", "NAME", "PLANNED-START", "WOULD-BE", "SHIFT"}, {}};
+  for (const json& shift : result["shifts"]) {
+    const std::string before = TextAt(shift, {"before"});
+    const std::string after = TextAt(shift, {"after"});
+    std::string moved = "-";
+    if (shift.contains("shiftSeconds") && shift["shiftSeconds"].is_number()) {
+      const double seconds = shift["shiftSeconds"].get<double>();
+      const auto magnitude = common::Duration(static_cast<std::int64_t>(std::abs(seconds) * 1e6));
+      moved = (seconds < 0 ? "-" : "+") + common::FormatDuration(magnitude);
+    }
+    table.rows.push_back({TextAt(shift, {"namespace"}), TextAt(shift, {"name"}),
+                          before.empty() ? "(no plan)" : before,
+                          after.empty() ? "(no plan)" : after, moved});
+  }
+  ctx.out << RenderTable(table);
+  return common::OkStatus();
 }
 
 }  // namespace

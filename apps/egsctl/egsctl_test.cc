@@ -500,6 +500,32 @@ TEST_F(EgsctlTest, EvictNeedsAReasonAndWhatIfApproveSendsTheChange) {
   EXPECT_EQ(reqs.at(1).Json(), json({{"change", "approve"}}));
 }
 
+// The server's what-if answer as a table of the requests that would move; -o yaml as it came.
+TEST_F(EgsctlTest, WhatIfShowsTheShiftsAsATable) {
+  server_.On("POST", std::string(kGprs) + "/a/whatif",
+             Ok({{"shifts",
+                  {{{"namespace", "team-a"},
+                    {"name", "b"},
+                    {"before", "2026-11-22T11:00:00Z"},
+                    {"after", "2026-11-22T13:30:00Z"},
+                    {"shiftSeconds", 9000}},
+                   {{"namespace", "team-b"}, {"name", "c"}, {"before", "2026-11-22T12:00:00Z"}}}},
+                 {"start", "2026-11-22T10:00:00Z"}}));
+  server_.On("POST", std::string(kGprs) + "/z/whatif", Ok({{"shifts", json::array()}}));
+  Outcome r = Egsctl({"whatif", "a", "--approve", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "If approved, its planned start: 2026-11-22T10:00:00Z\n"
+            "NAMESPACE   NAME   PLANNED-START          WOULD-BE               SHIFT\n"
+            "team-a      b      2026-11-22T11:00:00Z   2026-11-22T13:30:00Z   +2h30m\n"
+            "team-b      c      2026-11-22T12:00:00Z   (no plan)              -\n");
+  r = Egsctl({"whatif", "z", "--priority", "300", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out, "No queued request's planned start would change.\n");
+  r = Egsctl({"whatif", "z", "--priority", "300", "-n", "team-a", "-o", "yaml"});
+  EXPECT_EQ(r.out, "shifts: []\n");
+}
+
 TEST_F(EgsctlTest, EmptyListSaysNoResources) {
   server_.On("GET", "/apis/egs.dev/v1alpha1/nodes", Ok(List({})));
   Outcome r = Egsctl({"get", "nodes"});

@@ -396,8 +396,9 @@ std::string OwnerName(const Owner& o) {
 }
 
 // Why `d` does not fit on `node` at `t`.
-common::Status BlockedError(NodeId id, const NodeTimeline& node, const internal::Demand& d,
-                            Time t) {
+// `name` is the node's, or empty when it has none.
+common::Status BlockedError(NodeId id, const std::string& name, const NodeTimeline& node,
+                            const internal::Demand& d, Time t) {
   const internal::Step& s = internal::StepAt(node.profile(), t);
   std::string why;
   if (d.check_unavailable && (s.flags & internal::Step::kUnavailable) != 0) {
@@ -407,9 +408,9 @@ common::Status BlockedError(NodeId id, const NodeTimeline& node, const internal:
   } else {
     why = "another workspace holds it and they do not share nodes";
   }
-  return common::FailedPreconditionError(
-      fmt::format("node {} cannot hold {} more GPU(s) for workspace {} at {}: {}", id.value(),
-                  d.gpus, d.workspace.value(), common::FormatTime(t), why));
+  return common::FailedPreconditionError(fmt::format(
+      "node {} cannot hold {} more GPU(s) at {}: {}",
+      name.empty() ? std::to_string(id.value()) : name, d.gpus, common::FormatTime(t), why));
 }
 
 }  // namespace
@@ -654,7 +655,8 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
     const NodeTimeline* node = impl_->Timeline(id);
     if (!node) return common::NotFoundError(fmt::format("node {} not found", id.value()));
     if (auto t = internal::FirstBlock(node->profile(), node->capacity(), demand, booking.window)) {
-      return BlockedError(id, *node, demand, *t);
+      const core::Node* info = impl_->Info(id);
+      return BlockedError(id, info ? info->name : std::string(), *node, demand, *t);
     }
   }
   for (NodeId id : sorted) impl_->Tighten(id, booking.window, booking.workspace)->Add(booking);
@@ -738,7 +740,8 @@ common::Status Inventory::Extend(const Owner& owner, Time new_end) {
   for (NodeId id : nodes) {
     const NodeTimeline& node = *impl_->Timeline(id);
     if (auto t = internal::FirstBlock(node.profile(), node.capacity(), demand, added)) {
-      return BlockedError(id, node, demand, *t);
+      const core::Node* info = impl_->Info(id);
+      return BlockedError(id, info ? info->name : std::string(), node, demand, *t);
     }
   }
   const core::WorkspaceId workspace = mine.workspace;

@@ -264,8 +264,8 @@ TEST_F(InventoryTest, BookIsAllOrNothing) {
   ASSERT_OK(inv_.Book(Ids({3}), B(1, 0, 5)));
   auto s = inv_.Book(Ids({1, 3}), B(2, 4, 6, 1));
   EXPECT_THAT(s, StatusIs(StatusCode::kFailedPrecondition));
-  EXPECT_THAT(s.message(), HasSubstr("node 3"));
-  EXPECT_THAT(s.message(), HasSubstr(common::FormatTime(T(4))));
+  EXPECT_EQ(s.message(), "node n3 cannot hold 1 more GPU(s) at " + common::FormatTime(T(4)) +
+                             ": only 0 of its 8 GPUs are free");
   EXPECT_TRUE(inv_.BookingsOf(NodeId(1)).empty());
   EXPECT_TRUE(inv_.NodesOf(Res(2)).empty());
   EXPECT_THAT(inv_.Book(Ids({1, 9}), B(3, 0, 1)), StatusIs(StatusCode::kNotFound));
@@ -343,7 +343,7 @@ TEST_F(InventoryTest, ExtendChecksTheAddedTimeOnEveryNode) {
   ASSERT_OK(inv_.Book(Ids({3}), B(4, 9, 10)));
   auto s = inv_.Extend(Res(4), T(11));
   EXPECT_THAT(s, StatusIs(StatusCode::kFailedPrecondition));  // unavailable time is not free
-  EXPECT_THAT(s.message(), HasSubstr("node 3"));
+  EXPECT_THAT(s.message(), HasSubstr("node n3 cannot hold 8 more GPU(s)"));
   ASSERT_OK(inv_.CheckInvariants());
 }
 

@@ -4,14 +4,22 @@
 
 namespace egs::scheduler {
 
+void LedgerFairShare::SetNow(core::Time now) {
+  now_ = now;
+  usage_.clear();
+  for (const auto& [id, workspace] : workspaces_) usage_[id] = ledger_.DecayedGpuHours(id, now);
+}
+
 double LedgerFairShare::Key(core::WorkspaceId workspace) const {
   if (!enabled_) return 0.0;
+  auto used = usage_.find(workspace);
+  if (used == usage_.end()) return 0.0;
   double share = static_cast<double>(std::max(fleet_gpus_, 1));
   auto it = workspaces_.find(workspace);
   if (it != workspaces_.end() && it->second.policy.gpu_quota && *it->second.policy.gpu_quota > 0) {
     share = *it->second.policy.gpu_quota;
   }
-  return ledger_.DecayedGpuHours(workspace, now_) / share;
+  return used->second / share;
 }
 
 double LedgerFairShare::KeyAt(core::WorkspaceId workspace, core::Time order_time) const {

@@ -392,6 +392,27 @@ TEST(SchedulerTest, FailedPrecheckRequeuesOnAnotherNode) {
   EXPECT_FALSE(h.sched->inventory().IsAvailable(core::NodeId(1), {T(0), T(1)}));
 }
 
+// A request requeued after a failed pre-check keeps its submit time and so its place: ahead of
+// the requests of its workspace submitted after it, although the workspace's usage grew while
+// it was provisioning (fair-share keys are read at the last refresh, for every entry alike).
+TEST(SchedulerTest, ARequeuedRequestGoesBackToItsPlaceInTheQueue) {
+  SchedulerHarness h;
+  h.SimpleFleet(3);
+  h.connector.FailPrecheck(core::NodeId(1));
+  auto a = MustSubmit(h, RequestBuilder().Nodes(2).Hours(2).Build());
+  auto b = MustSubmit(h, RequestBuilder().Nodes(2).Hours(1).Build());
+  auto c = MustSubmit(h, RequestBuilder().Nodes(2).Hours(1).Build());
+  h.sched->RunCycle(h.clock.Now());  // a starts on nodes 1 and 2
+  ASSERT_EQ(h.Get(a).phase, RequestPhase::kProvisioning);
+  h.clock.AdvanceBy(common::Minutes(2));  // its workspace holds 16 GPUs meanwhile
+  h.Cycle();  // node 1 fails its pre-check: a is requeued, first, and starts on nodes 2 and 3
+  EXPECT_EQ(h.Get(a).requeue_count, 1);
+  EXPECT_NE(h.Get(a).phase, RequestPhase::kQueued);
+  EXPECT_EQ(h.Get(b).phase, RequestPhase::kQueued);
+  EXPECT_EQ(*h.sched->queue().Position(b), 0u);
+  EXPECT_EQ(*h.sched->queue().Position(c), 1u);
+}
+
 TEST(SchedulerTest, PartialNodeRequestsShareANodeWithinAWorkspace) {
   SchedulerHarness h;
   h.SimpleFleet(1);
