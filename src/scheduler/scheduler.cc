@@ -557,7 +557,7 @@ Status Scheduler::Move(core::RequestId id, core::RequestId anchor, bool before) 
   r->spec.priority = queue_.KeyOf(id)->priority;
   MarkDirty(std::min(old_pos, *queue_.Position(id)));
   Emit(*r, core::EventType::kNormal, "Moved",
-       fmt::format("moved {} request {} by an admin", before ? "before" : "after", anchor.value()));
+       fmt::format("moved {} {} by an admin", before ? "before" : "after", Label(anchor)));
   return common::OkStatus();
 }
 
