@@ -26,6 +26,7 @@ struct PoolInputs {
   const std::map<core::WorkspaceId, WorkspaceLoad>& loads;
   const std::map<core::WorkspaceId, core::Workspace>& workspaces;
   const std::map<core::ShapeId, core::GpuShape>& shapes;
+  const std::map<core::ClusterId, core::Cluster>& clusters;
   std::optional<internal::LeadStart> lead = {};  // of the request placed, if it has one
 };
 
@@ -73,8 +74,13 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
     if (!fit && latest_start < common::kInfiniteFuture) return opt;  // maybe only too late
     if (!fit) {
       opt.cause = WaitCause::kUnplaceable;
-      opt.reason = fmt::format("pool {} cannot hold {} node(s) x {} GPU(s) (it has {} nodes)",
-                               pool.id.value(), spec.nodes, gpus, pool.nodes.size());
+      auto cluster = in.clusters.find(pool.cluster);
+      opt.reason = fmt::format(
+          "the {} nodes of cluster {} cannot hold {} node(s) x {} GPU(s) (there are {})",
+          shape.name,
+          cluster == in.clusters.end() ? std::to_string(pool.cluster.value())
+                                       : cluster->second.name,
+          spec.nodes, gpus, pool.nodes.size());
       return opt;
     }
     if (!opt.first_fit) opt.first_fit = fit->start;
@@ -131,16 +137,17 @@ QuoteOption Scheduler::EvaluatePool(const PlanView& view, const core::RequestSpe
                                     const inventory::Pool& pool, const core::GpuShape& shape,
                                     Time now, Time not_before, std::int32_t max_rank,
                                     std::optional<core::RequestId> ignore) const {
-  return EvaluatePoolUpTo({view.inventory, view.loads, workspaces_, shapes_}, spec, pool, shape,
-                          now, not_before, max_rank, ignore, common::kInfiniteFuture, max_rank);
+  return EvaluatePoolUpTo({view.inventory, view.loads, workspaces_, shapes_, clusters_}, spec, pool,
+                          shape, now, not_before, max_rank, ignore, common::kInfiniteFuture,
+                          max_rank);
 }
 
 std::vector<QuoteOption> Scheduler::EvaluateOptions(const PlanView& view,
                                                     const core::RequestSpec& spec, Time now,
                                                     Time not_before, std::int32_t max_rank,
                                                     std::optional<core::RequestId> ignore) const {
-  return EvaluateAllPools({view.inventory, view.loads, workspaces_, shapes_}, spec, now, not_before,
-                          max_rank, ignore, /*bounded=*/false, max_rank);
+  return EvaluateAllPools({view.inventory, view.loads, workspaces_, shapes_, clusters_}, spec, now,
+                          not_before, max_rank, ignore, /*bounded=*/false, max_rank);
 }
 
 Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestSpec& spec, Time now,
@@ -152,8 +159,8 @@ Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestS
   // Only the earliest option is used (the first of equal ones), so each pool after the first
   // needs to be searched only for starts strictly before the best so far.
   std::vector<QuoteOption> options = EvaluateAllPools(
-      {view.inventory, view.loads, workspaces_, shapes_, lead}, spec, now, not_before, max_rank,
-      ignore, /*bounded=*/true, load_rank.value_or(max_rank));
+      {view.inventory, view.loads, workspaces_, shapes_, clusters_, lead}, spec, now, not_before,
+      max_rank, ignore, /*bounded=*/true, load_rank.value_or(max_rank));
   const QuoteOption* best = nullptr;
   for (const QuoteOption& o : options) {
     if (o.start && (!best || *o.start < *best->start)) best = &o;

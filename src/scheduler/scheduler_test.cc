@@ -260,7 +260,9 @@ TEST(SchedulerTest, UnplaceableRequestIsReportedAndOthersStillPlan) {
   auto small = MustSubmit(h, RequestBuilder().Nodes(1).Build());
   EXPECT_FALSE(h.Get(big).plan.has_value());
   EXPECT_EQ(h.Get(big).wait_cause, WaitCause::kUnplaceable);
-  EXPECT_THAT(h.Get(big).reason, ::testing::HasSubstr("cannot hold 3 node(s)"));
+  EXPECT_EQ(
+      h.Get(big).reason,
+      "the shape-1 nodes of cluster cluster-1 cannot hold 3 node(s) x 8 GPU(s) (there are 2)");
   EXPECT_EQ(h.Get(small).plan->start, T(0));
 }
 
