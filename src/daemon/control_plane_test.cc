@@ -75,6 +75,12 @@ json Gpr(std::string_view name, int nodes, std::string_view duration, int priori
              "team-a");
 }
 
+// The stored phase of team-a's request `name`.
+std::string StoredPhase(store::Store& store, std::string_view name) {
+  auto o = store.Get("GPUProvisionRequest", "team-a", name);
+  return json::parse((*o)->data)["status"]["phase"].get<std::string>();
+}
+
 TEST(ControlPlaneTest, CreatesPersistsAndRestoresRequests) {
   common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
   store::FakeStore store;
@@ -105,10 +111,7 @@ TEST(ControlPlaneTest, CreatesPersistsAndRestoresRequests) {
   ASSERT_OK(b.cp.LoadFromStore());
   b.Cycle(clock.Now());
   // Same phases; "later" (4 nodes) still waits for "train" (3 of 4 nodes, 4 h) to end.
-  auto phase = [&](std::string_view name) {
-    auto o = store.Get("GPUProvisionRequest", "team-a", name);
-    return json::parse((*o)->data)["status"]["phase"].get<std::string>();
-  };
+  auto phase = [&store](std::string_view name) { return StoredPhase(store, name); };
   EXPECT_EQ(phase("train"), "Active");
   EXPECT_EQ(phase("later"), "Queued");
   EXPECT_EQ(phase("big-prio"), "PendingApproval");
@@ -449,10 +452,7 @@ TEST(ControlPlaneTest, ReleasingARequestThatHoldsNoNodesCancelsIt) {
   ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("run", 4, "2h"), false));
   ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("wait", 4, "1h"), false));
   a.Cycle(clock.Now());
-  auto phase = [&](std::string_view name) {
-    auto o = store.Get("GPUProvisionRequest", "team-a", name);
-    return json::parse((*o)->data)["status"]["phase"].get<std::string>();
-  };
+  auto phase = [&store](std::string_view name) { return StoredPhase(store, name); };
   ASSERT_EQ(phase("run"), "Active");
   ASSERT_EQ(phase("wait"), "Queued");
   auto cancelled = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "wait", "release", {});

@@ -1,7 +1,8 @@
 // LedgerFairShare: the queue's fair-share key from decayed usage. A workspace's key is its
 // decayed GPU-hours (quota::UsageLedger) divided by its GPU quota (or by the fleet's GPUs when
 // it has none), with the usage read at the instant of the last SetNow (the scheduler's fair-share
-// refresh), so that every key in the queue is computed at the same instant. Lower keys sort first among requests of equal priority.
+// refresh), so that every key in the queue is computed at the same instant. Lower keys sort first
+// among requests of equal priority.
 //
 // Aging (off unless an age limit is set): a request that has been in the queue for the age limit
 // or longer (counted from its order time, the submit time unless an admin moved it) gets key 0,
