@@ -36,6 +36,9 @@
 // PATH.yaml = an egsd fleet file (its clusters and node pools; its workspaces are not used).
 // Each team is a workspace of its own; --share-nodes lets teams share a node (part-node requests
 // of several teams on one node; by default, as in egsd, a node holds one workspace's at a time).
+// --reservation-depth N (egs only): future slots for the first N queued requests that cannot
+// start now, the others start when they fit around those or wait without a plan and get no
+// promise (EASY's rule is 1; without the flag every request gets a slot, EGS's rule).
 // The default fleet is the trace's own. --load rescales inter-arrival times to each offered load
 // (RescaleToLoad); 'trace' keeps the recorded arrivals.
 //
@@ -92,6 +95,7 @@ struct Args {
   bool lower_bound = false;
   bool hard_quota = false;
   bool share_nodes = false;
+  int reservation_depth = 0;
   std::string quotas;  // --quotas; empty: philly's VC table for philly, none otherwise
   std::size_t lb_jobs = 500;
   std::size_t lb_windows = 3;
@@ -106,7 +110,7 @@ constexpr const char* kUsage =
     "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
     "               [--lower-bound] [--lb-jobs N] [--lb-windows K] [--preemptible-below P]\n"
     "               [--fair-share-age-limit HOURS] [--hard-quota] [--quotas PATH.csv]\n"
-    "               [--share-nodes]\n";
+    "               [--share-nodes] [--reservation-depth N]\n";
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -130,7 +134,7 @@ common::Result<T> ParseNumber(const std::string& flag, const std::string& text) 
 }
 
 // The flags that take a value (ParseFlag reads each of them).
-constexpr std::array<std::string_view, 14> kValuedFlags = {"--trace",
+constexpr std::array<std::string_view, 15> kValuedFlags = {"--trace",
                                                            "--traces-dir",
                                                            "--fleet",
                                                            "--out",
@@ -143,7 +147,8 @@ constexpr std::array<std::string_view, 14> kValuedFlags = {"--trace",
                                                            "--lb-jobs",
                                                            "--lb-windows",
                                                            "--fair-share-age-limit",
-                                                           "--quotas"};
+                                                           "--quotas",
+                                                           "--reservation-depth"};
 
 bool IsValuedFlag(std::string_view flag) {
   return std::find(kValuedFlags.begin(), kValuedFlags.end(), flag) != kValuedFlags.end();
@@ -208,6 +213,12 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
           fmt::format("--fair-share-age-limit: '{}' must be hours in (0, 8760]", value));
     }
     args.fair_share_age_limit_h = hours;
+  } else if (flag == "--reservation-depth") {
+    EGS_ASSIGN_OR_RETURN(args.reservation_depth, ParseNumber<int>(flag, value));
+    if (args.reservation_depth < 1 || args.reservation_depth > 1'000'000) {
+      return common::InvalidArgumentError(
+          fmt::format("--reservation-depth: '{}' must be a whole number in [1, 1000000]", value));
+    }
   } else if (flag == "--lb-jobs") {
     EGS_ASSIGN_OR_RETURN(args.lb_jobs, ParseNumber<std::size_t>(flag, value));
     if (args.lb_jobs < 1) return common::InvalidArgumentError("--lb-jobs: must be >= 1");
@@ -582,6 +593,7 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
   config.quotas = setup.quotas;
   config.hard_quota = args.hard_quota;
   config.share_nodes = args.share_nodes;
+  config.reservation_depth = args.reservation_depth;
   config.max_planned = args.max_planned;
   config.preemptible_below = args.preemptible_below;
   if (args.fair_share_age_limit_h) {

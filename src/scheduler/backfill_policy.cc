@@ -14,15 +14,21 @@ class ConservativeBackfill final : public BackfillPolicy {
   bool PlansEveryRequest() const override { return true; }
 };
 
-class EasyBackfill final : public BackfillPolicy {
+// EASY is depth 1.
+class ReservationDepthBackfill final : public BackfillPolicy {
  public:
-  std::string_view name() const override { return "easy"; }
+  ReservationDepthBackfill(int depth, std::string_view name) : depth_(depth), name_(name) {}
+  std::string_view name() const override { return name_; }
   core::Time NotBefore(const Walk&, core::Time now) const override { return now; }
   bool Keep(const Walk& walk, core::Time start, core::Time now) const override {
-    return start <= now || walk.future_slots == 0;
+    return start <= now || walk.future_slots < depth_;
   }
   bool UsesWalk() const override { return true; }
   bool PlansEveryRequest() const override { return false; }
+
+ private:
+  int depth_;
+  std::string_view name_;
 };
 
 class NoBackfill final : public BackfillPolicy {
@@ -41,7 +47,12 @@ class NoBackfill final : public BackfillPolicy {
 std::unique_ptr<BackfillPolicy> MakeConservativeBackfill() {
   return std::make_unique<ConservativeBackfill>();
 }
-std::unique_ptr<BackfillPolicy> MakeEasyBackfill() { return std::make_unique<EasyBackfill>(); }
+std::unique_ptr<BackfillPolicy> MakeEasyBackfill() {
+  return std::make_unique<ReservationDepthBackfill>(1, "easy");
+}
+std::unique_ptr<BackfillPolicy> MakeReservationDepthBackfill(int depth) {
+  return std::make_unique<ReservationDepthBackfill>(std::max(depth, 1), "reservation-depth");
+}
 std::unique_ptr<BackfillPolicy> MakeNoBackfill() { return std::make_unique<NoBackfill>(); }
 
 }  // namespace egs::scheduler

@@ -6,6 +6,10 @@
 //                         the Slurm-style baseline).
 //   EasyBackfill          only the first request that cannot start now gets a future slot; the
 //                         others start now if they fit around it, or wait without a plan.
+//   ReservationDepth(N)   the first N requests that cannot start now get future slots; the
+//                         others start now if they fit around those, or wait without a plan
+//                         (Maui's RESERVATIONDEPTH; EASY is N = 1). A simulator option: it
+//                         gives no plan, hence no promise, to the requests past the depth.
 //   NoBackfill            a request never starts before the one ahead of it (FIFO / strict
 //                         priority baselines).
 //
@@ -43,5 +47,7 @@ class BackfillPolicy {
 std::unique_ptr<BackfillPolicy> MakeConservativeBackfill();
 std::unique_ptr<BackfillPolicy> MakeEasyBackfill();
 std::unique_ptr<BackfillPolicy> MakeNoBackfill();
+// `depth` >= 1 (smaller values count as 1).
+std::unique_ptr<BackfillPolicy> MakeReservationDepthBackfill(int depth);
 
 }  // namespace egs::scheduler

@@ -415,6 +415,34 @@ TEST(SchedulerTest, ARequeuedRequestGoesBackToItsPlaceInTheQueue) {
   EXPECT_EQ(*h.sched->queue().Position(c), 1u);
 }
 
+// Reservation depth N: only the first N requests that cannot start now get a future slot; the
+// others wait without a plan (EASY is N = 1; conservative backfill gives every one a slot).
+TEST(SchedulerTest, AReservationDepthKeepsThatManyFutureSlots) {
+  for (int depth : {0, 1, 2}) {
+    SCOPED_TRACE(depth);
+    SchedulerHarness h;
+    h.sched = std::make_unique<Scheduler>(
+        h.clock, h.connector, SchedulerOptions{},
+        depth == 0 ? MakeConservativeBackfill() : MakeReservationDepthBackfill(depth));
+    h.SimpleFleet(1);
+    MustSubmit(h, RequestBuilder().Hours(4).Build());
+    h.Cycle();  // it runs on the only node for 4 h
+    std::vector<core::RequestId> waiting;
+    for (int i = 0; i < 4; ++i) waiting.push_back(MustSubmit(h, RequestBuilder().Hours(1).Build()));
+    h.Cycle();
+    for (std::size_t i = 0; i < waiting.size(); ++i) {
+      const RequestRecord& r = h.Get(waiting[i]);
+      EXPECT_EQ(r.phase, RequestPhase::kQueued) << i;
+      if (depth == 0 || static_cast<int>(i) < depth) {
+        ASSERT_TRUE(r.plan.has_value()) << i;
+        EXPECT_EQ(r.plan->start, T(4 + static_cast<int>(i))) << i;
+      } else {
+        EXPECT_FALSE(r.plan.has_value()) << i;
+      }
+    }
+  }
+}
+
 TEST(SchedulerTest, PartialNodeRequestsShareANodeWithinAWorkspace) {
   SchedulerHarness h;
   h.SimpleFleet(1);

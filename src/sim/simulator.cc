@@ -127,7 +127,7 @@ struct PolicySetup {
   std::unique_ptr<scheduler::BackfillPolicy> backfill;
 };
 
-PolicySetup MakePolicy(Policy p, std::size_t max_planned) {
+PolicySetup MakePolicy(Policy p, std::size_t max_planned, int reservation_depth) {
   PolicySetup s;
   s.options.publish_snapshots = false;
   s.options.max_planned = max_planned;
@@ -144,8 +144,12 @@ PolicySetup MakePolicy(Policy p, std::size_t max_planned) {
       s.backfill = scheduler::MakeEasyBackfill();
       break;
     case Policy::kConservative:
-    case Policy::kEgs:
       s.backfill = scheduler::MakeConservativeBackfill();
+      break;
+    case Policy::kEgs:
+      s.backfill = reservation_depth > 0
+                       ? scheduler::MakeReservationDepthBackfill(reservation_depth)
+                       : scheduler::MakeConservativeBackfill();
       break;
   }
   return s;
@@ -185,7 +189,10 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
   common::SimulatedClock clock(trace.jobs.front().submit);
   std::unique_ptr<scheduler::Scheduler> sched;
   auto connector = scheduler::FakeClusterConnector::PostingTo(sched);
-  PolicySetup setup = MakePolicy(config.policy, config.max_planned);
+  if (config.reservation_depth < 0) {
+    return common::InvalidArgumentError("reservation_depth: must be >= 0");
+  }
+  PolicySetup setup = MakePolicy(config.policy, config.max_planned, config.reservation_depth);
   setup.options.fair_share_age_limit = config.fair_share_age_limit;
   sched = std::make_unique<scheduler::Scheduler>(clock, connector, setup.options,
                                                  std::move(setup.backfill));

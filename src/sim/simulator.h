@@ -45,6 +45,11 @@ struct SimConfig {
   bool share_nodes = false;
   // Plan only the first N queued requests (0 = all); see SchedulerOptions::max_planned.
   std::size_t max_planned = 0;
+  // EGS only: future slots for at most this many queued requests, the first in order that
+  // cannot start now; the others start when they fit around those or wait without a plan, and
+  // get no promise (scheduler::MakeReservationDepthBackfill; EASY's rule is 1). 0: a slot for
+  // every request (conservative backfill, EGS's own rule).
+  int reservation_depth = 0;
   // EGS only: SchedulerOptions::fair_share_age_limit (none: no aging).
   std::optional<core::Duration> fair_share_age_limit;
   // Jobs with a priority below this go to a preemptible workspace of their team ("<team>~be",
