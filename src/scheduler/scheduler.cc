@@ -162,10 +162,10 @@ common::Result<std::vector<core::RequestId>> Scheduler::RemoveWorkspace(core::Wo
     }
   }
   if (open > 0) {
-    return common::FailedPreconditionError(fmt::format(
-        "workspace {} still has {} request(s) that are not finished ({} is {}); delete "
-        "or release them first",
-        it->second.name, open, Label(example->id), core::PhaseName(example->phase)));
+    return common::FailedPreconditionError(
+        fmt::format("workspace {} still has {} request(s) that are not finished ({} is {}); delete "
+                    "or release them first",
+                    it->second.name, open, Label(example->id), core::PhaseName(example->phase)));
   }
   for (core::RequestId rid : finished) requests_.erase(rid);
   std::sort(finished.begin(), finished.end());
