@@ -1340,6 +1340,10 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     // A request that holds no nodes yet is cancelled: it stays, Cancelled, with its history
     // (a delete cancels and removes it).
     const core::RequestPhase phase = scheduler_.FindRequest(id)->phase;
+    if (core::IsTerminal(phase)) {
+      return common::FailedPreconditionError(fmt::format(
+          "the request is {}: it has ended and holds nothing to release", core::PhaseName(phase)));
+    }
     st = phase == core::RequestPhase::kQueued || phase == core::RequestPhase::kPendingApproval
              ? scheduler_.Cancel(id)
              : scheduler_.EarlyRelease(id);

@@ -459,8 +459,10 @@ TEST(ControlPlaneTest, ReleasingARequestThatHoldsNoNodesCancelsIt) {
   ASSERT_OK(cancelled);
   EXPECT_EQ((*cancelled)["status"]["phase"], "Cancelled");
   EXPECT_EQ(phase("wait"), "Cancelled");
-  EXPECT_THAT(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "wait", "release", {}),
-              StatusIs(common::StatusCode::kFailedPrecondition));
+  auto again = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "wait", "release", {});
+  ASSERT_THAT(again, StatusIs(common::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(again.error().message(),
+            "the request is Cancelled: it has ended and holds nothing to release");
   // The running one is released as before.
   ASSERT_OK(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "run", "release", {}));
   a.Cycle(clock.Now());
