@@ -155,15 +155,17 @@ common::Status RunAction(Context& ctx, std::string_view action, const json& body
   return common::OkStatus();
 }
 
-// Actions whose answer is the point (explain, whatif): printed as YAML unless -o says otherwise.
-common::Status RunQuery(Context& ctx, std::string_view action, const json& body) {
+// The answer of `action` on the request named by the one positional.
+common::Result<json> PostQuery(Context& ctx, std::string_view action, const json& body) {
   EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 1, "NAME"));
   EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
-  EGS_ASSIGN_OR_RETURN(
-      json result,
-      client->Post(
-          fmt::format("{}/{}", ObjectPath(Gpr(), Namespace(ctx), ctx.positionals[0]), action),
-          body));
+  return client->Post(
+      fmt::format("{}/{}", ObjectPath(Gpr(), Namespace(ctx), ctx.positionals[0]), action), body);
+}
+
+// Actions whose answer is the point (explain, whatif): printed as YAML unless -o says otherwise.
+common::Status RunQuery(Context& ctx, std::string_view action, const json& body) {
+  EGS_ASSIGN_OR_RETURN(json result, PostQuery(ctx, action, body));
   if (ctx.format == OutputFormat::kJson) {
     ctx.out << result.dump(4) << "\n";
     return common::OkStatus();
@@ -259,13 +261,7 @@ common::Status WhatIf(Context& ctx) {
   if (ctx.format != OutputFormat::kTable && ctx.format != OutputFormat::kWide) {
     return RunQuery(ctx, "whatif", body);
   }
-  EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 1, "NAME"));
-  EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
-  EGS_ASSIGN_OR_RETURN(
-      json result,
-      client->Post(
-          fmt::format("{}/{}", ObjectPath(Gpr(), Namespace(ctx), ctx.positionals[0]), "whatif"),
-          body));
+  EGS_ASSIGN_OR_RETURN(json result, PostQuery(ctx, "whatif", body));
   if (!result.is_object() || !result.contains("shifts") || !result["shifts"].is_array()) {
     ctx.out << ToYaml(result);  // not the answer this client knows: shown as it came
     return common::OkStatus();

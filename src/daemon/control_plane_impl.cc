@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "daemon/request_state.h"
+#include "daemon/retry_unavailable.h"
 
 namespace egs::daemon {
 namespace {
@@ -565,7 +566,6 @@ void ControlPlaneImpl::AddEventWrites(const std::vector<core::Event>& events,
 
 common::Result<store::CommitResult> ControlPlaneImpl::CommitAfterChange(
     std::vector<store::WriteOp> ops) {
-  common::Status last;
   // The scheduler's decisions since the last commit go into the "decisions" log with the change
   // they made.
   std::vector<store::LogRecord> logs;
@@ -591,36 +591,25 @@ common::Result<store::CommitResult> ControlPlaneImpl::CommitAfterChange(
     }
     logs.push_back({"decisions", 0, d.at, j.dump()});
   }
-  const common::Time first_try = retry_clock_->Now();
-  common::Duration pause = std::chrono::milliseconds(20);
-  int tries = 0;
-  while (true) {
-    ++tries;
-    auto result = store_.Commit(ops, logs);
-    if (result.ok()) {
-      if (tries > 1) {
-        spdlog::info("the store took the change after {} tries ({:.1f} s)", tries,
-                     common::ToSeconds(retry_clock_->Now() - first_try));
-      }
-      return result;
+  auto commit = RetryUnavailable(
+      *retry_clock_, {commit_retry_for_, std::chrono::milliseconds(20), common::Seconds(1)},
+      [&] { return store_.Commit(ops, logs); }, [this] { return abandon_retries_.load(); },
+      [this](const common::Status& s) {
+        spdlog::warn("the store is unavailable ({}); trying the commit again for up to {:.0f} s",
+                     s.message(), common::ToSeconds(commit_retry_for_));
+      });
+  if (commit.result.ok()) {
+    if (commit.tries > 1) {
+      spdlog::info("the store took the change after {} tries ({:.1f} s)", commit.tries,
+                   common::ToSeconds(commit.took));
     }
-    last = result.error();
-    if (last.code() != common::StatusCode::kUnavailable || abandon_retries_.load()) break;
-    const common::Time now = retry_clock_->Now();
-    const common::Time give_up = first_try + commit_retry_for_;
-    if (now >= give_up) break;
-    if (tries == 1) {
-      spdlog::warn("the store is unavailable ({}); trying the commit again for up to {:.0f} s",
-                   last.message(), common::ToSeconds(commit_retry_for_));
-    }
-    retry_clock_->SleepUntil(std::min(now + pause, give_up));
-    pause = std::min<common::Duration>(pause * 2, common::Seconds(1));
+    return std::move(commit.result);
   }
   spdlog::critical(
       "the store refused a change the scheduler already applied ({}; {} {} in {:.1f} s); exiting "
       "so that a restart rebuilds state from what is durable",
-      last.ToString(), tries, tries == 1 ? "try" : "tries",
-      common::ToSeconds(retry_clock_->Now() - first_try));
+      commit.result.error().ToString(), commit.tries, commit.tries == 1 ? "try" : "tries",
+      common::ToSeconds(commit.took));
   spdlog::default_logger()->flush();
   std::_Exit(75);
 }

@@ -40,6 +40,7 @@
 #include "daemon/daemon_metrics.h"
 #include "daemon/forwarding_connector.h"
 #include "daemon/kube_clusters.h"
+#include "daemon/retry_unavailable.h"
 #include "daemon/scheduler_loop.h"
 #include "notify/dispatcher.h"
 #include "notify/subscription_control_plane.h"
@@ -427,25 +428,17 @@ namespace {
 template <typename Open>
 auto OpenWaiting(const DaemonConfig& config, common::Clock& clock, std::string_view what,
                  const Open& open) -> decltype(open()) {
-  const common::Time first_try = clock.Now();
-  common::Duration pause = std::chrono::milliseconds(100);
-  for (int tries = 1;; ++tries) {
-    auto store = open();
-    if (store.ok() && tries > 1) {
-      spdlog::info("reached {} after {} tries ({:.1f} s)", what, tries,
-                   common::ToSeconds(clock.Now() - first_try));
-    }
-    if (store.ok() || store.error().code() != common::StatusCode::kUnavailable) return store;
-    const common::Time now = clock.Now();
-    const common::Time give_up = first_try + config.start_wait;
-    if (now >= give_up || (config.start_cancelled && config.start_cancelled())) return store;
-    if (tries == 1) {
-      spdlog::warn("cannot reach {} ({}); trying again for up to {:.0f} s", what,
-                   store.error().message(), common::ToSeconds(config.start_wait));
-    }
-    clock.SleepUntil(std::min(now + pause, give_up));
-    pause = std::min<common::Duration>(pause * 2, common::Seconds(2));
+  auto opened = RetryUnavailable(
+      clock, {config.start_wait, std::chrono::milliseconds(100), common::Seconds(2)}, open,
+      config.start_cancelled, [&](const common::Status& s) {
+        spdlog::warn("cannot reach {} ({}); trying again for up to {:.0f} s", what, s.message(),
+                     common::ToSeconds(config.start_wait));
+      });
+  if (opened.result.ok() && opened.tries > 1) {
+    spdlog::info("reached {} after {} tries ({:.1f} s)", what, opened.tries,
+                 common::ToSeconds(opened.took));
   }
+  return std::move(opened.result);
 }
 
 // The telemetry routes' view of the daemon.

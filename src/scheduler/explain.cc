@@ -193,9 +193,10 @@ std::string Scheduler::Label(core::RequestId id) const {
   return r->spec.name;
 }
 
-std::string Scheduler::ClusterLabel(core::ClusterId id) const {
-  auto it = clusters_.find(id);
-  if (it == clusters_.end() || it->second.name.empty()) {
+std::string Scheduler::ClusterLabelIn(const std::map<core::ClusterId, core::Cluster>& clusters,
+                                      core::ClusterId id) {
+  auto it = clusters.find(id);
+  if (it == clusters.end() || it->second.name.empty()) {
     return fmt::format("cluster {}", id.value());
   }
   return fmt::format("cluster {}", it->second.name);

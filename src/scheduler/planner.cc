@@ -74,13 +74,10 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
     if (!fit && latest_start < common::kInfiniteFuture) return opt;  // maybe only too late
     if (!fit) {
       opt.cause = WaitCause::kUnplaceable;
-      auto cluster = in.clusters.find(pool.cluster);
-      opt.reason = fmt::format(
-          "the {} nodes of cluster {} cannot hold {} node(s) x {} GPU(s) (there are {})",
-          shape.name,
-          cluster == in.clusters.end() ? std::to_string(pool.cluster.value())
-                                       : cluster->second.name,
-          spec.nodes, gpus, pool.nodes.size());
+      opt.reason =
+          fmt::format("the {} nodes of {} cannot hold {} node(s) x {} GPU(s) (there are {})",
+                      shape.name, Scheduler::ClusterLabelIn(in.clusters, pool.cluster), spec.nodes,
+                      gpus, pool.nodes.size());
       return opt;
     }
     if (!opt.first_fit) opt.first_fit = fit->start;

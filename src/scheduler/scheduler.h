@@ -316,6 +316,9 @@ class Scheduler {
   // records are shared copy-on-write with published snapshots (RecordTable), so a change after
   // a publish moves the live record to a new copy. Read again after a cycle or a command.
   const RequestRecord* FindRequest(core::RequestId id) const;
+  // A cluster as texts for people name it: "cluster <name>", else "cluster <id>".
+  static std::string ClusterLabelIn(const std::map<core::ClusterId, core::Cluster>& clusters,
+                                    core::ClusterId id);
   const inventory::Inventory& inventory() const { return inventory_; }
   const queue::RequestQueue& queue() const { return queue_; }
   const RecordTable& requests() const { return requests_; }
@@ -554,7 +557,7 @@ class Scheduler {
   // How texts for people (events, explanations, errors) name a request: its spec name (egsd's
   // "namespace/name"), else "request N"; and a cluster: its name, else "cluster N".
   std::string Label(core::RequestId id) const;
-  std::string ClusterLabel(core::ClusterId id) const;
+  std::string ClusterLabel(core::ClusterId id) const { return ClusterLabelIn(clusters_, id); }
   int QueuePriority(const core::RequestSpec& spec) const {
     return options_.queue_by_priority ? spec.priority : 0;
   }

@@ -10,14 +10,16 @@ namespace egs::store {
 FailingStore::FailingStore(Store& inner, FailingStoreOptions options)
     : inner_(inner), options_(options) {}
 
+bool FailingStore::Fails(std::int64_t n) const {
+  const std::int64_t first = options_.fail_on_commit;
+  return first > 0 && n >= first &&
+         (options_.keep_failing || n < first + std::max<std::int64_t>(options_.fail_times, 1));
+}
+
 common::Result<CommitResult> FailingStore::Commit(std::vector<WriteOp> ops,
                                                   std::vector<LogRecord> logs) {
   const std::int64_t n = ++commits_;
-  const std::int64_t first = options_.fail_on_commit;
-  const bool fail =
-      first > 0 && n >= first &&
-      (options_.keep_failing || n < first + std::max<std::int64_t>(options_.fail_times, 1));
-  if (!fail) return inner_.Commit(std::move(ops), std::move(logs));
+  if (!Fails(n)) return inner_.Commit(std::move(ops), std::move(logs));
   common::Status injected =
       common::UnavailableError(fmt::format("injected failure of commit {}", n));
   if (options_.mode == FailingStoreOptions::Mode::kAfterApply) {
@@ -30,11 +32,7 @@ common::Result<CommitResult> FailingStore::Commit(std::vector<WriteOp> ops,
 common::Status FailingStore::WriteSeries(std::vector<SeriesRecord> records,
                                          std::vector<SeriesPrune> prunes) {
   const std::int64_t n = ++commits_;
-  const std::int64_t first = options_.fail_on_commit;
-  const bool fail =
-      first > 0 && n >= first &&
-      (options_.keep_failing || n < first + std::max<std::int64_t>(options_.fail_times, 1));
-  if (!fail) return inner_.WriteSeries(std::move(records), std::move(prunes));
+  if (!Fails(n)) return inner_.WriteSeries(std::move(records), std::move(prunes));
   if (options_.mode == FailingStoreOptions::Mode::kAfterApply) {
     EGS_RETURN_IF_ERROR(inner_.WriteSeries(std::move(records), std::move(prunes)));
   }

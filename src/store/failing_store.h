@@ -65,6 +65,8 @@ class FailingStore final : public Store {
   }
 
  private:
+  // Whether the n-th (1-based) commit or series write fails.
+  bool Fails(std::int64_t n) const;
   Store& inner_;
   const FailingStoreOptions options_;
   std::atomic<std::int64_t> commits_{0};
