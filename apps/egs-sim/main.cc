@@ -39,6 +39,9 @@
 // --reservation-depth N (egs only): future slots for the first N queued requests that cannot
 // start now, the others start when they fit around those or wait without a plan and get no
 // promise (EASY's rule is 1; without the flag every request gets a slot, EGS's rule).
+// --shadow-depth N (egs only): the same starts as --reservation-depth N, but every request past
+// the depth keeps a shadow plan, a start to promise that a request able to start now may take
+// (scheduler::MakeShadowPlansBackfill; docs/design/0014-shadow-plans.md).
 // The default fleet is the trace's own. --load rescales inter-arrival times to each offered load
 // (RescaleToLoad); 'trace' keeps the recorded arrivals.
 //
@@ -96,6 +99,7 @@ struct Args {
   bool hard_quota = false;
   bool share_nodes = false;
   int reservation_depth = 0;
+  int shadow_depth = 0;
   std::string quotas;  // --quotas; empty: philly's VC table for philly, none otherwise
   std::size_t lb_jobs = 500;
   std::size_t lb_windows = 3;
@@ -110,7 +114,7 @@ constexpr const char* kUsage =
     "               [--load 0.5,0.7,0.9,1.1|trace] [--seed N] [--max-jobs N] [--max-planned N]\n"
     "               [--lower-bound] [--lb-jobs N] [--lb-windows K] [--preemptible-below P]\n"
     "               [--fair-share-age-limit HOURS] [--hard-quota] [--quotas PATH.csv]\n"
-    "               [--share-nodes] [--reservation-depth N]\n";
+    "               [--share-nodes] [--reservation-depth N | --shadow-depth N]\n";
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -134,7 +138,7 @@ common::Result<T> ParseNumber(const std::string& flag, const std::string& text) 
 }
 
 // The flags that take a value (ParseFlag reads each of them).
-constexpr std::array<std::string_view, 15> kValuedFlags = {"--trace",
+constexpr std::array<std::string_view, 16> kValuedFlags = {"--trace",
                                                            "--traces-dir",
                                                            "--fleet",
                                                            "--out",
@@ -148,7 +152,8 @@ constexpr std::array<std::string_view, 15> kValuedFlags = {"--trace",
                                                            "--lb-windows",
                                                            "--fair-share-age-limit",
                                                            "--quotas",
-                                                           "--reservation-depth"};
+                                                           "--reservation-depth",
+                                                           "--shadow-depth"};
 
 bool IsValuedFlag(std::string_view flag) {
   return std::find(kValuedFlags.begin(), kValuedFlags.end(), flag) != kValuedFlags.end();
@@ -219,6 +224,12 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
       return common::InvalidArgumentError(
           fmt::format("--reservation-depth: '{}' must be a whole number in [1, 1000000]", value));
     }
+  } else if (flag == "--shadow-depth") {
+    EGS_ASSIGN_OR_RETURN(args.shadow_depth, ParseNumber<int>(flag, value));
+    if (args.shadow_depth < 1 || args.shadow_depth > 1'000'000) {
+      return common::InvalidArgumentError(
+          fmt::format("--shadow-depth: '{}' must be a whole number in [1, 1000000]", value));
+    }
   } else if (flag == "--lb-jobs") {
     EGS_ASSIGN_OR_RETURN(args.lb_jobs, ParseNumber<std::size_t>(flag, value));
     if (args.lb_jobs < 1) return common::InvalidArgumentError("--lb-jobs: must be >= 1");
@@ -283,6 +294,10 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
   if (args.trace.empty()) return common::InvalidArgumentError("--trace: required");
   if (args.out.empty()) return common::InvalidArgumentError("--out: required");
   if (args.policies.empty()) return common::InvalidArgumentError("--policy: no policy given");
+  if (args.shadow_depth > 0 && args.reservation_depth > 0) {
+    return common::InvalidArgumentError(
+        "--shadow-depth: cannot be combined with --reservation-depth (one backfill rule per run)");
+  }
   if (!args.quotas.empty() && !args.hard_quota) {
     return common::InvalidArgumentError(
         "--quotas: takes effect only with --hard-quota (the quotas become the team workspaces' "
@@ -594,6 +609,7 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
   config.hard_quota = args.hard_quota;
   config.share_nodes = args.share_nodes;
   config.reservation_depth = args.reservation_depth;
+  config.shadow_depth = args.shadow_depth;
   config.max_planned = args.max_planned;
   config.preemptible_below = args.preemptible_below;
   if (args.fair_share_age_limit_h) {

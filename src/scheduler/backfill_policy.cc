@@ -31,6 +31,22 @@ class ReservationDepthBackfill final : public BackfillPolicy {
   std::string_view name_;
 };
 
+// The walk itself (Scheduler::ReplanWithShadows) tells protected from shadow plans; to the
+// planner's generic steps every request is placed and kept.
+class ShadowPlansBackfill final : public BackfillPolicy {
+ public:
+  explicit ShadowPlansBackfill(int depth) : depth_(depth) {}
+  std::string_view name() const override { return "shadow-plans"; }
+  core::Time NotBefore(const Walk&, core::Time now) const override { return now; }
+  bool Keep(const Walk&, core::Time, core::Time) const override { return true; }
+  bool UsesWalk() const override { return true; }
+  bool PlansEveryRequest() const override { return true; }
+  int ShadowDepth() const override { return depth_; }
+
+ private:
+  int depth_;
+};
+
 class NoBackfill final : public BackfillPolicy {
  public:
   std::string_view name() const override { return "none"; }
@@ -52,6 +68,9 @@ std::unique_ptr<BackfillPolicy> MakeEasyBackfill() {
 }
 std::unique_ptr<BackfillPolicy> MakeReservationDepthBackfill(int depth) {
   return std::make_unique<ReservationDepthBackfill>(std::max(depth, 1), "reservation-depth");
+}
+std::unique_ptr<BackfillPolicy> MakeShadowPlansBackfill(int depth) {
+  return std::make_unique<ShadowPlansBackfill>(std::max(depth, 1));
 }
 std::unique_ptr<BackfillPolicy> MakeNoBackfill() { return std::make_unique<NoBackfill>(); }
 

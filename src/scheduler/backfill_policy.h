@@ -10,6 +10,11 @@
 //                         others start now if they fit around those, or wait without a plan
 //                         (Maui's RESERVATIONDEPTH; EASY is N = 1). A simulator option: it
 //                         gives no plan, hence no promise, to the requests past the depth.
+//   ShadowPlans(N)        like ReservationDepth(N) for what starts when, but every request past
+//                         the depth still gets a plan: a shadow plan, placed by the same
+//                         conservative walk (so it has a start to promise), that a request able
+//                         to start now ignores; the shadow plans such a start overlaps are placed
+//                         again behind it (docs/design/0014-shadow-plans.md).
 //   NoBackfill            a request never starts before the one ahead of it (FIFO / strict
 //                         priority baselines).
 //
@@ -42,6 +47,8 @@ class BackfillPolicy {
   virtual bool UsesWalk() const = 0;
   // Whether a quote is meaningful: the plan-based estimate exists for every queued request.
   virtual bool PlansEveryRequest() const = 0;
+  // > 0: plans past the first N future slots of a walk are shadow plans (ShadowPlans(N)).
+  virtual int ShadowDepth() const { return 0; }
 };
 
 std::unique_ptr<BackfillPolicy> MakeConservativeBackfill();
@@ -49,5 +56,7 @@ std::unique_ptr<BackfillPolicy> MakeEasyBackfill();
 std::unique_ptr<BackfillPolicy> MakeNoBackfill();
 // `depth` >= 1 (smaller values count as 1).
 std::unique_ptr<BackfillPolicy> MakeReservationDepthBackfill(int depth);
+// `depth` >= 1 (smaller values count as 1).
+std::unique_ptr<BackfillPolicy> MakeShadowPlansBackfill(int depth);
 
 }  // namespace egs::scheduler

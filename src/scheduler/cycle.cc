@@ -72,8 +72,9 @@ void Scheduler::EndDue(Time now, CycleStats& stats) {
     }
     FinishReservation(r, r.window->end);
     ++stats.ended;
-    // Plans already assumed this end; requests waiting without a plan (EASY) did not.
-    if (!backfill_->PlansEveryRequest()) MarkDirty(0);
+    // Plans already assumed this end; requests waiting without a plan (EASY) did not, and a
+    // request behind shadow plans may now start in front of them.
+    if (!backfill_->PlansEveryRequest() || backfill_->ShadowDepth() > 0) MarkDirty(0);
   }
 }
 

@@ -113,14 +113,16 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
 std::vector<QuoteOption> EvaluateAllPools(const PoolInputs& in, const core::RequestSpec& spec,
                                           Time now, Time not_before, std::int32_t max_rank,
                                           std::optional<core::RequestId> ignore, bool bounded,
-                                          std::int32_t load_rank) {
+                                          std::int32_t load_rank,
+                                          Time latest_start = common::kInfiniteFuture) {
   std::vector<QuoteOption> out;
   Time best = common::kInfiniteFuture;
   internal::ForEachAcceptablePool(
       spec, in.workspaces.at(spec.workspace).policy, in.shapes, in.inventory,
       [&](const inventory::Pool& pool, const core::GpuShape& shape, std::uint64_t) {
-        const Time latest = bounded && best < common::kInfiniteFuture ? best - core::Duration(1)
-                                                                      : common::kInfiniteFuture;
+        const Time latest = std::min(latest_start, bounded && best < common::kInfiniteFuture
+                                                       ? best - core::Duration(1)
+                                                       : common::kInfiniteFuture);
         out.push_back(EvaluatePoolUpTo(in, spec, pool, shape, now, not_before, max_rank, ignore,
                                        latest, load_rank));
         if (out.back().start) best = std::min(best, *out.back().start);
@@ -151,13 +153,14 @@ Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestS
                                       Time not_before, std::int32_t max_rank,
                                       std::optional<core::RequestId> ignore,
                                       std::optional<std::int32_t> load_rank,
-                                      std::optional<internal::LeadStart> lead) const {
+                                      std::optional<internal::LeadStart> lead,
+                                      Time latest_start) const {
   Placement result;
   // Only the earliest option is used (the first of equal ones), so each pool after the first
   // needs to be searched only for starts strictly before the best so far.
   std::vector<QuoteOption> options = EvaluateAllPools(
       {view.inventory, view.loads, workspaces_, shapes_, clusters_, lead}, spec, now, not_before,
-      max_rank, ignore, /*bounded=*/true, load_rank.value_or(max_rank));
+      max_rank, ignore, /*bounded=*/true, load_rank.value_or(max_rank), latest_start);
   const QuoteOption* best = nullptr;
   for (const QuoteOption& o : options) {
     if (o.start && (!best || *o.start < *best->start)) best = &o;
@@ -223,7 +226,9 @@ BackfillPolicy::Walk Scheduler::WalkBefore(std::size_t position, Time now) const
     const RequestRecord& r = requests_.Get(id);
     if (r.plan) {
       walk.previous_start = r.plan->start;
-      if (r.plan->start > now) ++walk.future_slots;
+      // Under shadow plans only the protected ones count.
+      const bool shadow = backfill_->ShadowDepth() > 0 && r.rank >= kShadowBand;
+      if (r.plan->start > now && !shadow) ++walk.future_slots;
     }
     return true;
   });
@@ -236,14 +241,7 @@ void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now, Backfill
   Placement p = Place(live(), r.spec, now, backfill_->NotBefore(walk, now), INT32_MAX, std::nullopt,
                       load_rank, LeadOf(r));
   ++placements_;
-  r.wait_cause = p.cause;
-  if (!p.plan) {
-    NoteLeadStart(r, std::nullopt);
-    r.plan.reset();
-    r.reason = p.reason;
-    return;
-  }
-  if (!backfill_->Keep(walk, p.plan->start, now)) {
+  if (p.plan && !backfill_->Keep(walk, p.plan->start, now)) {
     NoteLeadStart(r, std::nullopt);
     r.plan.reset();
     r.wait_cause = WaitCause::kCapacity;
@@ -251,8 +249,22 @@ void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now, Backfill
         fmt::format("no reservation under {} backfill; starts when it fits", backfill_->name());
     return;
   }
-  walk.previous_start = p.plan->start;
-  if (p.plan->start > now) ++walk.future_slots;
+  if (p.plan) {
+    walk.previous_start = p.plan->start;
+    if (p.plan->start > now) ++walk.future_slots;
+  }
+  BookPlacement(r, std::move(p));
+}
+
+void Scheduler::BookPlacement(RequestRecord& r, Placement p) {
+  r.wait_cause = p.cause;
+  if (!p.plan) {
+    NoteLeadStart(r, std::nullopt);
+    r.plan.reset();
+    r.reason = p.reason;
+    return;
+  }
+  const std::int32_t rank = r.rank;
   inventory::Booking b = PlanBooking(r.spec, r.id, *p.plan, rank);
   // EarliestFit just found these nodes free over the window against every booking present, so
   // booking them cannot fail.
@@ -302,6 +314,8 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   // Ranks grow along the queue, kRankStep apart after a full re-plan so that requests queued
   // later fit between them; start again from 0 when they would run out.
   std::int32_t base = 0;
+  // A start under shadow plans may displace the shadow plans of requests ahead of it.
+  if (backfill_->ShadowDepth() > 0) from = 0;
   if (from > 0) {
     base = RankAt(from - 1) + kRankStep;
     const auto room = static_cast<std::size_t>(kMaxRank - std::min(base, kMaxRank)) / kRankStep;
@@ -320,6 +334,8 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   // 2. Place the tail again in queue order; each request sees only the plans ahead of it.
   if (reuse.on) {
     ReplanKeeping(tail, reuse, now);
+  } else if (const int depth = backfill_->ShadowDepth(); depth > 0) {
+    ReplanWithShadows(tail, now, depth);
   } else {
     ReplanAll(tail, from, base, now);
   }
@@ -371,6 +387,47 @@ void Scheduler::ReplanAll(std::span<const core::RequestId> tail, std::size_t fro
     }
     BookPlan(r, rank, now, walk, rank);
     rank += kRankStep;
+  }
+}
+
+void Scheduler::ReplanWithShadows(std::span<const core::RequestId> tail, Time now, int depth) {
+  DropAllPlans();
+  // 1. What starts when: the walk of reservation depth `depth`. The first `depth` requests that
+  //    cannot start now get protected plans; each later one starts now if it fits around those
+  //    and the starts ahead of it. No shadow plan is booked yet, so none is in the way.
+  int protected_slots = 0;
+  std::vector<std::pair<core::RequestId, std::int32_t>> rest;  // with their queue positions
+  std::int32_t position = 0;
+  for (core::RequestId id : tail) {
+    RequestRecord& r = requests_.at(id);
+    r.rank = position;
+    if (options_.max_planned && static_cast<std::size_t>(position) >= options_.max_planned) {
+      ++position;
+      r.wait_cause = WaitCause::kCapacity;
+      r.reason = std::string(kBeyondDepth);
+      r.lead_since.reset();
+      continue;
+    }
+    const bool protect = protected_slots < depth;
+    Placement p = Place(live(), r.spec, now, now, INT32_MAX, std::nullopt, position, LeadOf(r),
+                        protect ? common::kInfiniteFuture : now);
+    ++placements_;
+    if (p.plan || protect) {
+      if (p.plan && p.plan->start > now) ++protected_slots;
+      BookPlacement(r, std::move(p));
+    } else {
+      rest.emplace_back(id, position);
+    }
+    ++position;
+  }
+  // 2. A shadow plan for each of the others, in queue order, behind every plan booked: each
+  //    respects the protected plans, the starts (ahead of it or not) and the shadow plans ahead.
+  for (const auto& [id, at] : rest) {
+    RequestRecord& r = requests_.at(id);
+    r.rank = kShadowBand + at;
+    Placement p = Place(live(), r.spec, now, now, INT32_MAX, std::nullopt, INT32_MAX, LeadOf(r));
+    ++placements_;
+    BookPlacement(r, std::move(p));
   }
 }
 
@@ -468,8 +525,26 @@ common::Result<QuoteResult> Scheduler::Quote(const core::RequestSpec& spec) {
   // A request that needs approval is quoted as if approved as asked.
   if (!approval_reason.empty()) effective.quota_exempt = true;
   out.needs_approval = approval_reason;
-  out.options = EvaluateOptions(live(), effective, out.at, not_before, RankAt(out.queue_position),
-                                std::nullopt);
+  if (const int depth = backfill_->ShadowDepth(); depth > 0) {
+    // Ranks are queue positions (plus kShadowBand for shadow plans). Within the depth: the plans
+    // ahead, none of them shadow ones. Past it: a start now ignoring shadow plans, else a shadow
+    // plan behind every plan ahead and every start.
+    const auto position = static_cast<std::int32_t>(out.queue_position);
+    if (WalkBefore(out.queue_position, out.at).future_slots < depth) {
+      out.options = EvaluateOptions(live(), effective, out.at, not_before, position, std::nullopt);
+    } else {
+      out.options =
+          EvaluateOptions(live(), effective, out.at, not_before, kShadowBand, std::nullopt);
+      if (std::none_of(out.options.begin(), out.options.end(),
+                       [&](const QuoteOption& o) { return o.start && *o.start == out.at; })) {
+        out.options = EvaluateOptions(live(), effective, out.at, not_before, kShadowBand + position,
+                                      std::nullopt);
+      }
+    }
+  } else {
+    out.options = EvaluateOptions(live(), effective, out.at, not_before, RankAt(out.queue_position),
+                                  std::nullopt);
+  }
   for (std::size_t i = 0; i < out.options.size(); ++i) {
     auto& o = out.options[i];
     if (o.start) {

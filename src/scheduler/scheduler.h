@@ -489,6 +489,10 @@ class Scheduler {
   // its neighbours'. Past kMaxRank the next re-plan numbers the whole queue again.
   static constexpr std::int32_t kRankStep = 1 << 12;
   static constexpr std::int32_t kMaxRank = 1 << 30;
+  // Under shadow plans (BackfillPolicy::ShadowDepth) a request's rank is its queue position,
+  // plus kShadowBand for a shadow plan: a query ranked kShadowBand ignores every shadow plan and
+  // counts every other plan.
+  static constexpr std::int32_t kShadowBand = 1 << 29;
   static constexpr std::string_view kBeyondDepth =
       "beyond the planning depth; planned when it moves up the queue";
   void Replan(core::Time now, CycleStats* stats);
@@ -497,6 +501,11 @@ class Scheduler {
                  core::Time now);
   // Places again only the requests of `tail` whose plans may have changed (plan_reuse.cc).
   void ReplanKeeping(std::span<const core::RequestId> tail, ReuseState& reuse, core::Time now);
+  // Places the whole queue (`tail`) under shadow plans of depth `depth`: first the walk of that
+  // reservation depth (protected plans for the first `depth` requests that cannot start now,
+  // starts now for the later ones that fit around them), then a shadow plan, in queue order,
+  // behind every plan booked for each request left.
+  void ReplanWithShadows(std::span<const core::RequestId> tail, core::Time now, int depth);
   std::vector<QuoteOption> EvaluateOptions(const PlanView& view, const core::RequestSpec& spec,
                                            core::Time now, core::Time not_before,
                                            std::int32_t max_rank,
@@ -511,7 +520,8 @@ class Scheduler {
                   core::Time not_before, std::int32_t max_rank,
                   std::optional<core::RequestId> ignore,
                   std::optional<std::int32_t> load_rank = std::nullopt,
-                  std::optional<internal::LeadStart> lead = std::nullopt) const;
+                  std::optional<internal::LeadStart> lead = std::nullopt,
+                  core::Time latest_start = common::kInfiniteFuture) const;
   // The lead time `r` has already waited on the pool it is planned on (RequestRecord::
   // lead_since); it is kept when `r` is planned again on that pool and dropped otherwise
   // (NoteLeadStart, `pool` nullopt: no plan).
@@ -525,6 +535,8 @@ class Scheduler {
   // plan behind it in the pools it may use; its workspace load counts plans below `load_rank`.
   void BookPlan(RequestRecord& r, std::int32_t rank, core::Time now, BackfillPolicy::Walk& walk,
                 std::int32_t load_rank);
+  // Books what Place found for `r` (r.rank already set), or records why it has no plan.
+  void BookPlacement(RequestRecord& r, Placement p);
   inventory::Booking PlanBooking(const core::RequestSpec& spec, core::RequestId id,
                                  const Plan& plan, std::int32_t rank) const;
   // Plans `order` from scratch on copies of the live inventory and loads (plans removed, then

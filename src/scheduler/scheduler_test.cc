@@ -443,6 +443,78 @@ TEST(SchedulerTest, AReservationDepthKeepsThatManyFutureSlots) {
   }
 }
 
+// Shadow plans of depth 1: every request has a plan, but only the first one that cannot start
+// now is protected. A request that can start now ignores the shadow plans ahead of it; the
+// shadow plan it overlaps is placed again behind it. Conservative backfill keeps that slot.
+TEST(SchedulerTest, AStartNowDisplacesAShadowPlanButNotAProtectedOne) {
+  for (bool shadow : {false, true}) {
+    SCOPED_TRACE(shadow);
+    SchedulerHarness h;
+    h.sched = std::make_unique<Scheduler>(
+        h.clock, h.connector, SchedulerOptions{},
+        shadow ? MakeShadowPlansBackfill(1) : MakeConservativeBackfill());
+    h.SimpleFleet(2);
+    auto a = MustSubmit(h, RequestBuilder().Gpus(8).Hours(4).Build());
+    auto b = MustSubmit(h, RequestBuilder().Gpus(4).Hours(2).Build());
+    h.Cycle();
+    ASSERT_EQ(h.Get(a).plan->nodes, std::vector<core::NodeId>{core::NodeId(1)});
+    ASSERT_EQ(h.Get(b).plan->nodes, std::vector<core::NodeId>{core::NodeId(2)});
+    // p: both nodes once a ends (protected either way). s: node 2 once b ends, before p.
+    auto p = MustSubmit(h, RequestBuilder().Nodes(2).Hours(1).Build());
+    auto s = MustSubmit(h, RequestBuilder().Gpus(8).Hours(2).Build());
+    h.Cycle();
+    EXPECT_EQ(h.Get(p).plan->start, T(4));
+    ASSERT_TRUE(h.Get(s).plan.has_value());
+    EXPECT_EQ(h.Get(s).plan->start, T(2));
+    EXPECT_EQ(h.Get(s).promised_start, T(2));
+    // r fits beside b now and ends before p starts, but runs over s's slot.
+    auto quote = h.sched->Quote(RequestBuilder().Gpus(4).Hours(3).Build());
+    ASSERT_OK(quote);
+    ASSERT_TRUE(quote->best.has_value());
+    auto r = MustSubmit(h, RequestBuilder().Gpus(4).Hours(3).Build());
+    h.Cycle();
+    EXPECT_EQ(h.Get(p).plan->start, T(4));
+    if (shadow) {
+      EXPECT_EQ(quote->options[*quote->best].start, T(0));
+      EXPECT_NE(h.Get(r).phase, RequestPhase::kQueued);
+      EXPECT_EQ(h.Get(r).plan->start, T(0));
+      // s goes behind p, on a node r and p leave free.
+      EXPECT_EQ(h.Get(s).plan->start, T(5));
+      EXPECT_EQ(h.Get(s).promised_start, T(2));  // what it was promised stays on record
+    } else {
+      EXPECT_EQ(quote->options[*quote->best].start, T(5));
+      EXPECT_EQ(h.Get(r).phase, RequestPhase::kQueued);
+      EXPECT_EQ(h.Get(r).plan->start, T(5));
+      EXPECT_EQ(h.Get(s).plan->start, T(2));
+    }
+  }
+}
+
+// Under shadow plans a reservation's end is a chance for a request behind a shadow plan to
+// start in front of it: the queue is walked again then, as under EASY.
+TEST(SchedulerTest, AReservationsEndLetsARequestStartInFrontOfAShadowPlan) {
+  SchedulerHarness h;
+  h.sched = std::make_unique<Scheduler>(h.clock, h.connector, SchedulerOptions{},
+                                        MakeShadowPlansBackfill(1));
+  h.SimpleFleet(1);
+  auto a = MustSubmit(h, RequestBuilder().Hours(2).Build());
+  h.Cycle();
+  auto p = MustSubmit(h, RequestBuilder().Hours(1).EarliestStart(T(5)).Build());
+  auto s = MustSubmit(h, RequestBuilder().Hours(2).EarliestStart(T(3)).Build());
+  auto q = MustSubmit(h, RequestBuilder().Hours(2).Build());
+  h.Cycle();
+  EXPECT_EQ(h.Get(p).plan->start, T(5));  // protected
+  EXPECT_EQ(h.Get(s).plan->start, T(3));  // shadow
+  EXPECT_EQ(h.Get(q).plan->start, T(6));  // shadow, behind s's and p's
+  h.clock.AdvanceBy(common::Hours(2));
+  h.Cycle();  // a ends: q fits before p, over s's shadow plan
+  EXPECT_NE(h.Get(a).phase, RequestPhase::kActive);
+  EXPECT_NE(h.Get(q).phase, RequestPhase::kQueued);
+  EXPECT_EQ(h.Get(q).plan->start, T(2));
+  EXPECT_EQ(h.Get(p).plan->start, T(5));
+  EXPECT_EQ(h.Get(s).plan->start, T(6));
+}
+
 TEST(SchedulerTest, PartialNodeRequestsShareANodeWithinAWorkspace) {
   SchedulerHarness h;
   h.SimpleFleet(1);

@@ -127,7 +127,7 @@ struct PolicySetup {
   std::unique_ptr<scheduler::BackfillPolicy> backfill;
 };
 
-PolicySetup MakePolicy(Policy p, std::size_t max_planned, int reservation_depth) {
+PolicySetup MakePolicy(Policy p, std::size_t max_planned, int reservation_depth, int shadow_depth) {
   PolicySetup s;
   s.options.publish_snapshots = false;
   s.options.max_planned = max_planned;
@@ -147,9 +147,13 @@ PolicySetup MakePolicy(Policy p, std::size_t max_planned, int reservation_depth)
       s.backfill = scheduler::MakeConservativeBackfill();
       break;
     case Policy::kEgs:
-      s.backfill = reservation_depth > 0
-                       ? scheduler::MakeReservationDepthBackfill(reservation_depth)
-                       : scheduler::MakeConservativeBackfill();
+      if (reservation_depth > 0) {
+        s.backfill = scheduler::MakeReservationDepthBackfill(reservation_depth);
+      } else if (shadow_depth > 0) {
+        s.backfill = scheduler::MakeShadowPlansBackfill(shadow_depth);
+      } else {
+        s.backfill = scheduler::MakeConservativeBackfill();
+      }
       break;
   }
   return s;
@@ -192,7 +196,13 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
   if (config.reservation_depth < 0) {
     return common::InvalidArgumentError("reservation_depth: must be >= 0");
   }
-  PolicySetup setup = MakePolicy(config.policy, config.max_planned, config.reservation_depth);
+  if (config.shadow_depth < 0) return common::InvalidArgumentError("shadow_depth: must be >= 0");
+  if (config.shadow_depth > 0 && config.reservation_depth > 0) {
+    return common::InvalidArgumentError(
+        "shadow_depth: cannot be combined with reservation_depth (one backfill rule per run)");
+  }
+  PolicySetup setup =
+      MakePolicy(config.policy, config.max_planned, config.reservation_depth, config.shadow_depth);
   setup.options.fair_share_age_limit = config.fair_share_age_limit;
   sched = std::make_unique<scheduler::Scheduler>(clock, connector, setup.options,
                                                  std::move(setup.backfill));

@@ -50,6 +50,10 @@ struct SimConfig {
   // get no promise (scheduler::MakeReservationDepthBackfill; EASY's rule is 1). 0: a slot for
   // every request (conservative backfill, EGS's own rule).
   int reservation_depth = 0;
+  // EGS only: the starts of reservation_depth N, and a shadow plan (a start to promise, which a
+  // request able to start now may take) for every request past the depth
+  // (scheduler::MakeShadowPlansBackfill). 0: off. At most one of the two depths is set.
+  int shadow_depth = 0;
   // EGS only: SchedulerOptions::fair_share_age_limit (none: no aging).
   std::optional<core::Duration> fair_share_age_limit;
   // Jobs with a priority below this go to a preemptible workspace of their team ("<team>~be",

@@ -173,6 +173,38 @@ TEST(SimulatorTest, BackfillStartsSmallJobsThatFifoHoldsBack) {
   EXPECT_EQ(wait_of(Policy::kConservative, "big"), wait_of(Policy::kFifo, "big"));
 }
 
+// Shadow plans start exactly what the same reservation depth starts, and still promise every
+// request a start at submit; the reservation depth leaves some without one. No GPU is
+// oversubscribed.
+TEST(SimulatorTest, ShadowPlansStartAsTheReservationDepthAndPromiseEveryRequest) {
+  const Trace t = RandomTrace(11, 400);
+  for (int depth : {1, 4}) {
+    SCOPED_TRACE(depth);
+    SimConfig depth_cfg;
+    depth_cfg.reservation_depth = depth;
+    SimConfig shadow_cfg;
+    shadow_cfg.shadow_depth = depth;
+    auto by_depth = RunSimulation(t, Nodes(4, 8), depth_cfg);
+    auto by_shadow = RunSimulation(t, Nodes(4, 8), shadow_cfg);
+    ASSERT_TRUE(by_depth.ok() && by_shadow.ok());
+    ASSERT_EQ(by_depth->jobs.size(), by_shadow->jobs.size());
+    std::size_t unpromised = 0;
+    for (std::size_t i = 0; i < by_shadow->jobs.size(); ++i) {
+      const JobOutcome& a = by_depth->jobs[i];
+      const JobOutcome& b = by_shadow->jobs[i];
+      EXPECT_EQ(a.start, b.start) << b.id;
+      EXPECT_TRUE(b.promised_start.has_value()) << b.id;
+      if (!a.promised_start) ++unpromised;
+    }
+    EXPECT_GT(unpromised, 0u);
+    EXPECT_LE(PeakGpus(*by_shadow), 32);
+  }
+  SimConfig both;
+  both.shadow_depth = 1;
+  both.reservation_depth = 1;
+  EXPECT_FALSE(RunSimulation(t, Nodes(4, 8), both).ok());
+}
+
 TEST(SimulatorTest, JobsLargerThanTheFleetAreRejectedNotDropped) {
   Trace t;
   t.jobs = {Job("ok", 0, 8, 60), Job("huge", 5, 64, 60)};
