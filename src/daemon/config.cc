@@ -185,6 +185,12 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
     } else if (key == "scheduler") {
       auto set = [&](const std::string& k, const std::string& f,
                      const std::string& value) -> common::Status {
+        if (k == "shadowDepth") {
+          int depth = 0;
+          EGS_RETURN_IF_ERROR(SetInt(value, f, 1, 1000000, depth));
+          out.shadow_depth = depth;
+          return common::OkStatus();
+        }
         if (k != "fairShareAgeLimit") return common::InvalidArgumentError(f + ": unknown key");
         auto limit = api::ParseDuration(value);
         if (!limit.ok()) {

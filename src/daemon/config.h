@@ -64,6 +64,12 @@ struct DaemonConfig {
   // share no longer holds it back (scheduler::SchedulerOptions::fair_share_age_limit; unset:
   // never).
   std::optional<common::Duration> fair_share_age_limit;
+  // shadowDepth: N (1..1,000,000): protected future slots for the first N queued requests that
+  // cannot start now; the later ones start whenever they fit around those, and until then hold
+  // shadow plans, a start to promise that a request behind them able to start at once may take
+  // (scheduler::MakeShadowPlansBackfill; docs/design/0014-shadow-plans.md). Unset: every
+  // request's slot is protected (conservative backfill).
+  std::optional<int> shadow_depth;
   // The `store:` section: riding out a store that does not answer (a database restart or
   // failover). commitRetryFor: how long a commit the store answers Unavailable is retried
   // before egsd exits 75 to rebuild from what is durable (on PostgreSQL the lock watch also

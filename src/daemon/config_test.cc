@@ -20,7 +20,7 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
                 "http: {threads: 16, maxWatches: 10}\n"
                 "rateLimit: {perSecond: 5, burst: 10}\n"
                 "tls: {certFile: /etc/egs/tls.crt, keyFile: /etc/egs/tls.key}\n"
-                "scheduler: {fairShareAgeLimit: 6h30m}\n");
+                "scheduler: {fairShareAgeLimit: 6h30m, shadowDepth: 4}\n");
   auto c = ParseCommandLine({"--listen", "127.0.0.1:0", "--config", path, "--fleet=f.yaml"});
   ASSERT_OK(c);
   EXPECT_EQ(c->listen_host, "127.0.0.1");
@@ -34,6 +34,7 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
   EXPECT_EQ(c->tls_cert_file, "/etc/egs/tls.crt");
   EXPECT_EQ(c->tls_key_file, "/etc/egs/tls.key");
   EXPECT_EQ(c->fair_share_age_limit, common::Minutes(390));
+  EXPECT_EQ(c->shadow_depth, 4);
 }
 
 TEST(ConfigTest, ConfigFlagTakesBothSpellings) {
@@ -142,6 +143,10 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
                "scheduler.fairShareAgeLimit");
   expect_error({"--config", dir.Write("g.yaml", "scheduler: {fairShareAgeLimit: 0s}\n")},
                "scheduler.fairShareAgeLimit: must be a positive duration");
+  expect_error({"--config", dir.Write("h2.yaml", "scheduler: {shadowDepth: 0}\n")},
+               "scheduler.shadowDepth");
+  expect_error({"--config", dir.Write("h3.yaml", "scheduler: {shadowDepth: deep}\n")},
+               "scheduler.shadowDepth");
   expect_error({"--config", dir.Write("h.yaml", "scheduler: {ageLimit: 1h}\n")},
                "scheduler.ageLimit: unknown key");
   expect_error({"--config", dir.Write("i.yaml", "store: {commitRetryFor: -1s}\n")},

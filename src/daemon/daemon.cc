@@ -577,7 +577,10 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   Parts* raw = p.get();
   scheduler::SchedulerOptions scheduler_options;
   scheduler_options.fair_share_age_limit = config.fair_share_age_limit;
-  p->scheduler = std::make_unique<scheduler::Scheduler>(*p->clock, p->forwarder, scheduler_options);
+  p->scheduler = std::make_unique<scheduler::Scheduler>(
+      *p->clock, p->forwarder, scheduler_options,
+      config.shadow_depth ? scheduler::MakeShadowPlansBackfill(*config.shadow_depth)
+                          : scheduler::MakeConservativeBackfill());
   p->control_plane = std::make_unique<ControlPlaneImpl>(*p->scheduler, *p->store, *p->clock);
   p->control_plane->SetCommitRetry(config.commit_retry_for, clock);
   EGS_RETURN_IF_ERROR(p->control_plane->LoadFromStore().WithContext("restore from the store"));

@@ -252,5 +252,31 @@ TEST(DaemonStartTest, SecondDaemonOnTheSameDataDirIsRefused) {
   (*again)->Stop();
 }
 
+// scheduler.shadowDepth reaches the scheduler: with depth 1 on one node, the second request
+// waiting for a future slot holds a shadow plan, and its explanation says so.
+TEST(DaemonStartTest, AConfiguredShadowDepthGivesShadowPlans) {
+  TestDaemon egsd(kFleet);
+  egsd.config().shadow_depth = 1;
+  ASSERT_OK(egsd.Start());
+  httplib::Client c = egsd.Client(egsd.admin_token());
+  const std::string gprs = "/apis/egs.dev/v1alpha1/namespaces/team-a/gpuprovisionrequests";
+  for (const char* name : {"running", "protected", "shadow"}) {
+    const std::string body =
+        std::string(R"({"apiVersion":"egs.dev/v1alpha1","kind":"GPUProvisionRequest",)") +
+        R"("metadata":{"name":")" + name +
+        R"("},"spec":{"shape":"h100x8","nodes":1,"duration":"2h"}})";
+    auto res = c.Post(gprs, body, "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 201) << res->body;
+  }
+  auto explain = [&](const std::string& name) {
+    auto res = c.Post(gprs + "/" + name + "/explain", "{}", "application/json");
+    EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+    return res ? res->body : "";
+  };
+  EXPECT_EQ(explain("protected").find("a shadow plan"), std::string::npos);
+  EXPECT_NE(explain("shadow").find("a shadow plan"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace egs::daemon

@@ -24,6 +24,43 @@ common::Result<std::vector<std::optional<Time>>> Scheduler::PlanOnCopy(
   BackfillPolicy::Walk walk;
   std::vector<std::optional<Time>> starts;
   starts.reserve(order.size());
+  auto book = [&](core::RequestId id, const core::RequestSpec& spec, const Plan& plan,
+                  std::int32_t rank) {
+    inventory::Booking b = PlanBooking(spec, id, plan, rank);
+    // Place found these nodes free against everything booked in the copy.
+    EGS_CHECK(inv.Book(plan.nodes, b).ok());
+    loads[spec.workspace].Add({id, b.window, plan.gpus_per_node * spec.nodes, rank});
+  };
+  if (const int depth = backfill_->ShadowDepth(); depth > 0) {
+    // The two walks of Scheduler::ReplanWithShadows.
+    int protected_slots = 0;
+    std::vector<std::size_t> rest;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const auto& [id, spec] = order[k];
+      const RequestRecord* r = requests_.FindConst(id);
+      const bool protect = protected_slots < depth;
+      Placement p =
+          Place(view, spec, now, now, INT32_MAX, std::nullopt, std::nullopt,
+                r != nullptr ? LeadOf(*r) : std::nullopt, protect ? common::kInfiniteFuture : now);
+      starts.push_back(p.plan ? std::optional<Time>(p.plan->start) : std::nullopt);
+      if (!p.plan) {
+        if (!protect) rest.push_back(k);
+        continue;
+      }
+      if (p.plan->start > now) ++protected_slots;
+      book(id, spec, *p.plan, static_cast<std::int32_t>(k));
+    }
+    for (std::size_t k : rest) {
+      const auto& [id, spec] = order[k];
+      const RequestRecord* r = requests_.FindConst(id);
+      Placement p = Place(view, spec, now, now, INT32_MAX, std::nullopt, std::nullopt,
+                          r != nullptr ? LeadOf(*r) : std::nullopt);
+      if (!p.plan) continue;
+      starts[k] = p.plan->start;
+      book(id, spec, *p.plan, kShadowBand + static_cast<std::int32_t>(k));
+    }
+    return starts;
+  }
   std::int32_t rank = 0;
   for (const auto& [id, spec] : order) {
     const RequestRecord* r = requests_.FindConst(id);
@@ -34,10 +71,7 @@ common::Result<std::vector<std::optional<Time>>> Scheduler::PlanOnCopy(
       ++rank;
       continue;
     }
-    inventory::Booking b = PlanBooking(spec, id, *p.plan, rank);
-    // Place found these nodes free against everything booked in the copy.
-    EGS_CHECK(inv.Book(p.plan->nodes, b).ok());
-    loads[spec.workspace].Add({id, b.window, p.plan->gpus_per_node * spec.nodes, rank});
+    book(id, spec, *p.plan, rank);
     walk.previous_start = p.plan->start;
     if (p.plan->start > now) ++walk.future_slots;
     starts.push_back(p.plan->start);

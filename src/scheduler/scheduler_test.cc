@@ -467,6 +467,9 @@ TEST(SchedulerTest, AStartNowDisplacesAShadowPlanButNotAProtectedOne) {
     ASSERT_TRUE(h.Get(s).plan.has_value());
     EXPECT_EQ(h.Get(s).plan->start, T(2));
     EXPECT_EQ(h.Get(s).promised_start, T(2));
+    auto why = h.sched->Explain(s);
+    ASSERT_OK(why);
+    EXPECT_EQ(why->find("a shadow plan") != std::string::npos, shadow) << *why;
     // r fits beside b now and ends before p starts, but runs over s's slot.
     auto quote = h.sched->Quote(RequestBuilder().Gpus(4).Hours(3).Build());
     ASSERT_OK(quote);
@@ -488,6 +491,38 @@ TEST(SchedulerTest, AStartNowDisplacesAShadowPlanButNotAProtectedOne) {
       EXPECT_EQ(h.Get(s).plan->start, T(2));
     }
   }
+}
+
+// A what-if under shadow plans re-plans the copy with the same two walks: a request that the
+// change lets start at once goes first, and the shadow plan it runs over moves behind it.
+TEST(SchedulerTest, AWhatIfUnderShadowPlansShowsTheShadowPlanItMoves) {
+  SchedulerHarness h;
+  h.sched = std::make_unique<Scheduler>(h.clock, h.connector, SchedulerOptions{},
+                                        MakeShadowPlansBackfill(1));
+  h.SimpleFleet(2);
+  MustSubmit(h, RequestBuilder().Gpus(8).Hours(4).Build());  // node 1
+  MustSubmit(h, RequestBuilder().Gpus(4).Hours(2).Build());  // node 2
+  h.Cycle();
+  auto p = MustSubmit(h, RequestBuilder().Nodes(2).Hours(1).Build());
+  auto s = MustSubmit(h, RequestBuilder().Gpus(8).Hours(2).Build());
+  auto q = MustSubmit(h, RequestBuilder().Nodes(2).Gpus(4).Hours(3).Build());
+  h.Cycle();
+  EXPECT_EQ(h.Get(p).plan->start, T(4));
+  EXPECT_EQ(h.Get(s).plan->start, T(2));
+  EXPECT_EQ(h.Get(q).plan->start, T(5));
+  WhatIfChange c;
+  c.kind = WhatIfChange::Kind::kNodes;
+  c.request = q;
+  c.nodes = 1;  // fits beside the 4-GPU request now, and ends before p
+  auto impact = h.sched->WhatIf(c);
+  ASSERT_OK(impact);
+  ASSERT_EQ(impact->shifts.size(), 2u);
+  EXPECT_EQ(impact->shifts[0].request, s);
+  EXPECT_EQ(impact->shifts[0].before, T(2));
+  EXPECT_EQ(impact->shifts[0].after, T(5));
+  EXPECT_EQ(impact->shifts[1].request, q);
+  EXPECT_EQ(impact->shifts[1].after, T(0));
+  EXPECT_EQ(h.Get(s).plan->start, T(2));  // a what-if changes nothing
 }
 
 // Under shadow plans a reservation's end is a chance for a request behind a shadow plan to
