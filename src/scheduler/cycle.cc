@@ -87,6 +87,10 @@ void Scheduler::StartDue(Time now, CycleStats& stats) {
     ++stats.started;
     ++started_here;
   }
+  // Under shadow plans a start may leave fewer protected plans than the depth: walk again, so
+  // that the next request waiting for a future slot is protected (and quotes, which count the
+  // protected plans ahead, see the plans a walk gives).
+  if (started_here && backfill_->ShadowDepth() > 0) MarkDirty(0);
   // Requests behind the planning depth moved up; plan the ones that entered it.
   if (started_here && options_.max_planned && queue_.size() >= options_.max_planned) {
     MarkDirty(options_.max_planned > started_here ? options_.max_planned - started_here : 0);

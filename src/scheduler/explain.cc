@@ -41,7 +41,7 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
   std::string head = fmt::format(
       "queued at position {} of {}; planned to start at {} ({} from now)", position, queue_.size(),
       common::FormatTime(plan.start), common::FormatDuration(plan.start - now));
-  if (backfill_->ShadowDepth() > 0 && r->rank >= kShadowBand) {
+  if (HoldsShadowPlan(*r)) {
     head += fmt::format(
         " (a shadow plan: past the first {} requests waiting for a future slot, so a request "
         "behind it that can start at once may go first and move it later)",

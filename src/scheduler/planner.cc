@@ -227,8 +227,7 @@ BackfillPolicy::Walk Scheduler::WalkBefore(std::size_t position, Time now) const
     if (r.plan) {
       walk.previous_start = r.plan->start;
       // Under shadow plans only the protected ones count.
-      const bool shadow = backfill_->ShadowDepth() > 0 && r.rank >= kShadowBand;
-      if (r.plan->start > now && !shadow) ++walk.future_slots;
+      if (r.plan->start > now && !HoldsShadowPlan(r)) ++walk.future_slots;
     }
     return true;
   });
@@ -526,15 +525,17 @@ common::Result<QuoteResult> Scheduler::Quote(const core::RequestSpec& spec) {
   if (!approval_reason.empty()) effective.quota_exempt = true;
   out.needs_approval = approval_reason;
   if (const int depth = backfill_->ShadowDepth(); depth > 0) {
-    // Ranks are queue positions (plus kShadowBand for shadow plans). Within the depth: the plans
-    // ahead, none of them shadow ones. Past it: a start now ignoring shadow plans, else a shadow
-    // plan behind every plan ahead and every start.
-    const auto position = static_cast<std::int32_t>(out.queue_position);
-    if (WalkBefore(out.queue_position, out.at).future_slots < depth) {
-      out.options = EvaluateOptions(live(), effective, out.at, not_before, position, std::nullopt);
-    } else {
-      out.options =
-          EvaluateOptions(live(), effective, out.at, not_before, kShadowBand, std::nullopt);
+    // Ranks are queue positions as of the last re-plan (plus kShadowBand for shadow plans; the
+    // requests started since have left gaps), so a query ranked at the position of the request
+    // now at the quoted place counts the protected plans and the starts ahead of it, as the
+    // first walk does. Within the depth that is the request's slot. Past it, that slot counts
+    // only if it starts now; else the request gets a shadow plan behind every plan but the
+    // shadow ones behind it.
+    const std::int32_t at = RankAt(out.queue_position);
+    const std::int32_t position =
+        at == INT32_MAX ? kShadowBand : (at >= kShadowBand ? at - kShadowBand : at);
+    out.options = EvaluateOptions(live(), effective, out.at, not_before, position, std::nullopt);
+    if (WalkBefore(out.queue_position, out.at).future_slots >= depth) {
       if (std::none_of(out.options.begin(), out.options.end(),
                        [&](const QuoteOption& o) { return o.start && *o.start == out.at; })) {
         out.options = EvaluateOptions(live(), effective, out.at, not_before, kShadowBand + position,

@@ -332,6 +332,14 @@ class Scheduler {
   const std::deque<Decision>& decisions() const { return decisions_; }
   // Placement searches made, and re-plans that kept a previous plan instead (reuse_plans).
   std::size_t placement_count() const { return placements_; }
+  // Under shadow plans (BackfillPolicy::ShadowDepth) a request's rank is its queue position,
+  // plus kShadowBand for a shadow plan: a query ranked at or below kShadowBand ignores every
+  // shadow plan.
+  static constexpr std::int32_t kShadowBand = 1 << 29;
+  // Whether `r` holds a shadow plan.
+  bool HoldsShadowPlan(const RequestRecord& r) const {
+    return backfill_->ShadowDepth() > 0 && r.plan && r.rank >= kShadowBand;
+  }
   std::size_t kept_plan_count() const { return kept_plans_; }
   // Plans that plan reuse moved to a changed node without a search (also counted as placements).
   std::size_t moved_plan_count() const { return moved_plans_; }
@@ -489,10 +497,6 @@ class Scheduler {
   // its neighbours'. Past kMaxRank the next re-plan numbers the whole queue again.
   static constexpr std::int32_t kRankStep = 1 << 12;
   static constexpr std::int32_t kMaxRank = 1 << 30;
-  // Under shadow plans (BackfillPolicy::ShadowDepth) a request's rank is its queue position,
-  // plus kShadowBand for a shadow plan: a query ranked kShadowBand ignores every shadow plan and
-  // counts every other plan.
-  static constexpr std::int32_t kShadowBand = 1 << 29;
   static constexpr std::string_view kBeyondDepth =
       "beyond the planning depth; planned when it moves up the queue";
   void Replan(core::Time now, CycleStats* stats);
