@@ -218,18 +218,13 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
           fmt::format("--fair-share-age-limit: '{}' must be hours in (0, 8760]", value));
     }
     args.fair_share_age_limit_h = hours;
-  } else if (flag == "--reservation-depth") {
-    EGS_ASSIGN_OR_RETURN(args.reservation_depth, ParseNumber<int>(flag, value));
-    if (args.reservation_depth < 1 || args.reservation_depth > 1'000'000) {
+  } else if (flag == "--reservation-depth" || flag == "--shadow-depth") {
+    EGS_ASSIGN_OR_RETURN(const int depth, ParseNumber<int>(flag, value));
+    if (depth < 1 || depth > 1'000'000) {
       return common::InvalidArgumentError(
-          fmt::format("--reservation-depth: '{}' must be a whole number in [1, 1000000]", value));
+          fmt::format("{}: '{}' must be a whole number in [1, 1000000]", flag, value));
     }
-  } else if (flag == "--shadow-depth") {
-    EGS_ASSIGN_OR_RETURN(args.shadow_depth, ParseNumber<int>(flag, value));
-    if (args.shadow_depth < 1 || args.shadow_depth > 1'000'000) {
-      return common::InvalidArgumentError(
-          fmt::format("--shadow-depth: '{}' must be a whole number in [1, 1000000]", value));
-    }
+    (flag == "--shadow-depth" ? args.shadow_depth : args.reservation_depth) = depth;
   } else if (flag == "--lb-jobs") {
     EGS_ASSIGN_OR_RETURN(args.lb_jobs, ParseNumber<std::size_t>(flag, value));
     if (args.lb_jobs < 1) return common::InvalidArgumentError("--lb-jobs: must be >= 1");

@@ -395,10 +395,10 @@ std::string OwnerName(const Owner& o) {
                      o.request.value());
 }
 
-// Why `d` does not fit on `node` at `t`.
-// `name` is the node's, or empty when it has none.
-common::Status BlockedError(NodeId id, const std::string& name, const NodeTimeline& node,
+// Why `d` does not fit on `node` at `t`; `info` names the node (its id when it has no name).
+common::Status BlockedError(NodeId id, const core::Node* info, const NodeTimeline& node,
                             const internal::Demand& d, Time t) {
+  const std::string name = info != nullptr ? info->name : std::string();
   const internal::Step& s = internal::StepAt(node.profile(), t);
   std::string why;
   if (d.check_unavailable && (s.flags & internal::Step::kUnavailable) != 0) {
@@ -655,8 +655,7 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
     const NodeTimeline* node = impl_->Timeline(id);
     if (!node) return common::NotFoundError(fmt::format("node {} not found", id.value()));
     if (auto t = internal::FirstBlock(node->profile(), node->capacity(), demand, booking.window)) {
-      const core::Node* info = impl_->Info(id);
-      return BlockedError(id, info ? info->name : std::string(), *node, demand, *t);
+      return BlockedError(id, impl_->Info(id), *node, demand, *t);
     }
   }
   for (NodeId id : sorted) impl_->Tighten(id, booking.window, booking.workspace)->Add(booking);
@@ -740,8 +739,7 @@ common::Status Inventory::Extend(const Owner& owner, Time new_end) {
   for (NodeId id : nodes) {
     const NodeTimeline& node = *impl_->Timeline(id);
     if (auto t = internal::FirstBlock(node.profile(), node.capacity(), demand, added)) {
-      const core::Node* info = impl_->Info(id);
-      return BlockedError(id, info ? info->name : std::string(), node, demand, *t);
+      return BlockedError(id, impl_->Info(id), node, demand, *t);
     }
   }
   const core::WorkspaceId workspace = mine.workspace;

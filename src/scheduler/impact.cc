@@ -32,33 +32,20 @@ common::Result<std::vector<std::optional<Time>>> Scheduler::PlanOnCopy(
     loads[spec.workspace].Add({id, b.window, plan.gpus_per_node * spec.nodes, rank});
   };
   if (const int depth = backfill_->ShadowDepth(); depth > 0) {
-    // The two walks of Scheduler::ReplanWithShadows.
-    int protected_slots = 0;
-    std::vector<std::size_t> rest;
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      const auto& [id, spec] = order[k];
-      const RequestRecord* r = requests_.FindConst(id);
-      const bool protect = protected_slots < depth;
-      Placement p =
-          Place(view, spec, now, now, INT32_MAX, std::nullopt, std::nullopt,
-                r != nullptr ? LeadOf(*r) : std::nullopt, protect ? common::kInfiniteFuture : now);
-      starts.push_back(p.plan ? std::optional<Time>(p.plan->start) : std::nullopt);
-      if (!p.plan) {
-        if (!protect) rest.push_back(k);
-        continue;
-      }
-      if (p.plan->start > now) ++protected_slots;
-      book(id, spec, *p.plan, static_cast<std::int32_t>(k));
-    }
-    for (std::size_t k : rest) {
-      const auto& [id, spec] = order[k];
-      const RequestRecord* r = requests_.FindConst(id);
-      Placement p = Place(view, spec, now, now, INT32_MAX, std::nullopt, std::nullopt,
-                          r != nullptr ? LeadOf(*r) : std::nullopt);
-      if (!p.plan) continue;
-      starts[k] = p.plan->start;
-      book(id, spec, *p.plan, kShadowBand + static_cast<std::int32_t>(k));
-    }
+    starts.resize(order.size());
+    WalkWithShadows(
+        order.size(), now, depth,
+        [&](std::size_t k, Time latest_start) {
+          const auto& [id, spec] = order[k];
+          const RequestRecord* r = requests_.FindConst(id);
+          return Place(view, spec, now, now, INT32_MAX, std::nullopt, std::nullopt,
+                       r != nullptr ? LeadOf(*r) : std::nullopt, latest_start);
+        },
+        [&](std::size_t k, Placement p, std::int32_t rank) {
+          if (!p.plan) return;
+          starts[k] = p.plan->start;
+          book(order[k].first, order[k].second, *p.plan, rank);
+        });
     return starts;
   }
   std::int32_t rank = 0;

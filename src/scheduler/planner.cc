@@ -389,45 +389,56 @@ void Scheduler::ReplanAll(std::span<const core::RequestId> tail, std::size_t fro
   }
 }
 
-void Scheduler::ReplanWithShadows(std::span<const core::RequestId> tail, Time now, int depth) {
-  DropAllPlans();
+void Scheduler::WalkWithShadows(
+    std::size_t count, Time now, int depth,
+    const std::function<Placement(std::size_t, Time)>& place,
+    const std::function<void(std::size_t, Placement, std::int32_t)>& take) {
   // 1. What starts when: the walk of reservation depth `depth`. The first `depth` requests that
   //    cannot start now get protected plans; each later one starts now if it fits around those
   //    and the starts ahead of it. No shadow plan is booked yet, so none is in the way.
   int protected_slots = 0;
-  std::vector<std::pair<core::RequestId, std::int32_t>> rest;  // with their queue positions
-  std::int32_t position = 0;
-  for (core::RequestId id : tail) {
-    RequestRecord& r = requests_.at(id);
-    r.rank = position;
-    if (options_.max_planned && static_cast<std::size_t>(position) >= options_.max_planned) {
-      ++position;
-      r.wait_cause = WaitCause::kCapacity;
-      r.reason = std::string(kBeyondDepth);
-      r.lead_since.reset();
+  std::vector<std::size_t> rest;
+  for (std::size_t k = 0; k < count; ++k) {
+    const bool protect = protected_slots < depth;
+    Placement p = place(k, protect ? common::kInfiniteFuture : now);
+    if (!p.plan && !protect) {
+      rest.push_back(k);
       continue;
     }
-    const bool protect = protected_slots < depth;
-    Placement p = Place(live(), r.spec, now, now, INT32_MAX, std::nullopt, position, LeadOf(r),
-                        protect ? common::kInfiniteFuture : now);
-    ++placements_;
-    if (p.plan || protect) {
-      if (p.plan && p.plan->start > now) ++protected_slots;
-      BookPlacement(r, std::move(p));
-    } else {
-      rest.emplace_back(id, position);
-    }
-    ++position;
+    if (p.plan && p.plan->start > now) ++protected_slots;
+    take(k, std::move(p), static_cast<std::int32_t>(k));
   }
   // 2. A shadow plan for each of the others, in queue order, behind every plan booked: each
   //    respects the protected plans, the starts (ahead of it or not) and the shadow plans ahead.
-  for (const auto& [id, at] : rest) {
-    RequestRecord& r = requests_.at(id);
-    r.rank = kShadowBand + at;
-    Placement p = Place(live(), r.spec, now, now, INT32_MAX, std::nullopt, INT32_MAX, LeadOf(r));
-    ++placements_;
-    BookPlacement(r, std::move(p));
+  for (std::size_t k : rest) {
+    take(k, place(k, common::kInfiniteFuture), kShadowBand + static_cast<std::int32_t>(k));
   }
+}
+
+void Scheduler::ReplanWithShadows(std::span<const core::RequestId> tail, Time now, int depth) {
+  DropAllPlans();
+  std::size_t planned = tail.size();
+  if (options_.max_planned) planned = std::min(planned, options_.max_planned);
+  for (std::size_t k = planned; k < tail.size(); ++k) {
+    RequestRecord& r = requests_.at(tail[k]);
+    r.rank = static_cast<std::int32_t>(k);
+    r.wait_cause = WaitCause::kCapacity;
+    r.reason = std::string(kBeyondDepth);
+    r.lead_since.reset();
+  }
+  WalkWithShadows(
+      planned, now, depth,
+      [&](std::size_t k, Time latest_start) {
+        const RequestRecord& r = requests_.Get(tail[k]);
+        ++placements_;
+        return Place(live(), r.spec, now, now, INT32_MAX, std::nullopt, std::nullopt, LeadOf(r),
+                     latest_start);
+      },
+      [&](std::size_t k, Placement p, std::int32_t rank) {
+        RequestRecord& r = requests_.at(tail[k]);
+        r.rank = rank;
+        BookPlacement(r, std::move(p));
+      });
 }
 
 bool Scheduler::IsLivePlanStart(const std::pair<Time, core::RequestId>& entry) const {
@@ -519,7 +530,8 @@ common::Result<QuoteResult> Scheduler::Quote(const core::RequestSpec& spec) {
   out.at = clock_.Now();
   queue::QueueKey key = queue_.KeyForNew(spec.workspace, QueuePriority(spec), out.at);
   out.queue_position = queue_.PositionOf(key);
-  Time not_before = backfill_->NotBefore(WalkBefore(out.queue_position, out.at), out.at);
+  const BackfillPolicy::Walk walk = WalkBefore(out.queue_position, out.at);
+  Time not_before = backfill_->NotBefore(walk, out.at);
   core::RequestSpec effective = spec;
   // A request that needs approval is quoted as if approved as asked.
   if (!approval_reason.empty()) effective.quota_exempt = true;
@@ -535,7 +547,7 @@ common::Result<QuoteResult> Scheduler::Quote(const core::RequestSpec& spec) {
     const std::int32_t position =
         at == INT32_MAX ? kShadowBand : (at >= kShadowBand ? at - kShadowBand : at);
     out.options = EvaluateOptions(live(), effective, out.at, not_before, position, std::nullopt);
-    if (WalkBefore(out.queue_position, out.at).future_slots >= depth) {
+    if (walk.future_slots >= depth) {
       if (std::none_of(out.options.begin(), out.options.end(),
                        [&](const QuoteOption& o) { return o.start && *o.start == out.at; })) {
         out.options = EvaluateOptions(live(), effective, out.at, not_before, kShadowBand + position,

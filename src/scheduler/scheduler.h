@@ -510,6 +510,14 @@ class Scheduler {
   // starts now for the later ones that fit around them), then a shadow plan, in queue order,
   // behind every plan booked for each request left.
   void ReplanWithShadows(std::span<const core::RequestId> tail, core::Time now, int depth);
+  // The two walks of shadow plans over `count` requests in queue order, for the live plans
+  // (ReplanWithShadows) and for copies (PlanOnCopy): `place(k, latest_start)` places request k
+  // against everything booked so far, starting by `latest_start`; `take(k, placement, rank)`
+  // keeps what it found (books the plan, or notes why there is none) at that rank.
+  static void WalkWithShadows(
+      std::size_t count, core::Time now, int depth,
+      const std::function<Placement(std::size_t, core::Time)>& place,
+      const std::function<void(std::size_t, Placement, std::int32_t)>& take);
   std::vector<QuoteOption> EvaluateOptions(const PlanView& view, const core::RequestSpec& spec,
                                            core::Time now, core::Time not_before,
                                            std::int32_t max_rank,
