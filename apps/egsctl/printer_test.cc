@@ -97,6 +97,9 @@ TEST(ResourcesTest, NamesResolve) {
   EXPECT_EQ((*FindResource("gnode"))->plural, "nodes");
   EXPECT_EQ((*FindResource("ws"))->plural, "workspaces");
   EXPECT_EQ((*FindResource("shape"))->plural, "gpushapes");
+  EXPECT_EQ((*FindResource("shapes"))->plural, "gpushapes");
+  EXPECT_EQ((*FindResource("gprs"))->plural, "gpuprovisionrequests");
+  EXPECT_THAT(FindResource("s"), StatusIs(common::StatusCode::kInvalidArgument));
   EXPECT_EQ((*FindResource("proj"))->plural, "projects");
   EXPECT_EQ((*FindResource("ev"))->plural, "events");
   EXPECT_THAT(FindResource("pods"), StatusIs(common::StatusCode::kInvalidArgument));

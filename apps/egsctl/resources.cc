@@ -42,10 +42,16 @@ common::Result<const Resource*> FindResource(std::string_view name) {
   if (auto dot = lower.find('.'); dot != std::string::npos && lower.substr(dot + 1) == kGroup) {
     lower.resize(dot);
   }
+  // A short name also answers in the plural ("shapes" for "shape", "gprs" for "gpr").
+  const std::string_view singular_of_short =
+      lower.size() > 1 && lower.back() == 's' ? std::string_view(lower).substr(0, lower.size() - 1)
+                                              : std::string_view();
   for (const Resource& r : AllResources()) {
-    bool match =
+    const bool match =
         lower == r.plural || lower == r.singular || lower == Lower(r.kind) ||
-        std::find(r.short_names.begin(), r.short_names.end(), lower) != r.short_names.end();
+        std::any_of(r.short_names.begin(), r.short_names.end(), [&](const std::string& s) {
+          return s == lower || s == singular_of_short;
+        });
     if (match) return &r;
   }
   std::string known;
