@@ -2,7 +2,8 @@
 # Starts egsd (release build) on a loopback port with a generated fleet at the scheduling-core
 # benchmark's scale (5,000 nodes of 8 GPUs in 20 pools: 2 clusters x 10 shapes x 250 nodes),
 # runs egsd-load against it and stops it. The data directory is a fresh temporary one.
-# Extra arguments go to egsd-load (e.g. --queued 2000 --seconds 3). With EGS_LOAD_DATABASE set
+# Extra arguments go to egsd-load (e.g. --queued 2000 --seconds 3). With EGS_LOAD_SHADOW_DEPTH=N
+# egsd plans with shadow plans of depth N (scheduler.shadowDepth). With EGS_LOAD_DATABASE set
 # (a libpq connection string), egsd keeps its state there instead of SQLite (--database), e.g.
 #   scripts/with-postgres.sh bash -c 'EGS_LOAD_DATABASE="$EGS_TEST_POSTGRES" bench/load/run.sh'
 # Usage: bench/load/run.sh [egsd-load flags...]
@@ -49,6 +50,11 @@ trap cleanup EXIT
 # One token drives all the load: lift the per-token rate limit (default 200/s), which would
 # otherwise be what is measured.
 echo "rateLimit: {perSecond: 1000000, burst: 1000000}" > "$WORK/egsd.yaml"
+# EGS_LOAD_SHADOW_DEPTH=N runs egsd with shadow plans (scheduler.shadowDepth) instead of
+# conservative backfill.
+if [[ -n "${EGS_LOAD_SHADOW_DEPTH:-}" ]]; then
+  echo "scheduler: {shadowDepth: $EGS_LOAD_SHADOW_DEPTH}" >> "$WORK/egsd.yaml"
+fi
 START=$(date +%s.%N)
 DATABASE=()
 STORE=SQLite
