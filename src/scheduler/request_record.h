@@ -39,12 +39,13 @@ struct Plan {
   // plans ahead (inventory::NodeFit), as the placement that chose it saw them; plan reuse
   // compares them with the node's present ones. free is -1 for a gang, or when unknown.
   int free = -1;
-  core::Time previous_end = common::kInfinitePast;
   // Whether the workspace rules may have moved the start: when the plan was made, some pool it
   // may use had room for it earlier (Scheduler::Place), or a kept plan had it set. Plan reuse
   // reads it; it is not part of what the plan is (operator== leaves it out), since a kept
-  // plan may carry a true that placing it again would no longer give.
+  // plan may carry a true that placing it again would no longer give. (Here, it fills the
+  // padding after `free`: a plan is 64 bytes, not 72.)
   bool shaped_by_rules = false;
+  core::Time previous_end = common::kInfinitePast;
 
   friend bool operator==(const Plan& a, const Plan& b) {
     return a.start == b.start && a.nodes == b.nodes && a.pool == b.pool && a.shape == b.shape &&
