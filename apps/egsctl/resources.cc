@@ -49,9 +49,8 @@ common::Result<const Resource*> FindResource(std::string_view name) {
   for (const Resource& r : AllResources()) {
     const bool match =
         lower == r.plural || lower == r.singular || lower == Lower(r.kind) ||
-        std::any_of(r.short_names.begin(), r.short_names.end(), [&](const std::string& s) {
-          return s == lower || s == singular_of_short;
-        });
+        std::any_of(r.short_names.begin(), r.short_names.end(),
+                    [&](const std::string& s) { return s == lower || s == singular_of_short; });
     if (match) return &r;
   }
   std::string known;
