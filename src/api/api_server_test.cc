@@ -443,6 +443,14 @@ TEST_F(ApiServerTest, ValidationErrorIs422WithCauses) {
   EXPECT_TRUE(cp_.calls.empty());  // rejected before the control plane
 
   bad = GprJson("train");
+  bad["spec"]["nodes"] = 1'000'000'000;  // nodes x GPUs per node would overflow an int
+  r = Post(kGprs, bad.dump());
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(json::parse(r.body)["details"]["causes"][0]["message"], "must be <= 100000");
+  EXPECT_EQ(json::parse(r.body)["details"]["causes"][0]["field"], "spec.nodes");
+  EXPECT_TRUE(cp_.calls.empty());
+
+  bad = GprJson("train");
   bad["spec"]["duration"] = "4x";
   EXPECT_THAT(json::parse(Post(kGprs, bad.dump()).body)["details"]["causes"][0]["message"]
                   .get<std::string>(),

@@ -12,6 +12,7 @@
 
 #include "api/notification_codec.h"
 #include "core/fleet.h"
+#include "core/request.h"
 #include "core/workspace.h"
 
 namespace egs::api {
@@ -1145,7 +1146,7 @@ Result<GprSpecDoc> ParseGprSpec(const json& j, std::string_view path) {
       r.Fail(Invalid(r.Path("shapes"), "must name at least one shape"));
   }
   r.Strings("clusters", &s.clusters);
-  r.Int("nodes", &s.nodes, 1);
+  r.Int("nodes", &s.nodes, 1, core::kMaxRequestNodes);
   r.Int("gpusPerNode", &s.gpus_per_node, 0);
   r.Dur("duration", &s.duration, /*positive=*/true, /*required=*/true);
   s.priority_given = r.Has("priority");

@@ -1,5 +1,7 @@
 #include "core/request.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace egs::core {
@@ -90,6 +92,9 @@ common::Status ValidateSpec(const RequestSpec& s) {
     }
   }
   if (s.nodes < 1) return InvalidArgumentError("spec.nodes: must be >= 1");
+  if (s.nodes > kMaxRequestNodes) {
+    return InvalidArgumentError(fmt::format("spec.nodes: must be <= {}", kMaxRequestNodes));
+  }
   if (s.gpus_per_node < 0) return InvalidArgumentError("spec.gpusPerNode: must be >= 0");
   if (s.duration <= Duration(0)) return InvalidArgumentError("spec.duration: must be > 0");
   return common::OkStatus();

@@ -56,6 +56,10 @@ struct RequestSpec {
   friend bool operator==(const RequestSpec&, const RequestSpec&) = default;
 };
 
+// The most nodes one request may ask for: far above any pool, and low enough that a request's
+// GPUs (nodes x GPUs per node, at most kMaxGpusPerNode) stay well inside an int.
+inline constexpr int kMaxRequestNodes = 100'000;
+
 // InvalidArgument naming the field, e.g. "spec.nodes: must be >= 1". Only checks the spec's own
 // consistency; workspace policy checks are the scheduler's.
 common::Status ValidateSpec(const RequestSpec& spec);

@@ -249,6 +249,10 @@ TEST(SchedulerTest, BadInputIsRejectedAndChangesNothing) {
               StatusIs(StatusCode::kInvalidArgument));
   auto r = h.sched->Submit(RequestBuilder().Nodes(-1).Build());
   EXPECT_EQ(r.error().message(), "submit: spec.nodes: must be >= 1");
+  // So many nodes that nodes x GPUs per node would not fit an int (checked before that product
+  // is computed, which UBSan would otherwise flag).
+  r = h.sched->Submit(RequestBuilder().Nodes(1'000'000'000).Build());
+  EXPECT_EQ(r.error().message(), "submit: spec.nodes: must be <= 100000");
   EXPECT_TRUE(h.sched->requests().empty());
   EXPECT_EQ(h.sched->queue().size(), 0u);
 }
