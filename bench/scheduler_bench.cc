@@ -25,9 +25,9 @@
 namespace egs {
 namespace {
 
-// Heap bytes in use: the main arena's and those of the blocks malloc maps on their own. glibc
-// maps a large block only while it is above a threshold that rises as mapped blocks are freed,
-// so counting the arena alone made a footprint depend on what the process had run before.
+// Heap bytes in use: the main arena's and those of the blocks malloc maps on their own (glibc
+// maps a large block outside the arena, by a size threshold that moves as mapped blocks are
+// freed, so a vector's storage may land on either side).
 std::size_t HeapBytesInUse() {
   const struct mallinfo2 m = mallinfo2();
   return m.uordblks + m.hblkhd;
