@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "api/codec.h"
 #include "api/httplib_server.h"
@@ -27,6 +29,10 @@ using nlohmann::json;
 
 constexpr std::string_view kKubeconfigPrefix = "/apis/egs.dev/v1alpha1/workspaces/";
 constexpr std::string_view kKubeconfigSuffix = "/kubeconfig";
+// How long a kubeconfig download waits for a just-stored workspace to reach the scheduler's
+// snapshot: 200 looks 10 ms apart (the loop publishes after each cycle, within milliseconds).
+constexpr int kSnapshotWaitTries = 200;
+constexpr std::chrono::milliseconds kSnapshotWaitStep(10);
 
 std::string_view HealthName(core::ClusterHealth h) {
   switch (h) {
@@ -669,12 +675,24 @@ common::Result<KubeClusters::IssuedKubeconfig> KubeClusters::IssueKubeconfig(
         fmt::format("workspace {} has no namespaces (spec.namespaces)", ws));
   }
   const std::string ns = namespaces.front();
+  // The workspace's id, from the scheduler's snapshot. A workspace stored a moment ago (created
+  // through the API, or loaded from the fleet file as egsd starts) is in the snapshot after the
+  // loop's next cycle: wait for that briefly rather than issue a kubeconfig without the
+  // members' rights (the Role and RoleBinding below need the id).
   std::optional<core::WorkspaceId> ws_id;
-  for (const auto& [id, w] : scheduler_.snapshot()->workspaces) {
-    if (w.name == ws) ws_id = id;
+  for (int tries = 0;; ++tries) {
+    for (const auto& [id, w] : scheduler_.snapshot()->workspaces) {
+      if (w.name == ws) ws_id = id;
+    }
+    if (ws_id || tries == kSnapshotWaitTries) break;
+    std::this_thread::sleep_for(kSnapshotWaitStep);
+  }
+  if (!ws_id) {
+    return common::UnavailableError(
+        fmt::format("workspace {} is not in the scheduler yet; try again", ws));
   }
   json ns_labels = {{"app.kubernetes.io/managed-by", "egs"}};
-  if (ws_id) ns_labels["egs.dev/workspace"] = std::to_string(ws_id->value());
+  ns_labels["egs.dev/workspace"] = std::to_string(ws_id->value());
   auto created = target->api_client->Post("/api/v1/namespaces",
                                           {{"apiVersion", "v1"},
                                            {"kind", "Namespace"},
@@ -682,12 +700,10 @@ common::Result<KubeClusters::IssuedKubeconfig> KubeClusters::IssueKubeconfig(
   if (!created.ok() && created.error().code() != common::StatusCode::kAlreadyExists) {
     return created.error().WithContext("cluster " + target->settings.name);
   }
-  if (ws_id) {
-    // The members' rights in the namespace, so that the kubeconfig works at once.
-    auto rbac = k8s::ReconcileWorkspaceRbac(*target->api_client, ns, std::to_string(ws_id->value()),
-                                            MembersOf(*ws_id), ns);
-    if (!rbac.ok()) return rbac.error().WithContext("cluster " + target->settings.name);
-  }
+  // The members' rights in the namespace, so that the kubeconfig works at once.
+  auto rbac = k8s::ReconcileWorkspaceRbac(*target->api_client, ns, std::to_string(ws_id->value()),
+                                          MembersOf(*ws_id), ns);
+  if (!rbac.ok()) return rbac.error().WithContext("cluster " + target->settings.name);
   auto kubeconfig =
       k8s::IssueMemberKubeconfig(*target->api_client, target->config.server, target->config.ca_pem,
                                  ns, k8s::MemberServiceAccount(member), settings_.member_token_ttl);
