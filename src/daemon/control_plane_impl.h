@@ -113,6 +113,7 @@ class ControlPlaneImpl final : public api::ControlPlane {
   std::optional<core::NodeId> FindNodeId(std::string_view name) const;
   std::optional<core::ClusterId> FindClusterId(std::string_view name) const;
   std::optional<core::ShapeId> FindShapeId(std::string_view name) const;
+  std::optional<core::WorkspaceId> FindWorkspaceId(std::string_view name) const;
   std::optional<std::string> ShapeName(core::ShapeId shape) const;
   // Loop thread: called with every event the scheduler emits, before it is persisted (the
   // Kubernetes connector mirrors request milestones as Kubernetes Events). Set before the loop

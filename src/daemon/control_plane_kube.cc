@@ -26,6 +26,13 @@ std::optional<core::ShapeId> ControlPlaneImpl::FindShapeId(std::string_view name
   return std::nullopt;
 }
 
+std::optional<core::WorkspaceId> ControlPlaneImpl::FindWorkspaceId(std::string_view name) const {
+  const auto fleet = fleet_names_.load();
+  auto it = fleet->workspace_ids.find(name);
+  if (it == fleet->workspace_ids.end()) return std::nullopt;
+  return it->second;
+}
+
 std::optional<std::string> ControlPlaneImpl::ShapeName(core::ShapeId shape) const {
   const auto fleet = fleet_names_.load();
   auto it = fleet->shapes.find(shape);

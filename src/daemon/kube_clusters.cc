@@ -5,9 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cstdlib>
-#include <thread>
 
 #include "api/codec.h"
 #include "api/httplib_server.h"
@@ -29,10 +27,6 @@ using nlohmann::json;
 
 constexpr std::string_view kKubeconfigPrefix = "/apis/egs.dev/v1alpha1/workspaces/";
 constexpr std::string_view kKubeconfigSuffix = "/kubeconfig";
-// How long a kubeconfig download waits for a just-stored workspace to reach the scheduler's
-// snapshot: 200 looks 10 ms apart (the loop publishes after each cycle, within milliseconds).
-constexpr int kSnapshotWaitTries = 200;
-constexpr std::chrono::milliseconds kSnapshotWaitStep(10);
 
 std::string_view HealthName(core::ClusterHealth h) {
   switch (h) {
@@ -648,11 +642,8 @@ common::Result<KubeClusters::IssuedKubeconfig> KubeClusters::IssueKubeconfig(
   EGS_ASSIGN_OR_RETURN(auto stored, store_.Get("Workspace", "", ws));
   if (!stored) return common::NotFoundError(fmt::format("workspace \"{}\" not found", ws));
   const json object = json::parse(stored->data, nullptr, false);
-  bool is_member = false;
-  for (const auto& m : object.value("/spec/members"_json_pointer, json::array())) {
-    if (m.value("user", "") == member) is_member = true;
-  }
-  if (!is_member) {
+  const std::vector<std::string> members = MembersIn(object);
+  if (std::find(members.begin(), members.end(), member) == members.end()) {
     return common::InvalidArgumentError(
         fmt::format("member: \"{}\" is not a member of workspace {}", member, ws));
   }
@@ -675,21 +666,12 @@ common::Result<KubeClusters::IssuedKubeconfig> KubeClusters::IssueKubeconfig(
         fmt::format("workspace {} has no namespaces (spec.namespaces)", ws));
   }
   const std::string ns = namespaces.front();
-  // The workspace's id, from the scheduler's snapshot. A workspace stored a moment ago (created
-  // through the API, or loaded from the fleet file as egsd starts) is in the snapshot after the
-  // loop's next cycle: wait for that briefly rather than issue a kubeconfig without the
-  // members' rights (the Role and RoleBinding below need the id).
-  std::optional<core::WorkspaceId> ws_id;
-  for (int tries = 0;; ++tries) {
-    for (const auto& [id, w] : scheduler_.snapshot()->workspaces) {
-      if (w.name == ws) ws_id = id;
-    }
-    if (ws_id || tries == kSnapshotWaitTries) break;
-    std::this_thread::sleep_for(kSnapshotWaitStep);
-  }
+  // The workspace's id, from the control plane's names, which it publishes as it stores the
+  // workspace (the scheduler's snapshot has it only after the loop's next cycle); the Role and
+  // RoleBinding below need it, so that the kubeconfig has its rights at once.
+  const std::optional<core::WorkspaceId> ws_id = cp_.FindWorkspaceId(ws);
   if (!ws_id) {
-    return common::UnavailableError(
-        fmt::format("workspace {} is not in the scheduler yet; try again", ws));
+    return common::UnavailableError(fmt::format("workspace {} is being stored; try again", ws));
   }
   json ns_labels = {{"app.kubernetes.io/managed-by", "egs"}};
   ns_labels["egs.dev/workspace"] = std::to_string(ws_id->value());
@@ -702,7 +684,7 @@ common::Result<KubeClusters::IssuedKubeconfig> KubeClusters::IssueKubeconfig(
   }
   // The members' rights in the namespace, so that the kubeconfig works at once.
   auto rbac = k8s::ReconcileWorkspaceRbac(*target->api_client, ns, std::to_string(ws_id->value()),
-                                          MembersOf(*ws_id), ns);
+                                          members, ns);
   if (!rbac.ok()) return rbac.error().WithContext("cluster " + target->settings.name);
   auto kubeconfig =
       k8s::IssueMemberKubeconfig(*target->api_client, target->config.server, target->config.ca_pem,

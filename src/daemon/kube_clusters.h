@@ -151,6 +151,8 @@ class KubeClusters {
   // kube_housekeeping.cc.
   // The user names of the workspace's members (from the stored Workspace).
   std::vector<std::string> MembersOf(core::WorkspaceId workspace) const;
+  // The users listed in a stored Workspace object's spec.members.
+  static std::vector<std::string> MembersIn(const nlohmann::json& workspace);
   // A spec change of an already mirrored resource: forwarded as an edit, or refused in status.
   void OnCustomResourceSpecChange(Member& m, const nlohmann::json& object,
                                   const std::string& workspace);

@@ -23,10 +23,13 @@ std::vector<std::string> KubeClusters::MembersOf(core::WorkspaceId workspace) co
   if (it == snap->workspaces.end()) return {};
   auto stored = store_.Get("Workspace", "", it->second.name);
   if (!stored.ok() || !*stored) return {};
-  const json object = json::parse((*stored)->data, nullptr, false);
+  return MembersIn(json::parse((*stored)->data, nullptr, false));
+}
+
+std::vector<std::string> KubeClusters::MembersIn(const json& workspace) {
   std::vector<std::string> out;
-  if (!object.is_object()) return out;
-  for (const auto& m : object.value("/spec/members"_json_pointer, json::array())) {
+  if (!workspace.is_object()) return out;
+  for (const auto& m : workspace.value("/spec/members"_json_pointer, json::array())) {
     if (m.is_object() && m.contains("user") && m["user"].is_string()) {
       out.push_back(m["user"].get<std::string>());
     }
