@@ -251,7 +251,7 @@ json GprSpecSchema() {
               {"gpusPerNode", Int("GPUs on each node; 0 = whole nodes.")},
               {"duration", Dur("How long the nodes are needed.")},
               {"priority", Int("Higher runs first.")},
-              {"earliestStart", TimeS("Do not start before this time.")}},
+              {"earliestStart", TimeS("Do not start before this time (at most 366 days ahead).")}},
              {"duration"}, "What is requested: N nodes of shape S for duration D at priority P.");
 }
 

@@ -60,6 +60,10 @@ struct RequestSpec {
 // GPUs (nodes x GPUs per node, at most kMaxGpusPerNode) stay well inside an int.
 inline constexpr int kMaxRequestNodes = 100'000;
 
+// How far ahead a request's earliest start may lie: a year and a day, so that a booking for the
+// same date next year fits and a mistyped year ("2062" for "2026") is refused, not planned.
+inline constexpr Duration kMaxStartAhead = common::Hours(24 * 366);
+
 // InvalidArgument naming the field, e.g. "spec.nodes: must be >= 1". Only checks the spec's own
 // consistency; workspace policy checks are the scheduler's.
 common::Status ValidateSpec(const RequestSpec& spec);

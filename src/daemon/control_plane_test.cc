@@ -152,6 +152,18 @@ TEST(ControlPlaneTest, BadInputChangesNothing) {
   auto r = a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", unknown_shape, false);
   EXPECT_THAT(r, StatusIs(common::StatusCode::kInvalidArgument));
   EXPECT_NE(r.error().message().find("spec.shapes[0]"), std::string::npos) << r.error().ToString();
+  // The scheduler's policy checks name the field first, as the API's 422 causes need.
+  json too_wide = Gpr("x", 1, "1h");
+  too_wide["spec"]["gpusPerNode"] = 99;
+  r = a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", too_wide, false);
+  EXPECT_THAT(r, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(r.error().message(), ::testing::StartsWith("spec.gpusPerNode: 99 exceeds"));
+  json next_century = Gpr("x", 1, "1h");
+  next_century["spec"]["earliestStart"] = "2107-01-01T00:00:00Z";
+  r = a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", next_century, false);
+  EXPECT_THAT(r, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(r.error().message(),
+            "spec.earliestStart: 2107-01-01T00:00:00Z is more than 366 days ahead");
   EXPECT_THAT(a.cp.Create(kAdmin, "Node", "",
                           Obj("Node", "bad", {{"cluster", "west"}, {"shape", "h100"}}), false),
               StatusIs(common::StatusCode::kInvalidArgument));
@@ -183,6 +195,14 @@ TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
   auto edited = a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "next", edit, false);
   ASSERT_OK(edited);
   EXPECT_EQ((*edited)["spec"]["nodes"], 1);
+  json too_wide = Gpr("next", 1, "1h");
+  too_wide["spec"]["gpusPerNode"] = 99;
+  auto refused = a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "next", too_wide, false);
+  EXPECT_THAT(refused, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(refused.error().message(), ::testing::StartsWith("spec.gpusPerNode: 99 exceeds"));
+  EXPECT_EQ(json::parse((*store.Get("GPUProvisionRequest", "team-a", "next"))->data)["spec"].value(
+                "gpusPerNode", -1),
+            0);
   // The running one cannot be edited, but it can be released (a delete releases it first: see
   // DeletingARunningGprReleasesItFirstThenRemovesIt).
   EXPECT_THAT(

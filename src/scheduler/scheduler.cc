@@ -203,6 +203,11 @@ Status Scheduler::CheckPolicy(const core::RequestSpec& spec, std::string* approv
     return common::InvalidArgumentError(fmt::format(
         "spec.shapes: workspace {} may not use any of the requested shapes", ws_it->second.name));
   }
+  if (spec.earliest_start && *spec.earliest_start > clock_.Now() + core::kMaxStartAhead) {
+    return common::InvalidArgumentError(fmt::format(
+        "spec.earliestStart: {} is more than {} days ahead",
+        common::FormatTime(*spec.earliest_start), core::kMaxStartAhead / common::Hours(24)));
+  }
   if (spec.gpus_per_node > max_gpus_per_node) {
     return common::InvalidArgumentError(fmt::format(
         "spec.gpusPerNode: {} exceeds the {} GPUs per node of the largest allowed shape",
@@ -267,7 +272,7 @@ void Scheduler::RecordDeferredPromises() {
 
 common::Result<core::RequestId> Scheduler::SubmitImpl(core::RequestSpec spec, bool defer) {
   std::string approval_reason;
-  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &approval_reason).WithContext("submit"));
+  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &approval_reason));
   RequestRecord r;
   r.id = core::RequestId(next_request_id_++);
   r.spec = std::move(spec);
@@ -460,7 +465,7 @@ Status Scheduler::ApproveWithChanges(core::RequestId id, core::RequestSpec spec)
     return common::InvalidArgumentError("spec.workspace: an approval cannot move a request");
   }
   std::string outside_policy;
-  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &outside_policy).WithContext("approve"));
+  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &outside_policy));
   spec.quota_exempt = true;
   r->spec = std::move(spec);
   Emit(*r, core::EventType::kNormal, "Approved",
@@ -518,7 +523,7 @@ Status Scheduler::Edit(core::RequestId id, core::RequestSpec spec) {
   }
   spec.quota_exempt = false;
   std::string approval_reason;
-  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &approval_reason).WithContext("edit"));
+  EGS_RETURN_IF_ERROR(CheckPolicy(spec, &approval_reason));
   Dequeue(*r);
   r->spec = std::move(spec);
   Emit(*r, core::EventType::kNormal, "Edited", "spec changed while waiting");

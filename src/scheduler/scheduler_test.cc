@@ -248,13 +248,30 @@ TEST(SchedulerTest, BadInputIsRejectedAndChangesNothing) {
   EXPECT_THAT(h.sched->Submit(RequestBuilder().Duration(core::Duration(0)).Build()),
               StatusIs(StatusCode::kInvalidArgument));
   auto r = h.sched->Submit(RequestBuilder().Nodes(-1).Build());
-  EXPECT_EQ(r.error().message(), "submit: spec.nodes: must be >= 1");
+  EXPECT_EQ(r.error().message(), "spec.nodes: must be >= 1");
   // So many nodes that nodes x GPUs per node would not fit an int (checked before that product
   // is computed, which UBSan would otherwise flag).
   r = h.sched->Submit(RequestBuilder().Nodes(1'000'000'000).Build());
-  EXPECT_EQ(r.error().message(), "submit: spec.nodes: must be <= 100000");
+  EXPECT_EQ(r.error().message(), "spec.nodes: must be <= 100000");
+  // An earliest start more than a year and a day ahead (a mistyped year) is refused; one at the
+  // limit is taken.
+  r = h.sched->Submit(
+      RequestBuilder().EarliestStart(T(0) + core::kMaxStartAhead + core::Duration(1)).Build());
+  EXPECT_EQ(r.error().message(),
+            "spec.earliestStart: 1971-01-02T00:00:00.000001Z is more than 366 days ahead");
+  EXPECT_THAT(
+      h.sched->Quote(RequestBuilder().EarliestStart(T(0) + common::Hours(24 * 400)).Build()),
+      StatusIs(StatusCode::kInvalidArgument));
   EXPECT_TRUE(h.sched->requests().empty());
   EXPECT_EQ(h.sched->queue().size(), 0u);
+  auto at_limit =
+      MustSubmit(h, RequestBuilder().EarliestStart(T(0) + core::kMaxStartAhead).Build());
+  EXPECT_EQ(h.Get(at_limit).plan->start, T(0) + core::kMaxStartAhead);
+  // An edit is held to the same limit and leaves the request as it was.
+  core::RequestSpec edited = h.Get(at_limit).spec;
+  edited.earliest_start = T(0) + common::Hours(24 * 400);
+  EXPECT_THAT(h.sched->Edit(at_limit, edited), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(h.Get(at_limit).spec.earliest_start, T(0) + core::kMaxStartAhead);
 }
 
 TEST(SchedulerTest, UnplaceableRequestIsReportedAndOthersStillPlan) {
