@@ -105,6 +105,13 @@ common::Status Quote(Context& ctx) {
   if (gpus) spec["gpusPerNode"] = *gpus;
   if (priority) spec["priority"] = *priority;
   if (auto clusters = ctx.args.GetList("cluster"); !clusters.empty()) spec["clusters"] = clusters;
+  if (auto start = ctx.args.Get("earliest-start")) {
+    auto t = ParseTimestamp(*start);
+    if (!t.ok()) {
+      return common::InvalidArgumentError(fmt::format("--earliest-start: {}", t.error().message()));
+    }
+    spec["earliestStart"] = common::FormatTime(*t);
+  }
   EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
   json body = {{"apiVersion", kApiVersion}, {"kind", "Quote"}, {"spec", spec}};
   EGS_ASSIGN_OR_RETURN(json quote, client->Post(fmt::format("{}/namespaces/{}/quotes", kApiPrefix,
@@ -302,14 +309,15 @@ std::vector<Command> ActionCommands() {
   return {
       {"quote",
        "egsctl quote --shape S[,S2] --nodes N --duration 4h [--gpus-per-node G] [--priority P] "
-       "[--cluster C] [-n WORKSPACE]",
+       "[--cluster C] [--earliest-start TIME] [-n WORKSPACE]",
        "Estimate when a request would start, for every allowed shape and cluster",
        {{"shape", 0, true, "GPU shape(s), in preference order"},
         {"nodes", 0, true, "number of nodes"},
         {"gpus-per-node", 0, true, "GPUs per node (0 = whole nodes)"},
         {"duration", 0, true, "how long (e.g. 4h, 90m, 2d)"},
         priority,
-        {"cluster", 0, true, "allowed cluster(s)"}},
+        {"cluster", 0, true, "allowed cluster(s)"},
+        {"earliest-start", 0, true, "not before this time (RFC 3339, e.g. 2026-12-01T09:00:00Z)"}},
        &Quote},
       {"approve",
        "egsctl approve NAME [--reason R]",

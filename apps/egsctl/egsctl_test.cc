@@ -230,6 +230,9 @@ TEST_F(EgsctlTest, BadInputIsAUsageErrorAndSendsNothing) {
       {{"get", "gpr", "-o", "xml"}, "output format \"xml\""},
       {{"extend", "x", "--by", "soon"}, "invalid duration \"soon\""},
       {{"quote", "--shape", "h100x8", "--nodes", "two", "--duration", "4h"}, "--nodes"},
+      {{"quote", "--shape", "h100x8", "--nodes", "1", "--duration", "4h", "--earliest-start",
+        "tomorrow"},
+       "--earliest-start"},
       {{"reject", "x"}, "--reason is required"},
       {{"move", "x"}, "exactly one of --before"},
       {{"get", "gpr", "--timeout", "0"}, "--timeout"},
@@ -272,8 +275,9 @@ TEST_F(EgsctlTest, QuotePrintsOptionsAndMarksTheBest) {
                  {"needsApproval", false},
                  {"options", {option1, option2}},
                  {"best", option1}}));
-  Outcome r = Egsctl({"quote", "--shape", "h100x8,a100x8", "--nodes", "2", "--duration", "4h",
-                      "--priority", "150", "-n", "team-a"});
+  Outcome r =
+      Egsctl({"quote", "--shape", "h100x8,a100x8", "--nodes", "2", "--duration", "4h", "--priority",
+              "150", "--earliest-start", "2026-11-23T10:00:00+01:00", "-n", "team-a"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("SHAPE    CLUSTER   START(P50)"));
   EXPECT_THAT(r.out, HasSubstr("*   h100x8   c1        2026-11-22T12:00:00Z   2026-11-22T13:00:00Z "
@@ -285,6 +289,7 @@ TEST_F(EgsctlTest, QuotePrintsOptionsAndMarksTheBest) {
   EXPECT_EQ(body["spec"]["nodes"], 2);
   EXPECT_EQ(body["spec"]["duration"], "4h");
   EXPECT_EQ(body["spec"]["priority"], 150);
+  EXPECT_EQ(body["spec"]["earliestStart"], "2026-11-23T09:00:00Z");
 }
 
 TEST_F(EgsctlTest, ActionsPostToTheirEndpoints) {
