@@ -545,7 +545,9 @@ common::Result<Setup> Prepare(const Args& args) {
   for (const sim::FleetNodeSpec& node : s.fleet) s.total_gpus += node.gpus;
   if (s.trace.jobs.empty()) {
     return common::InvalidArgumentError(
-        fmt::format("--trace: {}: no job to replay (every row was skipped)", file.first));
+        fmt::format("--trace: {}: no job to replay ({})", file.first,
+                    s.trace.skipped.empty() ? "the file has no rows after its header"
+                                            : "every row was skipped"));
   }
   for (const std::string& load : args.loads) {
     PreparedLoad prepared{load, s.trace, 0};
