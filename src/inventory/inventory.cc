@@ -636,7 +636,7 @@ bool Inventory::ForEachChangeSince(std::uint64_t seq,
   return impl_->journal.ForEachSince(seq, fn);
 }
 
-common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& booking) {
+common::Status Inventory::Book(std::span<const NodeId> nodes, const Booking& booking) {
   impl_->NeedOwners();
   if (impl_->owners.Contains(booking.owner)) {
     return common::AlreadyExistsError(
@@ -645,7 +645,7 @@ common::Status Inventory::Book(const std::vector<NodeId>& nodes, const Booking& 
   if (nodes.empty() || booking.window.empty() || booking.gpus < 1) {
     return common::InvalidArgumentError("booking: needs nodes, a non-empty window and gpus >= 1");
   }
-  std::vector<NodeId> sorted = nodes;
+  std::vector<NodeId> sorted(nodes.begin(), nodes.end());
   std::sort(sorted.begin(), sorted.end());
   if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
     return common::InvalidArgumentError(fmt::format("nodes: node {} listed twice", dup->value()));

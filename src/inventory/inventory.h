@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -155,7 +156,10 @@ class Inventory {
   // FailedPrecondition (naming the node) if any node lacks the GPUs or the exclusivity rule
   // would break; AlreadyExists if `owner` already has bookings; NotFound for an unknown node.
   // Bookings may overlap unavailability windows (the caller decides whether that is allowed).
-  common::Status Book(const std::vector<core::NodeId>& nodes, const Booking& booking);
+  common::Status Book(std::span<const core::NodeId> nodes, const Booking& booking);
+  common::Status Book(std::initializer_list<core::NodeId> nodes, const Booking& booking) {
+    return Book(std::span<const core::NodeId>(nodes.begin(), nodes.size()), booking);
+  }
   // Removes every booking of `owner`. No-op when it has none.
   void Unbook(const Owner& owner);
   // Unbook for many owners at once: each node is rebuilt once, whatever it held of them.

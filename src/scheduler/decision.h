@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "core/node_list.h"
 
 namespace egs::scheduler {
 
@@ -59,7 +60,7 @@ struct Decision {
   // them, which conservative backfill allows only where it delays none of them).
   std::int32_t waiting_ahead = 0;
   std::optional<core::Time> planned_start;
-  std::vector<core::NodeId> nodes;
+  core::NodeList nodes;
   // Rule kText: the rule, in words (read it through DecisionBasis). Shared, so that the entry
   // stays small (four to a block of the log's deque) and copies of it cost no string copy.
   std::shared_ptr<const std::string> basis;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "core/node_list.h"
 #include "core/request.h"
 
 namespace egs::scheduler {
@@ -30,7 +31,7 @@ std::string_view WaitCauseName(WaitCause cause);
 // Field order keeps records small: a queued request holds one.
 struct Plan {
   core::Time start;
-  std::vector<core::NodeId> nodes;
+  core::NodeList nodes;
   core::PoolId pool;
   core::ShapeId shape;
   core::ClusterId cluster;
@@ -43,7 +44,7 @@ struct Plan {
   // may use had room for it earlier (Scheduler::Place), or a kept plan had it set. Plan reuse
   // reads it; it is not part of what the plan is (operator== leaves it out), since a kept
   // plan may carry a true that placing it again would no longer give. (Here, it fills the
-  // padding after `free`: a plan is 64 bytes, not 72.)
+  // padding after `free`: a plan is 56 bytes, not 64.)
   bool shaped_by_rules = false;
   core::Time previous_end = common::kInfinitePast;
 
