@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs a command beside a throwaway PostgreSQL server: initdb in a temporary directory, the
 # server on 127.0.0.1 at a free port (unix socket in that directory), a database egs_test, and
-# the command with EGS_TEST_POSTGRES set to its libpq connection string. The server is stopped
+# the command with EGS_TEST_POSTGRES set to its libpq connection string (role postgres, trusted;
+# role egs_password must give its password, "right"). The server is stopped
 # and its directory removed when the command ends, whatever its exit status (which this script
 # returns). Needs Debian's postgresql (scripts/install-deps.sh installs it). As root, the server
 # runs as the postgres user (PostgreSQL refuses to run as root). The server does not fsync
@@ -33,6 +34,9 @@ trap stop EXIT
 
 "${as_server[@]}" "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync \
   >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+# Role egs_password (password "right", made below) must give its password over TCP; every other
+# role is trusted. Tests of authentication failures connect as it.
+"${as_server[@]}" sed -i '1i host all egs_password 127.0.0.1/32 scram-sha-256' "$dir/data/pg_hba.conf"
 
 # A free port: the first of a few random ones that the server starts on.
 started=0
@@ -50,7 +54,7 @@ if ((!started)); then
   exit 1
 fi
 "${as_server[@]}" "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -q \
-  -c "CREATE DATABASE egs_test" >/dev/null
+  -c "CREATE DATABASE egs_test" -c "CREATE ROLE egs_password LOGIN PASSWORD 'right'" >/dev/null
 
 export EGS_TEST_POSTGRES="host=127.0.0.1 port=$port user=postgres dbname=egs_test"
 set +e

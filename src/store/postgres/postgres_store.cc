@@ -166,8 +166,22 @@ class PostgresStore::Connection {
     if (conn == nullptr) return common::UnavailableError("postgresql: out of memory");
     auto c = std::unique_ptr<Connection>(new Connection(conn));
     if (PQstatus(conn) != CONNECTION_OK) {
-      return common::UnavailableError(
-          fmt::format("postgresql: cannot connect: {}", Trimmed(PQerrorMessage(conn))));
+      const std::string why = Trimmed(PQerrorMessage(conn));
+      // A server that asked for a password, or that took one and still refused the session,
+      // was reached: trying again cannot help (a wrong password, an unknown role or database),
+      // so the caller is not told to wait and retry (Unavailable) but why it failed.
+      if (PQconnectionNeedsPassword(conn) == 1) {
+        return common::UnauthenticatedError(fmt::format(
+            "postgresql: cannot connect: {} (the server asks for a password and the connection "
+            "string gives none)",
+            why));
+      }
+      if (PQconnectionUsedPassword(conn) == 1) {
+        return common::UnauthenticatedError(fmt::format(
+            "postgresql: cannot connect: {} (the server took the password and refused the session)",
+            why));
+      }
+      return common::UnavailableError(fmt::format("postgresql: cannot connect: {}", why));
     }
     PQsetNoticeProcessor(conn, &IgnoreNotice, nullptr);
     return c;

@@ -129,6 +129,23 @@ TEST_F(PostgresStoreTest, UnreachableServerIsUnavailable) {
   EXPECT_THAT(store.error().message(), HasSubstr("cannot connect"));
 }
 
+// A server that refuses the credentials was reached: that is Unauthenticated, which egsd does
+// not wait out (only Unavailable is tried again for startWait). scripts/with-postgres.sh makes
+// role egs_password, whose password ("right") the server asks for.
+TEST_F(PostgresStoreTest, RefusedCredentialsAreUnauthenticatedNotUnavailable) {
+  auto wrong = PostgresStore::Open(conninfo_ + " user=egs_password password=wrong");
+  EXPECT_THAT(wrong, StatusIs(StatusCode::kUnauthenticated));
+  EXPECT_THAT(wrong.error().message(),
+              HasSubstr("password authentication failed for user \"egs_password\""));
+  EXPECT_THAT(wrong.error().message(), HasSubstr("took the password and refused the session"));
+  auto none = PostgresStore::Open(conninfo_ + " user=egs_password passfile=/nonexistent");
+  EXPECT_THAT(none, StatusIs(StatusCode::kUnauthenticated));
+  EXPECT_THAT(none.error().message(), HasSubstr("the connection string gives none"));
+  // The right password opens the store (the role may use the test's schema).
+  ASSERT_EQ(RunSql(base_, fmt::format("GRANT ALL ON SCHEMA {} TO egs_password", schema_)), "");
+  EXPECT_OK(PostgresStore::Open(conninfo_ + " user=egs_password password=right"));
+}
+
 TEST_F(PostgresStoreTest, ValuesTextCannotHoldAreInvalidArgumentAndApplyNothing) {
   auto store = MustOpen();
   ASSERT_NE(store, nullptr);
