@@ -49,6 +49,14 @@ struct Principal {
   std::string token_id;                 // short, non-secret id of the token (for audit, limits)
 };
 
+// A kubeconfig that egsd's Kubernetes connector issued for a member of a workspace (served by
+// the native .../workspaces/{ws}/kubeconfig route and by /api/v1's kube-config).
+struct IssuedKubeconfig {
+  std::string cluster;
+  std::string ns;
+  std::string kubeconfig;  // YAML
+};
+
 // What a call wants to do. `resource` is the API plural ("gpuprovisionrequests", "workspaces",
 // "nodes", "tokens", ...); `verb` is get, list, watch, create, update, patch, delete or an action
 // name (approve, reject, release, extend, quote, ...). `ns` is the namespace (the workspace

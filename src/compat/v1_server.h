@@ -44,13 +44,6 @@ namespace egs::compat {
 inline constexpr std::string_view kTemplateKind = "v1.GPRTemplate";
 inline constexpr std::string_view kBindingKind = "v1.GPRTemplateBinding";
 
-// A kubeconfig that egsd's Kubernetes connector issued for a member of a workspace.
-struct V1Kubeconfig {
-  std::string cluster;
-  std::string ns;
-  std::string kubeconfig;  // YAML
-};
-
 struct V1ServerOptions {
   // Per-principal rate limit: false -> 429. Empty: no limit.
   std::function<bool(const api::Principal&)> allow;
@@ -59,8 +52,9 @@ struct V1ServerOptions {
   // Issues a kubeconfig for (principal, workspace, member, cluster: "" for the only one), as
   // the native .../workspaces/{ws}/kubeconfig route does; its errors name `member` and
   // `cluster`. Empty when egsd manages no Kubernetes cluster: kube-config answers 501 then.
-  std::function<common::Result<V1Kubeconfig>(const api::Principal&, const std::string& workspace,
-                                             const std::string& member, const std::string& cluster)>
+  std::function<common::Result<api::IssuedKubeconfig>(
+      const api::Principal&, const std::string& workspace, const std::string& member,
+      const std::string& cluster)>
       issue_kubeconfig;
 };
 

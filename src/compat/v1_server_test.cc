@@ -506,9 +506,9 @@ TEST_F(V1ServerTest, KubeConfigIsIssuedForTheSlicesUser) {
   };
   std::vector<Asked> asked;
   V1ServerOptions options;
-  options.issue_kubeconfig = [&](const api::Principal& who, const std::string& ws,
-                                 const std::string& member,
-                                 const std::string& cluster) -> common::Result<V1Kubeconfig> {
+  options.issue_kubeconfig =
+      [&](const api::Principal& who, const std::string& ws, const std::string& member,
+          const std::string& cluster) -> common::Result<api::IssuedKubeconfig> {
     asked.push_back({who.user, ws, member, cluster});
     if (member == "bob") {
       return common::InvalidArgumentError("member: \"" + member +
@@ -521,7 +521,7 @@ TEST_F(V1ServerTest, KubeConfigIsIssuedForTheSlicesUser) {
     if (who.user != "admin" && who.user != member) {
       return common::PermissionDeniedError("may not download a kubeconfig for " + member);
     }
-    return V1Kubeconfig{"east", ws, "apiVersion: v1\nkind: Config\n"};
+    return api::IssuedKubeconfig{"east", ws, "apiVersion: v1\nkind: Config\n"};
   };
   server_ = std::make_unique<V1Server>(store_, cp_, tokens_, clock_, std::move(options));
   json made = Call("POST", "/api/v1/slice-workspace", admin_,

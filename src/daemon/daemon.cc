@@ -741,11 +741,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     raw->control_plane->Decorate(kind, object);
   };
   if (p->kube) {
-    v1_options.issue_kubeconfig =
-        [raw](const api::Principal& who, const std::string& ws, const std::string& member,
-              const std::string& cluster) -> common::Result<compat::V1Kubeconfig> {
-      EGS_ASSIGN_OR_RETURN(auto issued, raw->kube->IssueKubeconfig(who, ws, member, cluster));
-      return compat::V1Kubeconfig{issued.cluster, issued.ns, std::move(issued.kubeconfig)};
+    v1_options.issue_kubeconfig = [raw](const api::Principal& who, const std::string& ws,
+                                        const std::string& member, const std::string& cluster) {
+      return raw->kube->IssueKubeconfig(who, ws, member, cluster);
     };
   }
   p->v1 = std::make_unique<compat::V1Server>(*p->store, *p->control_plane, *p->tokens, *p->clock,

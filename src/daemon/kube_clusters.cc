@@ -627,9 +627,10 @@ std::optional<api::HttpResponse> KubeClusters::HandleApi(const api::Principal& w
   return r;
 }
 
-common::Result<KubeClusters::IssuedKubeconfig> KubeClusters::IssueKubeconfig(
-    const api::Principal& who, const std::string& ws, const std::string& member,
-    const std::string& cluster) {
+common::Result<api::IssuedKubeconfig> KubeClusters::IssueKubeconfig(const api::Principal& who,
+                                                                    const std::string& ws,
+                                                                    const std::string& member,
+                                                                    const std::string& cluster) {
   // 1. Who may: an admin for any member of the workspace; a member for itself.
   const bool admin = who.role == api::Role::kAdmin;
   const bool self = who.user == member && std::find(who.workspaces.begin(), who.workspaces.end(),
@@ -690,7 +691,7 @@ common::Result<KubeClusters::IssuedKubeconfig> KubeClusters::IssueKubeconfig(
       k8s::IssueMemberKubeconfig(*target->api_client, target->config.server, target->config.ca_pem,
                                  ns, k8s::MemberServiceAccount(member), settings_.member_token_ttl);
   if (!kubeconfig.ok()) return kubeconfig.error().WithContext("cluster " + target->settings.name);
-  return IssuedKubeconfig{target->settings.name, ns, std::move(*kubeconfig)};
+  return api::IssuedKubeconfig{target->settings.name, ns, std::move(*kubeconfig)};
 }
 
 }  // namespace egs::daemon

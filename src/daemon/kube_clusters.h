@@ -119,14 +119,10 @@ class KubeClusters {
   // workspace's first namespace (created if missing, with the members' Role and RoleBinding).
   // Admins may ask for any member, a member for itself (else PermissionDenied); NotFound for an
   // unknown workspace; InvalidArgument naming `member` or `cluster`. Any thread.
-  struct IssuedKubeconfig {
-    std::string cluster;
-    std::string ns;
-    std::string kubeconfig;  // YAML
-  };
-  common::Result<IssuedKubeconfig> IssueKubeconfig(const api::Principal& who, const std::string& ws,
-                                                   const std::string& member,
-                                                   const std::string& cluster);
+  common::Result<api::IssuedKubeconfig> IssueKubeconfig(const api::Principal& who,
+                                                        const std::string& ws,
+                                                        const std::string& member,
+                                                        const std::string& cluster);
   // The webhook's handler (served on its own listener by Start).
   api::HttpResponse HandleWebhook(const api::HttpRequest& request) const;
 
