@@ -482,6 +482,18 @@ PostgresStore::PostgresStore(std::string conninfo, PostgresOptions options,
 
 PostgresStore::~PostgresStore() = default;
 
+// A connection opened after the start (readers, the series writer). A refused login then (a
+// password rotated under a running egsd) makes the database unavailable to this egsd: it is
+// not the API client's authentication that failed, so it must not read as Unauthenticated.
+common::Result<std::unique_ptr<PostgresStore::Connection>> PostgresStore::OpenAfterStart(
+    const std::string& conninfo) {
+  auto opened = Connection::Open(conninfo);
+  if (!opened.ok() && opened.error().code() == common::StatusCode::kUnauthenticated) {
+    return common::UnavailableError(opened.error().message());
+  }
+  return opened;
+}
+
 common::Result<PostgresStore::ReaderLease> PostgresStore::LeaseReader() {
   std::unique_ptr<Connection> conn;
   {
@@ -492,7 +504,7 @@ common::Result<PostgresStore::ReaderLease> PostgresStore::LeaseReader() {
     }
   }
   if (conn == nullptr) {
-    EGS_ASSIGN_OR_RETURN(conn, Connection::Open(conninfo_));
+    EGS_ASSIGN_OR_RETURN(conn, OpenAfterStart(conninfo_));
   } else {
     EGS_ASSIGN_OR_RETURN(const bool reconnected, conn->EnsureUp());
     static_cast<void>(reconnected);  // readers hold no session state
@@ -772,7 +784,7 @@ common::Status PostgresStore::WriteSeries(std::vector<SeriesRecord> records,
   EGS_RETURN_IF_ERROR(internal::ValidateSeries(records, prunes));
   std::lock_guard lock(series_mu_);
   if (series_writer_ == nullptr) {
-    EGS_ASSIGN_OR_RETURN(series_writer_, Connection::Open(conninfo_));
+    EGS_ASSIGN_OR_RETURN(series_writer_, OpenAfterStart(conninfo_));
   }
   Connection& c = *series_writer_;
   bool reconnected = false;  // series writes hold no session state

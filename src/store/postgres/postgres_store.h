@@ -171,6 +171,7 @@ class PostgresStore final : public Store {
   // A read connection from the pool (a new one when none is idle), returned on destruction.
   class ReaderLease;
   common::Result<ReaderLease> LeaseReader();
+  static common::Result<std::unique_ptr<Connection>> OpenAfterStart(const std::string& conninfo);
 
   const std::string conninfo_;
   const PostgresOptions options_;

@@ -143,7 +143,16 @@ TEST_F(PostgresStoreTest, RefusedCredentialsAreUnauthenticatedNotUnavailable) {
   EXPECT_THAT(none.error().message(), HasSubstr("the connection string gives none"));
   // The right password opens the store (the role may use the test's schema).
   ASSERT_EQ(RunSql(base_, fmt::format("GRANT ALL ON SCHEMA {} TO egs_password", schema_)), "");
-  EXPECT_OK(PostgresStore::Open(conninfo_ + " user=egs_password password=right"));
+  auto right = PostgresStore::Open(conninfo_ + " user=egs_password password=right");
+  ASSERT_OK(right);
+  // A login refused after the start (the password rotated under a running store) is the
+  // database being unavailable to it, not an authentication failure of whoever asked: the
+  // series writer's connection is opened at its first write.
+  ASSERT_EQ(RunSql(base_, "ALTER ROLE egs_password PASSWORD 'rotated'"), "");
+  auto later = (*right)->WriteSeries({{"s", "k", common::FromUnixMicros(5), "{}"}}, {});
+  ASSERT_EQ(RunSql(base_, "ALTER ROLE egs_password PASSWORD 'right'"), "");
+  EXPECT_THAT(later, StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(later.message(), HasSubstr("password authentication failed"));
 }
 
 TEST_F(PostgresStoreTest, ValuesTextCannotHoldAreInvalidArgumentAndApplyNothing) {
