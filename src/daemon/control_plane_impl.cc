@@ -1249,14 +1249,23 @@ common::Result<json> ControlPlaneImpl::Action(const api::Principal&, std::string
 common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::string_view name,
                                                  std::string_view action, const json& body) {
   EGS_ASSIGN_OR_RETURN(core::RequestId id, FindGpr(ns, name));
-  auto find_other = [&](const std::string& other) { return FindGpr(ns, other); };
+  // Another request the body names (in `field`): a name that is not there is a bad value of
+  // that field (422), not a missing object at the URL (404).
+  auto find_other = [&](std::string_view field,
+                        const std::string& other) -> common::Result<core::RequestId> {
+    auto found = FindGpr(ns, other);
+    if (!found.ok()) {
+      return common::InvalidArgumentError(fmt::format("{}: {}", field, found.error().message()));
+    }
+    return found;
+  };
   if (action == "explain") {
     EGS_ASSIGN_OR_RETURN(std::string text, scheduler_.Explain(id));
     return json{{"explanation", text}};
   }
   if (action == "explain-order") {
     EGS_ASSIGN_OR_RETURN(std::string other, StringField(body, "other", true));
-    EGS_ASSIGN_OR_RETURN(core::RequestId other_id, find_other(other));
+    EGS_ASSIGN_OR_RETURN(core::RequestId other_id, find_other("other", other));
     EGS_ASSIGN_OR_RETURN(std::string text, scheduler_.ExplainOrder(id, other_id));
     return json{{"explanation", text}};
   }
@@ -1369,7 +1378,8 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     if (before.empty() == after.empty()) {
       return common::InvalidArgumentError("body: give exactly one of before, after");
     }
-    EGS_ASSIGN_OR_RETURN(core::RequestId anchor, find_other(before.empty() ? after : before));
+    EGS_ASSIGN_OR_RETURN(core::RequestId anchor, before.empty() ? find_other("after", after)
+                                                                : find_other("before", before));
     st = scheduler_.Move(id, anchor, !before.empty());
   } else {
     return common::NotFoundError(fmt::format(

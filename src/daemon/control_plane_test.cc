@@ -230,6 +230,20 @@ TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
   EXPECT_THAT(
       a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "explain", json{{"x", 1}}),
       StatusIs(common::StatusCode::kInvalidArgument));
+  // Another request named in the body that does not exist is a bad field value (422), not a
+  // missing request at the URL (404).
+  auto nowhere = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "move",
+                             json{{"before", "nosuch"}});
+  EXPECT_THAT(nowhere, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(nowhere.error().message(),
+            "before: gpuprovisionrequests \"nosuch\" not found in namespace \"team-a\"");
+  auto versus = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "explain-order",
+                            json{{"other", "nosuch"}});
+  EXPECT_THAT(versus, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(versus.error().message(), ::testing::StartsWith("other: gpuprovisionrequests"));
+  EXPECT_THAT(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "nosuch", "move",
+                          json{{"before", "next"}}),
+              StatusIs(common::StatusCode::kNotFound));
 
   // Delete a queued request: cancelled and gone.
   ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("gone", 4, "1h"), false));
@@ -285,7 +299,7 @@ TEST(ControlPlaneTest, PreemptionDecisionsAndRestartOfAPreemptingRequest) {
     EXPECT_NE(std::find(kinds.begin(), kinds.end(), "Preempt"), kinds.end());
     auto order = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "urgent", "explain-order",
                              {{"other", "missing"}});
-    EXPECT_THAT(order, StatusIs(common::StatusCode::kNotFound));
+    EXPECT_THAT(order, StatusIs(common::StatusCode::kInvalidArgument));  // field "other"
   }
   // egsd restarts during the notice: the victim is still Preempting and goes at its end.
   clock.AdvanceBy(common::Minutes(2));
