@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <span>
 #include <type_traits>
@@ -81,8 +80,15 @@ class NodeList {
     capacity_ = kInline;
     size_ = 0;
   }
+  // Takes o's nodes (its heap array, or a copy of its inline ids); o is left empty.
   void Steal(NodeList& o) noexcept {
-    std::memcpy(static_cast<void*>(this), static_cast<const void*>(&o), sizeof(NodeList));
+    if (o.OnHeap()) {
+      heap_ = o.heap_;
+    } else {
+      std::copy(o.inline_, o.inline_ + kInline, inline_);
+    }
+    size_ = o.size_;
+    capacity_ = o.capacity_;
     o.capacity_ = kInline;
     o.size_ = 0;
   }
