@@ -87,6 +87,24 @@ TEST(YamlJsonTest, MalformedYamlNamesFileAndLine) {
   EXPECT_THAT(bad_json.error().message(), HasSubstr("bad.json:3:"));
 }
 
+// A repeated key would keep only its last value in the JSON sent (the server, which refuses
+// duplicates in a body, would never see the first): the file, line and key are named instead.
+TEST(YamlJsonTest, DuplicateKeysAreErrors) {
+  auto yaml =
+      ParseDocuments("kind: GPUProvisionRequest\nspec:\n  nodes: 1\n  nodes: 2\n", "d.yaml");
+  EXPECT_THAT(yaml, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(yaml.error().message(), "d.yaml:4:3: duplicate key \"spec.nodes\" (first at line 3)");
+  auto flow = ParseDocuments("spec: {nodes: 1, nodes: 3}\n", "f.yaml");
+  EXPECT_THAT(flow.error().message(), HasSubstr("duplicate key \"spec.nodes\""));
+  auto from_json = ParseDocuments(R"({"spec": {"nodes": 1, "nodes": 3}})", "d.json");
+  EXPECT_THAT(from_json, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(from_json.error().message(), "d.json: invalid JSON: duplicate key \"spec.nodes\"");
+  auto in_list = ParseDocuments(R"([{"a": 1}, {"b": 1, "b": 2}])", "l.json");
+  EXPECT_THAT(in_list.error().message(), HasSubstr("duplicate key \"[1].b\""));
+  // The same key in different mappings is fine.
+  ASSERT_OK(ParseDocuments("a: {x: 1}\nb: {x: 2}\n", "ok.yaml"));
+}
+
 // JSON cannot carry bytes that are not UTF-8 (dumping the request body threw a json
 // type_error before): the file and field are named instead.
 TEST(YamlJsonTest, TextThatIsNotUtf8NamesFileAndField) {

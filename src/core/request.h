@@ -64,6 +64,16 @@ inline constexpr int kMaxRequestNodes = 100'000;
 // same date next year fits and a mistyped year ("2062" for "2026") is refused, not planned.
 inline constexpr Duration kMaxStartAhead = common::Hours(24 * 366);
 
+// The longest a request may hold its nodes, extensions included: a year and a day. Beyond a cap
+// a long enough queue of long requests would plan starts past any time the API can write (RFC
+// 3339 has four-digit years) or a Time can hold.
+inline constexpr Duration kMaxDuration = common::Hours(24 * 366);
+
+// How far ahead the planner looks: a request that cannot start within it gets no plan (its wait
+// cause says so) until the horizon reaches its start. With kMaxDuration, every planned end stays
+// within eleven years of now.
+inline constexpr Duration kPlanHorizon = common::Hours(24 * 365 * 10);
+
 // InvalidArgument naming the field, e.g. "spec.nodes: must be >= 1". Only checks the spec's own
 // consistency; workspace policy checks are the scheduler's.
 common::Status ValidateSpec(const RequestSpec& spec);

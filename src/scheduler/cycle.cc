@@ -46,6 +46,10 @@ CycleStats Scheduler::RunCycle(Time now) {
   //    and 4. start requests whose planned start has come. Starting can
   //    bring requests into the planning depth, so repeat while that leaves work (bounded).
   RefreshFairShare(now);
+  if (horizon_recheck_at_ && now >= *horizon_recheck_at_) {
+    horizon_recheck_at_.reset();
+    MarkDirty(0);  // the horizon has moved: requests past it may have a start within it now
+  }
   //    Then let waiting requests preempt lower-priority ones where their policies allow it
   //    (which changes plans again).
   for (int round = 0; round < 16; ++round) {
@@ -296,6 +300,7 @@ std::optional<Time> Scheduler::NextWakeup() const {
   if (!ends_.empty()) consider(ends_.top().when);
   if (!milestones_.empty()) consider(milestones_.top().when);
   if (preempt_recheck_at_) consider(*preempt_recheck_at_);
+  if (horizon_recheck_at_) consider(*horizon_recheck_at_);
   return next;
 }
 

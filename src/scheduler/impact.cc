@@ -161,6 +161,13 @@ common::Result<ExtendOutcome> Scheduler::Extend(core::RequestId id, core::Durati
     return common::FailedPreconditionError(
         fmt::format("{} already has an extension waiting for approval", Label(id)));
   }
+  // Compared without adding: `extra` may be anything up to the largest Duration.
+  const bool running = r->phase == RequestPhase::kActive || r->phase == RequestPhase::kProvisioning;
+  if (running && extra > core::kMaxDuration - r->spec.duration) {
+    return common::InvalidArgumentError(fmt::format(
+        "duration: extending {} by {} would make it longer than the maximum of {} days", Label(id),
+        common::FormatDuration(extra), core::kMaxDuration / common::Hours(24)));
+  }
   WhatIfChange change;
   change.kind = WhatIfChange::Kind::kExtend;
   change.request = id;

@@ -54,6 +54,20 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
   const int total_gpus = gpus * spec.nodes;
   auto [not_before, cause] =
       internal::EarliestAllowed(spec, pool, shape, now, not_before_in, in.lead);
+  // Past the planning horizon no plan is made; when the horizon, not a better pool, is what
+  // limits the search, the option says so.
+  const Time horizon = now + core::kPlanHorizon;
+  const bool horizon_limits = horizon <= latest_start;
+  latest_start = std::min(latest_start, horizon);
+  auto beyond_horizon = [&] {
+    opt.cause = WaitCause::kUnplaceable;
+    opt.beyond_horizon = true;
+    opt.reason = fmt::format(
+        "it cannot start on the {} nodes of {} within the planning horizon ({} days, until {})",
+        shape.name, Scheduler::ClusterLabelIn(in.clusters, pool.cluster),
+        core::kPlanHorizon / common::Hours(24), common::FormatTime(horizon));
+    return opt;
+  };
   inventory::FitQuery q;
   q.nodes = spec.nodes;
   q.gpus = gpus;
@@ -68,10 +82,15 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
   // candidate strictly later, to a boundary of some booking, so the loop ends.
   Time t = not_before;
   for (;;) {
-    if (t > latest_start) return opt;  // no start: another pool is better
+    if (t > latest_start) return horizon_limits ? beyond_horizon() : opt;  // else a better pool
     q.not_before = t;
     auto fit = in.inventory.EarliestFit(pool.id, q);
-    if (!fit && latest_start < common::kInfiniteFuture) return opt;  // maybe only too late
+    if (!fit && !horizon_limits) return opt;  // maybe only later than a better pool
+    if (!fit) {
+      // Never, or only past the horizon: only a search without the limit tells which.
+      q.latest_start = common::kInfiniteFuture;
+      if (in.inventory.EarliestFit(pool.id, q)) return beyond_horizon();
+    }
     if (!fit) {
       opt.cause = WaitCause::kUnplaceable;
       opt.reason =
@@ -169,6 +188,8 @@ Scheduler::Placement Scheduler::Place(const PlanView& view, const core::RequestS
     result.cause = WaitCause::kUnplaceable;
     result.reason = options.empty() ? "no pool matches the request's shapes and clusters"
                                     : options.front().reason;
+    result.beyond_horizon = std::any_of(options.begin(), options.end(),
+                                        [](const QuoteOption& o) { return o.beyond_horizon; });
     return result;
   }
   Plan plan;
@@ -261,6 +282,10 @@ void Scheduler::BookPlacement(RequestRecord& r, Placement p) {
     NoteLeadStart(r, std::nullopt);
     r.plan.reset();
     r.reason = p.reason;
+    if (p.beyond_horizon) {
+      const Time at = clock_.Now() + kHorizonRecheck;
+      if (!horizon_recheck_at_ || at < *horizon_recheck_at_) horizon_recheck_at_ = at;
+    }
     return;
   }
   const std::int32_t rank = r.rank;

@@ -203,6 +203,11 @@ Status Scheduler::CheckPolicy(const core::RequestSpec& spec, std::string* approv
     return common::InvalidArgumentError(fmt::format(
         "spec.shapes: workspace {} may not use any of the requested shapes", ws_it->second.name));
   }
+  if (spec.duration > core::kMaxDuration) {
+    return common::InvalidArgumentError(fmt::format("spec.duration: must be at most {} days ({}h)",
+                                                    core::kMaxDuration / common::Hours(24),
+                                                    core::kMaxDuration / common::Hours(1)));
+  }
   if (spec.earliest_start && *spec.earliest_start > clock_.Now() + core::kMaxStartAhead) {
     return common::InvalidArgumentError(fmt::format(
         "spec.earliestStart: {} is more than {} days ahead",

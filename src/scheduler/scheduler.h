@@ -99,6 +99,7 @@ struct QuoteOption {
   core::ClusterId cluster;
   core::PoolId pool;
   std::optional<core::Time> start;  // nullopt: can never fit here (see reason)
+  bool beyond_horizon = false;      // no start: it fits only past core::kPlanHorizon
   // Calibrated range for the start (see WaitEstimator); equal to `start` without history.
   std::optional<core::Time> start_p50;
   std::optional<core::Time> start_p90;
@@ -358,6 +359,7 @@ class Scheduler {
     std::optional<Plan> plan;
     WaitCause cause = WaitCause::kUnplaceable;
     std::string reason;
+    bool beyond_horizon = false;  // no plan: it fits only past the planning horizon
   };
 
   // Lifecycle helpers (scheduler.cc).
@@ -496,6 +498,8 @@ class Scheduler {
   // Ranks are kRankStep apart after a full re-plan; a request queued later takes one between
   // its neighbours'. Past kMaxRank the next re-plan numbers the whole queue again.
   static constexpr std::int32_t kRankStep = 1 << 12;
+  // How often requests that fit only past the planning horizon are placed again.
+  static constexpr core::Duration kHorizonRecheck = common::Hours(24);
   static constexpr std::int32_t kMaxRank = 1 << 30;
   static constexpr std::string_view kBeyondDepth =
       "beyond the planning depth; planned when it moves up the queue";
@@ -655,6 +659,9 @@ class Scheduler {
   // runtime.
   bool preempt_dirty_ = true;
   std::optional<core::Time> preempt_recheck_at_;
+  // When a request got no plan because it fits only past the planning horizon: a re-plan a day
+  // later, when the horizon has moved (nothing else may change to prompt one).
+  std::optional<core::Time> horizon_recheck_at_;
 
   std::mutex commands_mu_;
   std::deque<std::function<void(Scheduler&)>> commands_;  // GUARDED_BY(commands_mu_)

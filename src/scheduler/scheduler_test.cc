@@ -274,6 +274,79 @@ TEST(SchedulerTest, BadInputIsRejectedAndChangesNothing) {
   EXPECT_EQ(h.Get(at_limit).spec.earliest_start, T(0) + core::kMaxStartAhead);
 }
 
+// Durations are capped (with no workspace maximum, a queue of requests lasting centuries would
+// plan starts past any year the API can write), and the planner looks no further ahead than its
+// horizon: a request that cannot start within it waits without a plan, and says why.
+TEST(SchedulerTest, DurationsAreCappedAndPlansStayWithinTheHorizon) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  auto r =
+      h.sched->Submit(RequestBuilder().Duration(core::kMaxDuration + core::Duration(1)).Build());
+  EXPECT_EQ(r.error().message(), "spec.duration: must be at most 366 days (8784h)");
+  EXPECT_THAT(h.sched->Quote(RequestBuilder().Duration(common::Hours(24 * 1000)).Build()),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(h.sched->requests().empty());
+  // Ten requests of the longest duration fill the one node for ten years and a few days; the
+  // eleventh would start past the horizon.
+  std::vector<core::RequestId> ids;
+  for (int i = 0; i < 11; ++i) {
+    ids.push_back(MustSubmit(h, RequestBuilder().Duration(core::kMaxDuration).Build()));
+  }
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(h.Get(ids[i]).plan.has_value()) << i;
+    EXPECT_EQ(h.Get(ids[i]).plan->start, T(0) + i * core::kMaxDuration);
+  }
+  const auto& last = h.Get(ids[10]);
+  EXPECT_FALSE(last.plan.has_value());
+  EXPECT_EQ(last.wait_cause, WaitCause::kUnplaceable);
+  EXPECT_EQ(last.reason,
+            "it cannot start on the shape-1 nodes of cluster cluster-1 within the planning horizon "
+            "(3650 days, until 1979-12-30T00:00:00Z)");
+  auto quote = h.sched->Quote(RequestBuilder().Duration(core::kMaxDuration).Build());
+  ASSERT_OK(quote);
+  EXPECT_FALSE(quote->best.has_value());
+  ASSERT_EQ(quote->options.size(), 1u);
+  EXPECT_EQ(quote->options[0].reason, last.reason);
+  // A request that can never fit still says that, not the horizon.
+  auto big = MustSubmit(h, RequestBuilder().Nodes(2).Build());
+  EXPECT_EQ(
+      h.Get(big).reason,
+      "the shape-1 nodes of cluster cluster-1 cannot hold 2 node(s) x 8 GPU(s) (there are 1)");
+  // Once the first one has run, the eleventh is within the horizon and gets its plan: nothing
+  // else changes, so the scheduler wakes up for it.
+  h.Cycle();
+  h.clock.AdvanceTo(T(0) + core::kMaxDuration);
+  h.Cycle();
+  ASSERT_TRUE(h.sched->NextWakeup().has_value());
+  h.clock.AdvanceTo(*h.sched->NextWakeup());
+  h.Cycle();
+  ASSERT_TRUE(h.Get(ids[10]).plan.has_value());
+  EXPECT_EQ(h.Get(ids[10]).plan->start, T(0) + 10 * core::kMaxDuration);
+}
+
+// An extension may not make a reservation longer than the cap; one that would is refused before
+// any arithmetic on the end, however large (a Duration's largest value would overflow it).
+TEST(SchedulerTest, ExtensionsAreCapped) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  auto id = MustSubmit(h, RequestBuilder().Duration(core::kMaxDuration - common::Hours(1)).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(id).phase, RequestPhase::kActive);
+  const core::Time end = h.Get(id).window->end;
+  for (core::Duration extra : {common::Hours(1) + core::Duration(1),
+                               core::Duration(std::numeric_limits<std::int64_t>::max())}) {
+    auto out = h.sched->Extend(id, extra);
+    EXPECT_THAT(out, StatusIs(StatusCode::kInvalidArgument));
+    EXPECT_THAT(out.error().message(), ::testing::HasSubstr("longer than the maximum of 366 days"));
+  }
+  EXPECT_EQ(h.Get(id).window->end, end);
+  EXPECT_FALSE(h.Get(id).pending_extension);
+  auto ok = h.sched->Extend(id, common::Hours(1));
+  ASSERT_OK(ok);
+  EXPECT_TRUE(ok->granted);
+  EXPECT_EQ(h.Get(id).window->end, end + common::Hours(1));
+}
+
 TEST(SchedulerTest, UnplaceableRequestIsReportedAndOthersStillPlan) {
   SchedulerHarness h;
   h.SimpleFleet(2);
