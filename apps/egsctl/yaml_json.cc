@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <regex>
 
 #include "common/json_error.h"
@@ -149,6 +150,7 @@ common::Result<json> Convert(const YAML::Node& node, std::string_view source, Bu
     }
     case YAML::NodeType::Map: {
       json out = json::object();
+      std::map<std::string, int> lines;  // key -> the line it is first at
       for (const auto& kv : node) {
         if (!kv.first.IsScalar()) {
           return ErrorAt(source, kv.first.Mark(), "mapping keys must be scalars");
@@ -157,6 +159,12 @@ common::Result<json> Convert(const YAML::Node& node, std::string_view source, Bu
         const std::string key_path = path.empty() ? key : fmt::format("{}.{}", path, key);
         EGS_RETURN_IF_ERROR(
             CheckUtf8(key, source, kv.first.Mark(), path.empty() ? "a top-level" : path, "key"));
+        // yaml-cpp keeps both entries; the JSON object would keep only the last one.
+        if (auto [it, first] = lines.try_emplace(key, kv.first.Mark().line + 1); !first) {
+          return ErrorAt(
+              source, kv.first.Mark(),
+              fmt::format("duplicate key \"{}\" (first at line {})", key_path, it->second));
+        }
         EGS_ASSIGN_OR_RETURN(json v, Convert(kv.second, source, budget, depth + 1, key_path));
         out[key] = std::move(v);
       }
@@ -178,13 +186,16 @@ common::Result<std::vector<json>> ParseJson(std::string_view text, std::string_v
   // Each value sees the depth of its container (0 for the outermost): one that opens a level
   // past kMaxDepth is dropped and the file refused.
   bool too_deep = false;
-  const json::parser_callback_t guard = [&too_deep](int depth, json::parse_event_t event,
-                                                    json& /*parsed*/) {
+  common::DuplicateKeyFinder keys;
+  const json::parser_callback_t guard = [&too_deep, &keys](int depth, json::parse_event_t event,
+                                                           json& parsed) {
     if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
         depth >= kMaxDepth) {
       too_deep = true;
       return false;
     }
+    // The parser sends no end events for a dropped part: stop following once one was dropped.
+    if (!too_deep) keys.On(event, parsed);
     return true;
   };
   try {
@@ -192,6 +203,11 @@ common::Result<std::vector<json>> ParseJson(std::string_view text, std::string_v
     if (too_deep) {
       return common::InvalidArgumentError(
           fmt::format("{}: nested deeper than {} levels", source, kMaxDepth));
+    }
+    // nlohmann keeps the last value of a repeated key: the first one would be lost unseen.
+    if (keys.duplicate()) {
+      return common::InvalidArgumentError(
+          fmt::format("{}: invalid JSON: duplicate key \"{}\"", source, *keys.duplicate()));
     }
     if (j.is_array()) return j.get<std::vector<json>>();
     return std::vector<json>{std::move(j)};

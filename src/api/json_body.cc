@@ -2,71 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <optional>
-#include <set>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "common/json_error.h"
 #include "common/utf8.h"
 
 namespace egs::api {
-namespace {
 
 using nlohmann::json;
-
-// Follows the parser's events to find the first key an object repeats. nlohmann keeps the last
-// value of a repeated key, so {"metadata":{"name":"a","name":"b"}} was read as name "b".
-class DuplicateKeyFinder {
- public:
-  void On(json::parse_event_t event, const json& parsed) {
-    using E = json::parse_event_t;
-    switch (event) {
-      case E::object_start:
-      case E::array_start:
-        frames_.push_back(Frame{event == E::array_start, 0, {}, {}, ChildPath()});
-        return;
-      case E::key: {
-        Frame& f = frames_.back();
-        f.key = parsed.get<std::string>();
-        if (!f.keys.insert(f.key).second && !duplicate_) duplicate_ = ChildPath();
-        return;
-      }
-      case E::value:
-        if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
-        return;
-      case E::object_end:
-      case E::array_end:
-        frames_.pop_back();
-        if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
-        return;
-    }
-  }
-  // The path of the first repeated key ("metadata.name", "items[2].spec.nodes").
-  const std::optional<std::string>& duplicate() const { return duplicate_; }
-
- private:
-  struct Frame {
-    bool array = false;
-    std::size_t index = 0;  // arrays: of the next element
-    std::string key;        // objects: the last key read
-    std::set<std::string> keys;
-    std::string path;
-  };
-  // The path of the value that comes next in the innermost container.
-  std::string ChildPath() const {
-    if (frames_.empty()) return "";
-    const Frame& f = frames_.back();
-    if (f.array) return fmt::format("{}[{}]", f.path, f.index);
-    return f.path.empty() ? f.key : fmt::format("{}.{}", f.path, f.key);
-  }
-
-  std::vector<Frame> frames_;
-  std::optional<std::string> duplicate_;
-};
-
-}  // namespace
 
 common::Result<json> ParseJsonBody(std::string_view body) {
   // A client that sends nothing (`curl -X POST URL`) hears that, not "unexpected end of input".
@@ -86,7 +29,7 @@ common::Result<json> ParseJsonBody(std::string_view body) {
   // a value at depth kMaxJsonDepth or more would open level kMaxJsonDepth + 1. Dropping it keeps
   // the parse from building the deep part at all; the flag says the body is refused.
   bool too_deep = false;
-  DuplicateKeyFinder keys;
+  common::DuplicateKeyFinder keys;
   const json::parser_callback_t guard = [&too_deep, &keys](int depth, json::parse_event_t event,
                                                            json& parsed) {
     const bool opens =

@@ -1,5 +1,7 @@
 #include "common/json_error.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -50,6 +52,37 @@ std::optional<JsonError> FindJsonError(std::string_view text) {
     std::tie(finder.error->line, finder.error->column) = LineColumnAt(text, finder.error->offset);
   }
   return finder.error;
+}
+
+void DuplicateKeyFinder::On(nlohmann::json::parse_event_t event, const nlohmann::json& parsed) {
+  using E = nlohmann::json::parse_event_t;
+  switch (event) {
+    case E::object_start:
+    case E::array_start:
+      frames_.push_back(Frame{event == E::array_start, 0, {}, {}, ChildPath()});
+      return;
+    case E::key: {
+      Frame& f = frames_.back();
+      f.key = parsed.get<std::string>();
+      if (!f.keys.insert(f.key).second && !duplicate_) duplicate_ = ChildPath();
+      return;
+    }
+    case E::value:
+      if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+      return;
+    case E::object_end:
+    case E::array_end:
+      frames_.pop_back();
+      if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+      return;
+  }
+}
+
+std::string DuplicateKeyFinder::ChildPath() const {
+  if (frames_.empty()) return "";
+  const Frame& f = frames_.back();
+  if (f.array) return fmt::format("{}[{}]", f.path, f.index);
+  return f.path.empty() ? f.key : fmt::format("{}.{}", f.path, f.key);
 }
 
 }  // namespace egs::common
