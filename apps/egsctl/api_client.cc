@@ -216,12 +216,14 @@ common::Result<json> ApiClient::Get(std::string_view path, const QueryParams& qu
   return Finish(http_->Get(Target(path, query)), options_.server);
 }
 
-common::Result<json> ApiClient::Post(std::string_view path, const json& body) {
-  return Finish(http_->Post(Target(path, {}), body.dump(), "application/json"), options_.server);
+common::Result<json> ApiClient::Post(std::string_view path, const json& body,
+                                     const QueryParams& query) {
+  return Finish(http_->Post(Target(path, query), body.dump(), "application/json"), options_.server);
 }
 
-common::Result<json> ApiClient::Put(std::string_view path, const json& body) {
-  return Finish(http_->Put(Target(path, {}), body.dump(), "application/json"), options_.server);
+common::Result<json> ApiClient::Put(std::string_view path, const json& body,
+                                    const QueryParams& query) {
+  return Finish(http_->Put(Target(path, query), body.dump(), "application/json"), options_.server);
 }
 
 common::Result<json> ApiClient::Patch(std::string_view path, const json& body) {

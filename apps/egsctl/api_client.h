@@ -56,8 +56,10 @@ class ApiClient {
 
   // Each returns the parsed JSON body of a 2xx answer (null for an empty body).
   common::Result<nlohmann::json> Get(std::string_view path, const QueryParams& query = {});
-  common::Result<nlohmann::json> Post(std::string_view path, const nlohmann::json& body);
-  common::Result<nlohmann::json> Put(std::string_view path, const nlohmann::json& body);
+  common::Result<nlohmann::json> Post(std::string_view path, const nlohmann::json& body,
+                                      const QueryParams& query = {});
+  common::Result<nlohmann::json> Put(std::string_view path, const nlohmann::json& body,
+                                     const QueryParams& query = {});
   // JSON merge patch (application/merge-patch+json).
   common::Result<nlohmann::json> Patch(std::string_view path, const nlohmann::json& body);
   common::Result<nlohmann::json> Delete(std::string_view path);

@@ -79,8 +79,13 @@ common::Result<std::string> Positional(const Context& ctx, std::size_t i, const 
 common::Status ExpectPositionals(const Context& ctx, std::size_t n, const char* what);
 // The namespace a namespaced call uses: -n, else the configured one.
 const std::string& Namespace(const Context& ctx);
+// One object of the -f sources and where it came from: "pods.yaml, object 2".
+struct SourcedObject {
+  nlohmann::json object;
+  std::string where;
+};
 // Reads every document of the -f sources (files, directories, or "-" for stdin), expanding Lists.
 // InvalidArgument for a missing or unreadable path or malformed content.
-common::Result<std::vector<nlohmann::json>> ReadManifests(Context& ctx);
+common::Result<std::vector<SourcedObject>> ReadManifests(Context& ctx);
 
 }  // namespace egs::egsctl

@@ -200,14 +200,17 @@ common::Status ExpectPositionals(const Context& ctx, std::size_t n, const char* 
 
 const std::string& Namespace(const Context& ctx) { return ctx.settings.ns; }
 
-common::Result<std::vector<nlohmann::json>> ReadManifests(Context& ctx) {
+common::Result<std::vector<SourcedObject>> ReadManifests(Context& ctx) {
   std::vector<std::string> sources = ctx.args.GetList("filename");
   if (sources.empty())
     return common::InvalidArgumentError("must specify -f FILE (or -f - for stdin)");
-  std::vector<nlohmann::json> docs;
+  std::vector<SourcedObject> docs;
   auto add = [&](const std::string& text, const std::string& name) -> common::Status {
     EGS_ASSIGN_OR_RETURN(auto parsed, ParseDocuments(text, name));
-    for (auto& d : ExpandLists(std::move(parsed))) docs.push_back(std::move(d));
+    std::size_t index = 0;
+    for (auto& d : ExpandLists(std::move(parsed))) {
+      docs.push_back({std::move(d), fmt::format("{}, object {}", name, ++index)});
+    }
     return common::OkStatus();
   };
   for (const std::string& src : sources) {

@@ -157,16 +157,57 @@ items:
             "gpuprovisionrequest/new-one created\n"
             "node/n1 configured\n"
             "workspace/team-a unchanged\n");
+  // Several objects: every write is checked by the server first (dryRun=All), then made.
   auto reqs = server_.requests();
-  ASSERT_EQ(reqs.size(), 5u);
+  ASSERT_EQ(reqs.size(), 10u);
+  for (std::size_t i : {1u, 3u}) EXPECT_EQ(reqs[i].Param("dryRun"), "All") << i;
   EXPECT_EQ(reqs[1].method, "POST");
-  EXPECT_EQ(reqs[1].content_type, "application/json");
-  EXPECT_EQ(reqs[1].Json()["metadata"]["namespace"], "team-a");
-  EXPECT_EQ(reqs[1].Json()["spec"]["nodes"], 2);
   EXPECT_EQ(reqs[3].method, "PUT");
-  EXPECT_EQ(reqs[3].Json()["metadata"]["resourceVersion"], "41");
-  EXPECT_EQ(reqs[3].Json()["spec"]["cluster"], "c1");
+  EXPECT_EQ(reqs[6].method, "POST");
+  EXPECT_EQ(reqs[6].Param("dryRun"), "");
+  EXPECT_EQ(reqs[6].content_type, "application/json");
+  EXPECT_EQ(reqs[6].Json()["metadata"]["namespace"], "team-a");
+  EXPECT_EQ(reqs[6].Json()["spec"]["nodes"], 2);
+  EXPECT_EQ(reqs[8].method, "PUT");
+  EXPECT_EQ(reqs[8].Param("dryRun"), "");
+  EXPECT_EQ(reqs[8].Json()["metadata"]["resourceVersion"], "41");
+  EXPECT_EQ(reqs[8].Json()["spec"]["cluster"], "c1");
 }
+
+// One object the server refuses leaves the others of the same apply or create unwritten.
+class EgsctlRefusalTest : public EgsctlTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(EgsctlRefusalTest, WritesNothingWhenTheServerRefusesOneObject) {
+  std::string file = dir_.Write("two.yaml", R"(kind: GPUProvisionRequest
+metadata: {name: good}
+spec: {shapes: [h100x8], nodes: 1, duration: 4h}
+---
+kind: GPUProvisionRequest
+metadata: {name: bad}
+spec: {shapes: [h100x8], nodes: abc, duration: 4h}
+)");
+  server_.On("GET", std::string(kGprs) + "/good", StatusError(404, "NotFound", "not found"));
+  server_.On("GET", std::string(kGprs) + "/bad", StatusError(404, "NotFound", "not found"));
+  server_.On("POST", kGprs, Ok(Gpr("good")));
+  server_.On("POST", kGprs,
+             StatusError(422, "Invalid", "GPUProvisionRequest \"bad\" is invalid",
+                         {{"spec.nodes", "expected integer, got string"}}));
+  Outcome r = Egsctl({GetParam(), "-f", file, "-n", "team-a"});
+  EXPECT_EQ(r.exit, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, ::testing::HasSubstr("spec.nodes: expected integer, got string"));
+  EXPECT_THAT(r.err, ::testing::HasSubstr(
+                         "error: nothing was written: the server refused 1 of the 2 objects"));
+  std::size_t writes = 0;
+  for (const auto& req : server_.requests()) {
+    if (req.method == "GET") continue;
+    ++writes;
+    EXPECT_EQ(req.Param("dryRun"), "All") << req.path;
+  }
+  EXPECT_EQ(writes, 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(ApplyAndCreate, EgsctlRefusalTest, ::testing::Values("apply", "create"));
 
 TEST_F(EgsctlTest, ApplyRereadsAndRetriesOnConflict) {
   std::string file = dir_.Write("n.json", R"({"kind": "Node", "metadata": {"name": "n1"},

@@ -1,6 +1,9 @@
 // apply, create, delete.
 #include <fmt/format.h>
 
+#include <functional>
+#include <span>
+
 #include "egsctl/command.h"
 #include "egsctl/yaml_json.h"
 
@@ -17,9 +20,9 @@ struct Manifest {
   json object;
 };
 
-common::Result<Manifest> CheckManifest(const Context& ctx, json doc, std::size_t index) {
+common::Result<Manifest> CheckManifest(const Context& ctx, json doc, std::string_view source) {
   auto where = [&](std::string_view what) {
-    return common::InvalidArgumentError(fmt::format("object {}: {}", index + 1, what));
+    return common::InvalidArgumentError(fmt::format("{}: {}", source, what));
   };
   if (!doc.is_object()) return where("must be a mapping with apiVersion, kind and metadata");
   std::string kind = TextAt(doc, {"kind"});
@@ -50,10 +53,10 @@ common::Result<Manifest> CheckManifest(const Context& ctx, json doc, std::size_t
 }
 
 common::Result<std::vector<Manifest>> LoadManifests(Context& ctx) {
-  EGS_ASSIGN_OR_RETURN(std::vector<json> docs, ReadManifests(ctx));
+  EGS_ASSIGN_OR_RETURN(std::vector<SourcedObject> docs, ReadManifests(ctx));
   std::vector<Manifest> out;
-  for (std::size_t i = 0; i < docs.size(); ++i) {
-    EGS_ASSIGN_OR_RETURN(Manifest m, CheckManifest(ctx, std::move(docs[i]), i));
+  for (SourcedObject& doc : docs) {
+    EGS_ASSIGN_OR_RETURN(Manifest m, CheckManifest(ctx, std::move(doc.object), doc.where));
     out.push_back(std::move(m));
   }
   return out;
@@ -115,40 +118,65 @@ void PrintOutcome(Context& ctx, const Manifest& m, const json& result, std::stri
 }
 
 // GET; create when missing; otherwise PUT over the fetched resourceVersion, re-reading and
-// retrying on a conflict.
-common::Status ApplyOne(Context& ctx, ApiClient& client, const Manifest& m) {
+// retrying on a conflict. With `dry_run` the server only checks the write (dryRun=All) and
+// nothing is printed.
+common::Status ApplyOne(Context& ctx, ApiClient& client, const Manifest& m, bool dry_run) {
   constexpr int kAttempts = 3;
+  const QueryParams query = dry_run ? QueryParams{{"dryRun", "All"}} : QueryParams{};
   std::string path = ObjectPath(*m.resource, m.ns, m.name);
   for (int attempt = 1;; ++attempt) {
     auto live = client.Get(path);
     if (!live.ok() && live.error().code() == common::StatusCode::kNotFound) {
-      EGS_ASSIGN_OR_RETURN(json created, client.Post(CollectionPath(*m.resource, m.ns), m.object));
-      PrintOutcome(ctx, m, created, "created");
+      EGS_ASSIGN_OR_RETURN(json created,
+                           client.Post(CollectionPath(*m.resource, m.ns), m.object, query));
+      if (!dry_run) PrintOutcome(ctx, m, created, "created");
       return common::OkStatus();
     }
     EGS_RETURN_IF_ERROR(live.error());
     if (Unchanged(*live, m.object)) {
-      PrintOutcome(ctx, m, *live, "unchanged");
+      if (!dry_run) PrintOutcome(ctx, m, *live, "unchanged");
       return common::OkStatus();
     }
     json desired = m.object;
     desired["metadata"]["resourceVersion"] = TextAt(*live, {"metadata", "resourceVersion"});
-    auto updated = client.Put(path, desired);
+    auto updated = client.Put(path, desired, query);
     if (!updated.ok() && updated.error().code() == common::StatusCode::kAborted &&
         attempt < kAttempts) {
       continue;  // someone else wrote in between: re-read and retry
     }
     EGS_RETURN_IF_ERROR(updated.error());
-    PrintOutcome(ctx, m, *updated, "configured");
+    if (!dry_run) PrintOutcome(ctx, m, *updated, "configured");
     return common::OkStatus();
   }
+}
+
+// Several objects: every write is first checked by the server (dryRun=All), so that one it
+// refuses leaves the others unwritten too. False (each refusal reported) when any was refused.
+bool AllAccepted(Context& ctx, std::span<const Manifest> manifests,
+                 const std::function<common::Status(const Manifest&)>& check) {
+  if (manifests.size() < 2) return true;
+  std::size_t refused = 0;
+  for (const Manifest& m : manifests) {
+    common::Status st = check(m);
+    if (st.ok()) continue;
+    ctx.Report(st);
+    ++refused;
+  }
+  if (refused == 0) return true;
+  ctx.err << fmt::format("error: nothing was written: the server refused {} of the {} objects\n",
+                         refused, manifests.size());
+  return false;
 }
 
 common::Status Apply(Context& ctx) {
   EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 0, ""));
   EGS_ASSIGN_OR_RETURN(std::vector<Manifest> manifests, LoadManifests(ctx));
   EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
-  for (const Manifest& m : manifests) ctx.Report(ApplyOne(ctx, *client, m));
+  if (!AllAccepted(ctx, manifests,
+                   [&](const Manifest& m) { return ApplyOne(ctx, *client, m, true); })) {
+    return common::OkStatus();  // the exit code is the first refusal's
+  }
+  for (const Manifest& m : manifests) ctx.Report(ApplyOne(ctx, *client, m, false));
   return common::OkStatus();
 }
 
@@ -156,6 +184,12 @@ common::Status Create(Context& ctx) {
   EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 0, ""));
   EGS_ASSIGN_OR_RETURN(std::vector<Manifest> manifests, LoadManifests(ctx));
   EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
+  if (!AllAccepted(ctx, manifests, [&](const Manifest& m) {
+        return client->Post(CollectionPath(*m.resource, m.ns), m.object, {{"dryRun", "All"}})
+            .error();
+      })) {
+    return common::OkStatus();
+  }
   for (const Manifest& m : manifests) {
     auto created = client->Post(CollectionPath(*m.resource, m.ns), m.object);
     if (!created.ok()) {
