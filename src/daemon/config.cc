@@ -176,7 +176,10 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
           out.max_body_bytes = static_cast<std::size_t>(n);
           return common::OkStatus();
         }
-        if (key == "http" && k == "maxWatches") return SetInt(value, f, 1, 100000, out.max_watches);
+        if (key == "http" && k == "maxWatches") {
+          out.max_watches_given = true;
+          return SetInt(value, f, 1, 100000, out.max_watches);
+        }
         if (key == "rateLimit" && k == "perSecond") return SetRate(value, f, out.rate_per_second);
         if (key == "rateLimit" && k == "burst") return SetRate(value, f, out.rate_burst);
         return common::InvalidArgumentError(f + ": unknown key");
@@ -354,6 +357,8 @@ common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& ar
       return common::InvalidArgumentError(fmt::format("{}: unknown flag", args[i]));
     }
   }
+  // Each watch holds a worker thread: by default half of them may.
+  if (!config.max_watches_given) config.max_watches = std::min(32, config.http_threads / 2);
   if (config.max_watches >= config.http_threads) {
     return common::InvalidArgumentError(fmt::format(
         "http.maxWatches: {} must be below http.threads ({}): each watch holds a worker thread",

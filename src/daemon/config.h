@@ -57,7 +57,9 @@ struct DaemonConfig {
   // Each open connection (kept alive) and each watch holds one worker thread.
   int http_threads = 64;
   std::size_t max_body_bytes = 1 << 20;
-  int max_watches = 32;  // must be below http_threads
+  // Must be below http_threads; unless given (max_watches_given), half of them, at most 32.
+  int max_watches = 32;
+  bool max_watches_given = false;
   double rate_per_second = 200;
   double rate_burst = 400;
   // The `scheduler:` section. fairShareAgeLimit: once a request has waited this long, fair

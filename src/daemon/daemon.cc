@@ -489,9 +489,20 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   std::vector<std::pair<std::string, json>> fleet_objects;  // built once: checked, then created
   if (!config.fleet_file.empty()) {
     auto loaded = cluster::LoadFleetFile(config.fleet_file);
-    if (!loaded.ok()) return loaded.error().WithContext("--fleet");
+    if (!loaded.ok()) {
+      // A file that is not there is bad input like a malformed one (exit 2), not a lookup miss.
+      if (loaded.error().code() == common::StatusCode::kNotFound) {
+        return common::InvalidArgumentError(loaded.error().message()).WithContext("--fleet");
+      }
+      return loaded.error().WithContext("--fleet");
+    }
     fleet = std::move(*loaded);
     fleet_objects = FleetObjects(*fleet);
+    if (fleet_objects.empty()) {
+      return common::InvalidArgumentError(
+          fmt::format("--fleet {}: the file defines no clusters, shapes, nodes or workspaces",
+                      config.fleet_file));
+    }
     EGS_RETURN_IF_ERROR(
         CheckFleetObjects(fleet_objects).WithContext(fmt::format("--fleet {}", config.fleet_file)));
   }
@@ -591,6 +602,13 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     spdlog::info("loaded fleet {} into the store: {} clusters, {} shapes, {} nodes, {} workspaces",
                  config.fleet_file, fleet->clusters.size(), fleet->shapes.size(),
                  fleet->nodes.size(), fleet->workspaces.size());
+  } else if (fleet) {
+    // The file seeds a new store only; later changes go through the API. Said, so that an edited
+    // file that seems to be ignored is explained.
+    spdlog::info(
+        "--fleet {}: not applied: the store already holds a fleet (the file only fills "
+        "a new data directory; change nodes, shapes and workspaces through the API)",
+        config.fleet_file);
   }
 
   // Kubernetes member clusters: their Cluster objects, connectors and webhook.

@@ -163,6 +163,29 @@ TEST(DaemonStartTest, AWebhookOnEgsdsPortIsRefusedNamingTheWebhook) {
   ExpectNothingWritten(egsd);
 }
 
+// A fleet file that is not there is bad input (egsd exits 2 for InvalidArgument), and one that
+// defines nothing (emptied or truncated to its comments) is refused rather than started empty.
+TEST(DaemonStartTest, AMissingOrEmptyFleetFileIsBadInput) {
+  {
+    TestDaemon egsd(kFleet);
+    egsd.config().fleet_file = (egsd.dir() / "no-such-fleet.yaml").string();
+    auto started = egsd.Start();
+    EXPECT_THAT(started, StatusIs(common::StatusCode::kInvalidArgument));
+    EXPECT_NE(started.message().find("cannot open fleet file"), std::string::npos)
+        << started.ToString();
+    ExpectNothingWritten(egsd);
+  }
+  for (const char* text : {"", "# nothing yet\n"}) {
+    TestDaemon egsd(text);
+    auto started = egsd.Start();
+    EXPECT_THAT(started, StatusIs(common::StatusCode::kInvalidArgument));
+    EXPECT_NE(started.message().find("defines no clusters, shapes, nodes or workspaces"),
+              std::string::npos)
+        << started.ToString();
+    ExpectNothingWritten(egsd);
+  }
+}
+
 // A fleet the fleet file reader takes but the store refuses (a pool label that is not a
 // qualified name) failed the start after the data directory was created.
 TEST(DaemonStartTest, AFleetTheStoreWouldRefuseChangesNothing) {
