@@ -465,6 +465,11 @@ common::Result<json> ToGprObject(const json& body, std::string_view name,
 
   // Shapes: instanceType names one of ours; otherwise every shape with the GPU model (gpuShape),
   // enough memory per GPU and enough GPUs per node, in name order.
+  if (flag("enableAutoGpuSelection") && (!instance_type.empty() || !gpu_shape.empty())) {
+    return common::InvalidArgumentError(fmt::format(
+        "enableAutoGpuSelection: true allows neither instanceType nor gpuShape (given: {})",
+        instance_type.empty() ? "gpuShape" : "instanceType"));
+  }
   std::vector<const ShapeInfo*> chosen;
   auto fits = [&](const ShapeInfo& s) {
     return (gpu_shape.empty() || EqualsCaseInsensitive(s.gpu_model, gpu_shape)) &&

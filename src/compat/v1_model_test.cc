@@ -1,5 +1,6 @@
 #include "compat/v1_model.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -221,6 +222,20 @@ TEST(V1MappingTest, GpuShapeAndAutoSelectionPickShapes) {
   obj = ToGprObject(body, "g", Shapes());
   ASSERT_OK(obj);
   EXPECT_EQ((*obj)["spec"]["shapes"], json({"h100x4", "h100x8"}));
+
+  // Automatic selection excludes naming the shape either way (docs/api-v1.md).
+  for (const char* key : {"instanceType", "gpuShape"}) {
+    body = {{"sliceName", "a"},
+            {"enableAutoGpuSelection", true},
+            {key, key == std::string("gpuShape") ? "h100" : "h100x8"},
+            {"exitDuration", "1d"}};
+    auto both = ToGprObject(body, "g", Shapes());
+    ASSERT_FALSE(both.ok()) << key;
+    EXPECT_EQ(both.error().message(),
+              fmt::format("enableAutoGpuSelection: true allows neither instanceType nor gpuShape "
+                          "(given: {})",
+                          key));
+  }
 
   body = {{"sliceName", "a"}, {"exitDuration", "1d"}};
   auto missing = ToGprObject(body, "g", Shapes());

@@ -87,13 +87,20 @@ common::Result<std::vector<std::string>> StringListField(const json& body, std::
 // gives it. InvalidArgument when the body gives something other than a string.
 common::Result<std::string> FromBodyOrQuery(const json& body, const api::HttpRequest& req,
                                             std::string_view key) {
+  const std::optional<std::string> query = req.Query(key);
   if (auto it = body.find(key); it != body.end() && !it->is_null()) {
     if (!it->is_string()) {
       return common::InvalidArgumentError(fmt::format("{}: expected string", key));
     }
+    // Both given and different: acting on either one could act on the wrong object.
+    if (query && *query != it->get_ref<const std::string&>()) {
+      return common::InvalidArgumentError(fmt::format(
+          "{}: the body says \"{}\" and the query string \"{}\"; give one, or the same in both",
+          key, it->get_ref<const std::string&>(), *query));
+    }
     return it->get<std::string>();
   }
-  return req.Query(key).value_or("");
+  return query.value_or("");
 }
 
 // Template names: what a person would type, safe as a store name.

@@ -411,6 +411,11 @@ TEST_F(V1ServerTest, QueryParametersARouteDoesNotReadAreRefused) {
   json del = Call("DELETE", "/api/v1/gpr", alice_, nullptr, {{"gprID", id}});
   EXPECT_EQ(del["statusCode"], 400) << del.dump();
   EXPECT_EQ(del["error"]["field"], "gprID");
+  // The body and the query string naming different GPRs: neither is deleted.
+  json both =
+      Call("DELETE", "/api/v1/gpr", alice_, json{{"gprId", "team-a.other"}}, {{"gprId", id}});
+  EXPECT_EQ(both["statusCode"], 400) << both.dump();
+  EXPECT_EQ(both["error"]["field"], "gprId");
   EXPECT_EQ(cp_.calls, 1);  // the create only
   // The parameters a route reads still work.
   EXPECT_EQ(Call("GET", "/api/v1/gpr", alice_, nullptr, {{"gprId", id}})["statusCode"], 200);
