@@ -391,6 +391,54 @@ std::optional<ApiError> CheckJsonContentType(const HttpRequest& req) {
   return UnsupportedMediaType(type);
 }
 
+// `patch` (a JSON patch, an array) applied to `doc`, one operation at a time so that a failure
+// names its operation and the field it aimed at ("spec.nodes: operation 2 (replace): ...").
+Result<json> ApplyJsonPatch(const json& doc, const json& patch) {
+  json out = doc;
+  for (std::size_t i = 0; i < patch.size(); ++i) {
+    const json& op = patch[i];
+    const std::string name = op.is_object() ? op.value("op", std::string()) : std::string();
+    std::string path = op.is_object() ? op.value("path", std::string()) : std::string();
+    // The field the operation aims at, in the dotted form errors use ("/spec/nodes" ->
+    // "spec.nodes"; "~1" and "~0" decoded); the operation itself when it has no usable path.
+    std::string field;
+    if (path.size() > 1 && path.front() == '/') {
+      for (std::size_t k = 1; k < path.size(); ++k) {
+        if (path[k] == '/') {
+          field += '.';
+        } else if (path[k] == '~' && k + 1 < path.size() &&
+                   (path[k + 1] == '0' || path[k + 1] == '1')) {
+          field += path[k + 1] == '0' ? '~' : '/';
+          ++k;
+        } else {
+          field += path[k];
+        }
+      }
+    }
+    if (field.empty() ||
+        !std::all_of(field.begin(), field.end(),
+                     [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                              c == '-';
+                     }) ||
+        !std::isalpha(static_cast<unsigned char>(field.front()))) {
+      field = fmt::format("patch[{}].path", i);
+    }
+    try {
+      out = out.patch(json::array({op}));
+    } catch (const json::exception& e) {
+      std::string_view what = e.what();
+      if (auto bracket = what.find("] "); bracket != std::string_view::npos) {
+        what.remove_prefix(bracket + 2);
+      }
+      return common::InvalidArgumentError(
+          fmt::format("{}: the JSON patch's operation {} ({} \"{}\") could not be applied: {}",
+                      field, i + 1, name.empty() ? "no op" : name, path, what));
+    }
+  }
+  return out;
+}
+
 // dryRun=All -> true; absent -> false; anything else is a 400.
 std::optional<ApiError> ParseDryRun(const HttpRequest& req, bool* dry_run) {
   *dry_run = false;
@@ -1490,13 +1538,9 @@ HttpResponse ApiServer::PatchObject(const HttpRequest& req, const Target& t, con
     const json& current = **stored;
     json merged = current;
     if (json_patch) {
-      try {
-        merged = current.patch(*patch);
-      } catch (const json::exception& e) {
-        return ErrorResponse(common::InvalidArgumentError(
-                                 fmt::format("the JSON patch could not be applied: {}", e.what())),
-                             t.context());
-      }
+      auto applied = ApplyJsonPatch(current, *patch);
+      if (!applied.ok()) return ErrorResponse(applied.error(), t.context());
+      merged = std::move(*applied);
     } else {
       merged.merge_patch(*patch);
     }

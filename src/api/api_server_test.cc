@@ -718,6 +718,22 @@ TEST_F(ApiServerTest, JsonPatchAndApplyPatch) {
             "application/json-patch+json")
           .status,
       422);
+  // A failing operation is named, with the field it aimed at, and nothing is changed.
+  auto missing = Patch(std::string(kGprs) + "/train",
+                       R"([{"op":"replace","path":"/spec/nodes","value":6},)"
+                       R"({"op":"replace","path":"/spec/nosuch/x","value":30}])",
+                       "application/json-patch+json");
+  ASSERT_EQ(missing.status, 422) << missing.body;
+  json status = json::parse(missing.body);
+  EXPECT_EQ(status["details"]["causes"][0]["field"], "spec.nosuch.x") << missing.body;
+  EXPECT_EQ(status["details"]["causes"][0]["message"],
+            "the JSON patch's operation 2 (replace \"/spec/nosuch/x\") could not be applied: key "
+            "'nosuch' not found");
+  auto no_path =
+      Patch(std::string(kGprs) + "/train", R"([{"op":"remove"}])", "application/json-patch+json");
+  ASSERT_EQ(no_path.status, 422) << no_path.body;
+  EXPECT_EQ(json::parse(no_path.body)["details"]["causes"][0]["field"], "patch[0].path");
+  EXPECT_EQ(json::parse(Get(std::string(kGprs) + "/train").body)["spec"]["nodes"], 5);
   EXPECT_EQ(Patch(std::string(kGprs) + "/train", "spec: {}", "application/apply-patch+yaml").status,
             415);
   EXPECT_EQ(Patch(std::string(kGprs) + "/train", "{}", "text/plain").status, 415);

@@ -699,8 +699,14 @@ Result<LabelSelector> ParseLabelSelector(std::string_view text) {
     return common::InvalidArgumentError(
         fmt::format("labelSelector \"{}\": unbalanced parentheses", text));
   }
-  for (std::string_view part : parts) {
-    EGS_ASSIGN_OR_RETURN(LabelRequirement req, ParseRequirement(part));
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    // An empty requirement ("a,,b", a trailing comma) is quoted in the whole selector: alone it
+    // would be quoted as "".
+    if (Trim(parts[i]).empty()) {
+      return common::InvalidArgumentError(
+          fmt::format("labelSelector \"{}\": requirement {} is empty", text, i + 1));
+    }
+    EGS_ASSIGN_OR_RETURN(LabelRequirement req, ParseRequirement(parts[i]));
     sel.requirements.push_back(std::move(req));
   }
   return sel;

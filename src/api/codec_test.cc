@@ -167,6 +167,10 @@ TEST(LabelSelectorTest, RejectsMalformed) {
     }
     EXPECT_THAT(ParseLabelSelector(bad), StatusIs(StatusCode::kInvalidArgument)) << bad;
   }
+  // An empty requirement is quoted in the selector it is part of.
+  auto trailing = ParseLabelSelector("a,b,");
+  EXPECT_THAT(trailing, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(trailing.error().message(), "labelSelector \"a,b,\": requirement 3 is empty");
 }
 
 // ---- Kinds: round trips -----------------------------------------------------------------------

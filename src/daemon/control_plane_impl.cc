@@ -1380,6 +1380,11 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     }
     EGS_ASSIGN_OR_RETURN(core::RequestId anchor, before.empty() ? find_other("after", after)
                                                                 : find_other("before", before));
+    if (anchor == id) {
+      return common::InvalidArgumentError(
+          fmt::format("{}: \"{}\" is the request being moved; name another queued request",
+                      before.empty() ? "after" : "before", before.empty() ? after : before));
+    }
     st = scheduler_.Move(id, anchor, !before.empty());
   } else {
     return common::NotFoundError(fmt::format(

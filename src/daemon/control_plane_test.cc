@@ -237,6 +237,12 @@ TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
   EXPECT_THAT(nowhere, StatusIs(common::StatusCode::kInvalidArgument));
   EXPECT_EQ(nowhere.error().message(),
             "before: gpuprovisionrequests \"nosuch\" not found in namespace \"team-a\"");
+  // Moving a request relative to itself names the field and the request, not an internal id.
+  auto itself =
+      a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "move", json{{"after", "next"}});
+  EXPECT_THAT(itself, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(itself.error().message(),
+            "after: \"next\" is the request being moved; name another queued request");
   auto versus = a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "next", "explain-order",
                             json{{"other", "nosuch"}});
   EXPECT_THAT(versus, StatusIs(common::StatusCode::kInvalidArgument));
