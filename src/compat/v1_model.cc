@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "api/codec.h"
+#include "core/request.h"
 
 namespace egs::compat {
 namespace {
@@ -183,9 +184,17 @@ std::vector<std::pair<std::string, std::string>> ClustersOf(const json& body) {
   return out;
 }
 
-common::Status PositiveExitDuration(common::Duration d) {
-  if (d > common::Duration(0)) return common::OkStatus();
-  return common::InvalidArgumentError("exitDuration: must be longer than 0d0h0m");
+// Longer than nothing and no longer than a request may last (core::kMaxDuration), said in the
+// v1 format the caller wrote.
+common::Status CheckExitDuration(common::Duration d) {
+  if (d <= common::Duration(0)) {
+    return common::InvalidArgumentError("exitDuration: must be longer than 0d0h0m");
+  }
+  if (d > core::kMaxDuration) {
+    return common::InvalidArgumentError(
+        fmt::format("exitDuration: must be at most {}", FormatV1Duration(core::kMaxDuration)));
+  }
+  return common::OkStatus();
 }
 
 }  // namespace
@@ -396,10 +405,10 @@ common::Status ValidateGprFields(const json& body, bool for_template) {
     if (it->is_null()) continue;  // null: not given
     EGS_RETURN_IF_ERROR(CheckField(*spec, *it));
   }
-  // Checked here, not only when a GPR is mapped: a template holding "0d0h0m" would be stored
-  // and then fail every GPR it fills.
+  // Checked here, not only when a GPR is mapped: a template holding "0d0h0m" (or a duration
+  // longer than any request may last) would be stored and then fail every GPR it fills.
   if (auto d = body.find("exitDuration"); d != body.end() && d->is_string()) {
-    EGS_RETURN_IF_ERROR(PositiveExitDuration(*ParseV1Duration(d->get<std::string>())));
+    EGS_RETURN_IF_ERROR(CheckExitDuration(*ParseV1Duration(d->get<std::string>())));
   }
   if (!for_template) {
     if (auto s = body.find("sliceName");
@@ -535,7 +544,7 @@ common::Result<json> ToGprObject(const json& body, std::string_view name,
   spec["nodes"] = body.value("numberOfGPUNodes", 1);
   spec["gpusPerNode"] = gpus_per_node;
   EGS_ASSIGN_OR_RETURN(common::Duration duration, ParseV1Duration(str("exitDuration")));
-  EGS_RETURN_IF_ERROR(PositiveExitDuration(duration));
+  EGS_RETURN_IF_ERROR(CheckExitDuration(duration));
   spec["duration"] = common::FormatGoDuration(duration);
   if (auto p = body.find("priority"); p != body.end() && p->is_number_integer()) {
     spec["priority"] = p->get<int>();

@@ -140,6 +140,19 @@ TEST(V1FieldsTest, ChecksTypesAndUnknownFields) {
   b = good;
   b["exitDuration"] = "12 hours";
   expect_field(b, "exitDuration");
+  // Longer than a request may last: said in the v1 format, for a GPR and for a template.
+  for (const char* too_long : {"367d0h0m", "99999999d", "106751d23h48m"}) {
+    b = good;
+    b["exitDuration"] = too_long;
+    EXPECT_EQ(ValidateGprFields(b, false).message(), "exitDuration: must be at most 366d0h0m")
+        << too_long;
+    EXPECT_EQ(ValidateGprFields(json{{"exitDuration", too_long}}, true).message(),
+              "exitDuration: must be at most 366d0h0m")
+        << too_long;
+  }
+  b = good;
+  b["exitDuration"] = "366d0h0m";
+  EXPECT_OK(ValidateGprFields(b, false));
   b = good;
   b["multiNode"] = "yes";
   expect_field(b, "multiNode");
