@@ -298,11 +298,15 @@ common::Result<RunSummary> SummarizeRun(std::string policy, std::string load, do
   r.moved_plans = result.stats.moved_plans;
   r.wait_cdf = WaitCdf(result);
   const double hours = metrics.allocation.horizon_hours;
-  r.allocation_step_hours =
-      std::max(1.0, std::ceil(hours / static_cast<double>(kMaxAllocationPoints)));
+  // At most kMaxAllocationPoints steps of whole minutes (whole hours past an hour), so that a
+  // replay shorter than an hour still draws a curve, not one point.
+  double step_minutes =
+      std::max(1.0, std::ceil(hours * 60 / static_cast<double>(kMaxAllocationPoints)));
+  if (step_minutes > 60) step_minutes = 60 * std::ceil(step_minutes / 60);
+  r.allocation_step_hours = step_minutes / 60;
   EGS_ASSIGN_OR_RETURN(
       r.allocation,
-      AllocationOverTime(result, common::Hours(static_cast<long long>(r.allocation_step_hours))));
+      AllocationOverTime(result, common::Minutes(static_cast<long long>(step_minutes))));
   r.error_histogram_p50 = Histogram(EstimateSamples(result, EstimateSource::kPromisedP50));
   r.error_histogram_plan = Histogram(EstimateSamples(result, EstimateSource::kPlan));
   r.metrics = std::move(metrics);

@@ -118,8 +118,12 @@ TEST(ReportTest, SummarizeRun) {
   ASSERT_EQ(s->error_histogram_p50.size(), static_cast<std::size_t>(kErrorBinCount));
   EXPECT_EQ(s->error_histogram_p50[6], 3u);   // every start is 100 s after its P50
   EXPECT_EQ(s->error_histogram_plan[5], 3u);  // and 30 s after the plan
-  EXPECT_DOUBLE_EQ(s->allocation_step_hours, 1);
-  EXPECT_EQ(s->allocation.size(), 3u);  // horizon [0, 7870 s]
+  // Horizon [0, 7870 s]: steps of a minute (at most 400 steps, whole minutes), so a short run
+  // still draws a curve; the last step is the 10 s left over.
+  EXPECT_DOUBLE_EQ(s->allocation_step_hours, 1.0 / 60);
+  ASSERT_EQ(s->allocation.size(), 132u);
+  EXPECT_DOUBLE_EQ(s->allocation[0], 60.0 * 1 / (4 * 60));             // a (1 GPU) from 0
+  EXPECT_DOUBLE_EQ(s->allocation[1], (60.0 * 1 + 50 * 2) / (4 * 60));  // b (2 GPUs) from 70 s
   // Runs cut at the 1 h booking, over 4 GPUs and the 40 s between the first and last submit:
   // a 1 x 600, b 2 x 3600 (its 7200 s hold cut), c 4 x 600, d 1 x 60; e rejected.
   EXPECT_DOUBLE_EQ(s->replayed.load, (600.0 + 7200 + 2400 + 60) / (4 * 40));
