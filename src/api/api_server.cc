@@ -1492,6 +1492,16 @@ HttpResponse ApiServer::UpdateObject(const HttpRequest& req, const Target& t,
     if (Status s = Authorize(who, "update", t, to); !s.ok()) return ErrorResponse(s, t.context());
   }
   if (Status s = ValidateObject(r.kind, *body); !s.ok()) return ErrorResponse(s, t.context());
+  // As Kubernetes does for custom resources: a PUT replaces the whole object, so it must say
+  // which version it replaces, or two writers would overwrite each other without a conflict.
+  // (A PATCH may leave it out: it changes only what it names.)
+  const json& meta = (*body)["metadata"];
+  if (!meta.is_object() || !meta.contains("resourceVersion") || meta["resourceVersion"].is_null() ||
+      meta["resourceVersion"] == "") {
+    return ErrorResponse(
+        common::InvalidArgumentError("metadata.resourceVersion: must be specified for an update"),
+        t.context());
+  }
   auto updated =
       control_plane_.Update(who, r.kind, t.scope_ns(), t.name, std::move(*body), dry_run);
   if (!updated) return ErrorResponse(updated.error(), t.context());

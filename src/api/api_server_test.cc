@@ -641,6 +641,19 @@ TEST_F(ApiServerTest, PutUpdatesAndChecksResourceVersion) {
   r = Put(std::string(kGprs) + "/train", obj.dump());
   EXPECT_EQ(r.status, 409);
   EXPECT_EQ(json::parse(r.body)["reason"], "Conflict");
+  // Without a resourceVersion a PUT would overwrite whatever is stored: refused (422), as
+  // Kubernetes does for custom resources, and nothing changes.
+  for (int variant = 0; variant < 3; ++variant) {  // left out, null, ""
+    json blind = json::parse(Get(std::string(kGprs) + "/train").body);
+    blind["spec"]["nodes"] = 7;
+    if (variant == 0) blind["metadata"].erase("resourceVersion");
+    if (variant == 1) blind["metadata"]["resourceVersion"] = nullptr;
+    if (variant == 2) blind["metadata"]["resourceVersion"] = "";
+    r = Put(std::string(kGprs) + "/train", blind.dump());
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_EQ(json::parse(r.body)["details"]["causes"][0]["field"], "metadata.resourceVersion");
+  }
+  EXPECT_EQ(json::parse(Get(std::string(kGprs) + "/train").body)["spec"]["nodes"], 4);
   // Name mismatch with the URL.
   obj["metadata"]["name"] = "other";
   EXPECT_EQ(Put(std::string(kGprs) + "/train", obj.dump()).status, 400);
