@@ -25,9 +25,9 @@ void PrintUsage() {
   fmt::print(stderr,
              "usage: egsd [--config FILE] [--listen ADDR:PORT] [--data-dir DIR] [--fleet FILE]\n"
              "            [--database postgresql://USER@HOST:PORT/DB [--standby]]\n"
-             "            [--log-level trace|debug|info|warn|error] [--admin-token-file FILE]\n"
+             "            [--log-level trace|debug|info|warn|error|off] [--admin-token-file FILE]\n"
              "            [--tls-cert-file FILE --tls-key-file FILE] [--portal-dir DIR]\n"
-             "            [--http-threads N]\n");
+             "            [--http-threads N (1-256; watches: half of them, at most 32)]\n");
 }
 
 }  // namespace

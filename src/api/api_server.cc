@@ -1101,6 +1101,13 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
     if (!v || *v < 0) return ToResponse(BadRequest(fmt::format("invalid limit \"{}\"", *l)));
     limit = static_cast<std::size_t>(*v);
   }
+  // A list answers at once, so timeoutSeconds bounds nothing here; a malformed one is still a
+  // 400, as on a watch (and in Kubernetes), not silently ignored.
+  if (auto ts = req.Query("timeoutSeconds"); ts && !ts->empty()) {
+    if (const std::optional<std::int64_t> v = ParseInt64(*ts); !v || *v < 0) {
+      return ToResponse(BadRequest(fmt::format("invalid timeoutSeconds \"{}\"", *ts)));
+    }
+  }
   std::optional<ContinueToken> token;
   if (auto c = req.Query("continue"); c && !c->empty()) {
     auto decoded = DecodeContinue(*c);

@@ -536,6 +536,8 @@ TEST_F(ApiServerTest, ListWithSelectors) {
   EXPECT_EQ(Get(kGprs, {{"limit", "-1"}}).status, 400);
   EXPECT_EQ(Get(kGprs, {{"limit", "99999999999999999999"}}).status, 400);  // overflows int64
   EXPECT_EQ(Get(kGprs, {{"limit", "2x"}}).status, 400);
+  EXPECT_EQ(Get(kGprs, {{"timeoutSeconds", "abc"}}).status, 400);
+  EXPECT_EQ(Get(kGprs, {{"timeoutSeconds", "30"}}).status, 200);
   // A set-based bound that overflows int64 was a 500 (std::stoll threw while matching).
   EXPECT_EQ(Get(kGprs, {{"labelSelector", "a>99999999999999999999"}}).status, 400);
 }
