@@ -19,15 +19,26 @@ bool IsFieldChar(char c) {
 
 // Splits "spec.nodes: must be >= 1" into ("spec.nodes", "must be >= 1"); nullopt when the
 // message does not start with a field path.
+// Inside brackets anything goes ("metadata.labels[bad key!]: ..." names a key that is not a
+// valid one, which is the point of the message).
 std::optional<std::pair<std::string, std::string>> SplitField(const std::string& msg) {
-  std::size_t colon = msg.find(": ");
-  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  if (msg.empty()) return std::nullopt;
   char first = msg.front();
   if (!((first >= 'a' && first <= 'z') || (first >= 'A' && first <= 'Z'))) return std::nullopt;
-  for (std::size_t i = 0; i < colon; ++i) {
-    if (!IsFieldChar(msg[i])) return std::nullopt;
+  int depth = 0;
+  for (std::size_t i = 0; i + 1 < msg.size(); ++i) {
+    const char c = msg[i];
+    if (c == '[') {
+      ++depth;
+    } else if (c == ']' && depth > 0) {
+      --depth;
+    } else if (depth == 0 && c == ':' && msg[i + 1] == ' ') {
+      return std::make_pair(msg.substr(0, i), msg.substr(i + 2));
+    } else if (depth == 0 && !IsFieldChar(c)) {
+      return std::nullopt;
+    }
   }
-  return std::make_pair(msg.substr(0, colon), msg.substr(colon + 2));
+  return std::nullopt;
 }
 
 std::string Qualified(std::string_view name) { return fmt::format("{}.{}", name, kGroup); }

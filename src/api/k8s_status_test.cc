@@ -70,6 +70,12 @@ TEST(K8sStatusTest, InvalidArgumentNamesTheFieldInCauses) {
   json plain = ToJson(FromStatus(common::InvalidArgumentError("labelSelector \"x y\": bad")));
   EXPECT_FALSE(plain["details"]["causes"][0].contains("field"));
   EXPECT_EQ(plain["details"]["causes"][0]["message"], "labelSelector \"x y\": bad");
+
+  // A field path may name a key that is not a valid one, even one holding ": ".
+  json key = ToJson(
+      FromStatus(common::InvalidArgumentError("metadata.labels[bad: key!]: invalid label key")));
+  EXPECT_EQ(key["details"]["causes"][0]["field"], "metadata.labels[bad: key!]");
+  EXPECT_EQ(key["details"]["causes"][0]["message"], "invalid label key");
 }
 
 TEST(K8sStatusTest, ConflictAndNotFoundMessages) {
