@@ -251,12 +251,14 @@ std::vector<Command> WriteCommands() {
   return {
       {"apply",
        "egsctl apply -f FILE|DIR|-",
-       "Create or update objects from YAML or JSON manifests",
+       "Create or update objects from YAML or JSON manifests (several: the server checks "
+       "each first, and none is written if it refuses one)",
        {FileFlag()},
        &Apply},
       {"create",
        "egsctl create -f FILE|DIR|-",
-       "Create objects from YAML or JSON manifests",
+       "Create objects from YAML or JSON manifests (several: none is created if the server "
+       "refuses one)",
        {FileFlag()},
        &Create},
       {"delete",

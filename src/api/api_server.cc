@@ -790,6 +790,9 @@ HttpResponse ApiServer::ServeResource(const HttpRequest& req, const Target& t,
   if (r.namespaced != t.ns_in_path) {
     // A namespaced kind without a namespace may only be listed or watched (every namespace).
     bool all_namespaces_read = r.namespaced && t.name.empty() && m == "GET";
+    // The path exists (it lists every namespace); other methods are not allowed there, as on
+    // a namespace's collection.
+    if (!all_namespaces_read && r.namespaced && t.name.empty()) return not_allowed();
     if (!all_namespaces_read) return ToResponse(NoRoute());
   }
   if (!r.generic) {

@@ -492,6 +492,11 @@ TEST_F(ApiServerTest, ListWithSelectors) {
   EXPECT_THAT(ListNames(kGprs), ElementsAre("a1", "a2", "a3"));
   EXPECT_THAT(ListNames("/apis/egs.dev/v1alpha1/gpuprovisionrequests"),
               ElementsAre("a1", "a2", "a3", "b1"));
+  // Every namespace's collection may only be read: other methods get 405, as on one
+  // namespace's collection (not 404, as if the path did not exist).
+  EXPECT_EQ(Delete("/apis/egs.dev/v1alpha1/gpuprovisionrequests").status, 405);
+  EXPECT_EQ(Delete(kGprs).status, 405);
+  EXPECT_EQ(Post("/apis/egs.dev/v1alpha1/gpuprovisionrequests", GprJson("x").dump()).status, 405);
   EXPECT_THAT(ListNames(kGprs, {{"labelSelector", "app=train"}}), ElementsAre("a1"));
   EXPECT_THAT(ListNames(kGprs, {{"labelSelector", "app==train"}}), ElementsAre("a1"));
   EXPECT_THAT(ListNames(kGprs, {{"labelSelector", "app!=train"}}), ElementsAre("a2", "a3"));

@@ -244,15 +244,16 @@ constexpr std::string_view kDeleteOptions = "io.k8s.apimachinery.pkg.apis.meta.v
 std::string SchemaName(std::string_view kind) { return fmt::format("dev.egs.v1alpha1.{}", kind); }
 
 json GprSpecSchema() {
-  return Obj({{"shapes", Arr(Str(), "Acceptable GPU shapes, in preference order.")},
-              {"shape", Str("A single acceptable shape (instead of shapes).")},
-              {"clusters", Arr(Str(), "Acceptable clusters; empty = any the workspace allows.")},
-              {"nodes", Int("Number of nodes (>= 1).")},
-              {"gpusPerNode", Int("GPUs on each node; 0 = whole nodes.")},
-              {"duration", Dur("How long the nodes are needed.")},
-              {"priority", Int("Higher runs first.")},
-              {"earliestStart", TimeS("Do not start before this time (at most 366 days ahead).")}},
-             {"duration"}, "What is requested: N nodes of shape S for duration D at priority P.");
+  return Obj(
+      {{"shapes", Arr(Str(), "Acceptable GPU shapes, in preference order.")},
+       {"shape", Str("A single acceptable shape (instead of shapes).")},
+       {"clusters", Arr(Str(), "Acceptable clusters; empty = any the workspace allows.")},
+       {"nodes", Int("Number of nodes (>= 1).")},
+       {"gpusPerNode", Int("GPUs on each node; 0 = whole nodes.")},
+       {"duration", Dur("How long the nodes are needed (at most 366 days, extensions included).")},
+       {"priority", Int("Higher runs first.")},
+       {"earliestStart", TimeS("Do not start before this time (at most 366 days ahead).")}},
+      {"duration"}, "What is requested: N nodes of shape S for duration D at priority P.");
 }
 
 // spec and status schemas per kind; Event's fields sit at the top level.
