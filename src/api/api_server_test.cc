@@ -497,6 +497,10 @@ TEST_F(ApiServerTest, ListWithSelectors) {
   EXPECT_EQ(Delete("/apis/egs.dev/v1alpha1/gpuprovisionrequests").status, 405);
   EXPECT_EQ(Delete(kGprs).status, 405);
   EXPECT_EQ(Post("/apis/egs.dev/v1alpha1/gpuprovisionrequests", GprJson("x").dump()).status, 405);
+  // Fleet objects are never deleted through the API: not offered, so 405, not a 422 from deep in.
+  for (const char* kind : {"nodes", "gpushapes", "clusters", "projects"}) {
+    EXPECT_EQ(Delete(std::string("/apis/egs.dev/v1alpha1/") + kind + "/x").status, 405) << kind;
+  }
   EXPECT_THAT(ListNames(kGprs, {{"labelSelector", "app=train"}}), ElementsAre("a1"));
   EXPECT_THAT(ListNames(kGprs, {{"labelSelector", "app==train"}}), ElementsAre("a1"));
   EXPECT_THAT(ListNames(kGprs, {{"labelSelector", "app!=train"}}), ElementsAre("a2", "a3"));

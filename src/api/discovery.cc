@@ -16,18 +16,22 @@ using nlohmann::json;
 
 const std::vector<std::string> kAllVerbs = {"create", "delete", "get",  "list",
                                             "patch",  "update", "watch"};
+// Fleet objects (projects, clusters, shapes, nodes) are never deleted through the API (nodes are
+// cordoned or failed; requests and history refer to the others): not offered, so a DELETE is a
+// 405 and kubectl api-resources does not list it.
+const std::vector<std::string> kKeptVerbs = {"create", "get", "list", "patch", "update", "watch"};
 
 std::vector<ResourceInfo> MakeResources() {
   std::vector<ResourceInfo> r;
-  r.push_back({"Project", "projects", "project", {"proj"}, false, kAllVerbs, {}, true});
-  r.push_back({"Cluster", "clusters", "cluster", {}, false, kAllVerbs, {}, true});
-  r.push_back({"GPUShape", "gpushapes", "gpushape", {"shape"}, false, kAllVerbs, {}, true});
+  r.push_back({"Project", "projects", "project", {"proj"}, false, kKeptVerbs, {}, true});
+  r.push_back({"Cluster", "clusters", "cluster", {}, false, kKeptVerbs, {}, true});
+  r.push_back({"GPUShape", "gpushapes", "gpushape", {"shape"}, false, kKeptVerbs, {}, true});
   r.push_back({"Node",
                "nodes",
                "node",
                {"gnode"},
                false,
-               kAllVerbs,
+               kKeptVerbs,
                {"fail", "cordon", "recover", "maintenance", "cancel-maintenance"},
                true});
   r.push_back({"Workspace", "workspaces", "workspace", {"ws"}, false, kAllVerbs, {}, true});

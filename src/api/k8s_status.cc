@@ -129,8 +129,17 @@ ApiError FromStatus(const common::Status& s, const ErrorContext& ctx) {
     case StatusCode::kAborted: {
       std::string m = msg;
       if (!ctx.resource.empty() && !ctx.name.empty()) {
+        // A message that already says so (the control plane's, naming the kind) keeps only its
+        // reason, so that the prefix is not said twice.
+        std::string_view reason = msg;
+        constexpr std::string_view kPrefix = "Operation cannot be fulfilled on ";
+        if (reason.starts_with(kPrefix)) {
+          if (auto end = reason.find("\": "); end != std::string_view::npos) {
+            reason.remove_prefix(end + 3);
+          }
+        }
         m = fmt::format("Operation cannot be fulfilled on {} \"{}\": {}", Qualified(ctx.resource),
-                        ctx.name, msg);
+                        ctx.name, reason);
       }
       return with_details(Make(409, "Conflict", std::move(m)));
     }

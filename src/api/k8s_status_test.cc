@@ -85,6 +85,15 @@ TEST(K8sStatusTest, ConflictAndNotFoundMessages) {
             "Operation cannot be fulfilled on gpuprovisionrequests.egs.dev \"train\": stale "
             "resourceVersion");
   EXPECT_EQ(conflict.kind, "gpuprovisionrequests");
+  // The control plane's own "Operation cannot be fulfilled on KIND ..." is not said twice.
+  ApiError twice = FromStatus(
+      common::AbortedError("Operation cannot be fulfilled on GPUProvisionRequest \"train\": the "
+                           "object has been modified; please apply your changes to the latest "
+                           "version and try again"),
+      ctx);
+  EXPECT_EQ(twice.message,
+            "Operation cannot be fulfilled on gpuprovisionrequests.egs.dev \"train\": the object "
+            "has been modified; please apply your changes to the latest version and try again");
   ApiError missing = ObjectNotFound(ctx);
   EXPECT_EQ(missing.code, 404);
   EXPECT_EQ(missing.message, "gpuprovisionrequests.egs.dev \"train\" not found");
