@@ -1,6 +1,7 @@
 #include "api/api_server.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -677,8 +678,73 @@ HttpResponse ApiServer::Serve(const HttpRequest& req, const Target& t,
   if (t.path.starts_with(kLogsPrefix)) {
     return ServeLog(req, std::string_view(t.path).substr(kLogsPrefix.size()), *who);
   }
+  static const std::string kCoreNamespaces = "/api/v1/namespaces/";
+  if (t.path.starts_with(kCoreNamespaces)) {
+    return ServeCoreV1(req, std::string_view(t.path).substr(kCoreNamespaces.size()), *who);
+  }
   if (!t.resource_path) return ServeDiscovery(req, t.path);
   return ServeResource(req, t, *who);
+}
+
+// kubectl reads two core/v1 things about namespaced objects: after a 404 on one it asks for its
+// namespace (and without an answer in Kubernetes' form says only "the server could not find the
+// requested resource"), and describe lists the object's events. Each workspace is a namespace;
+// events are ours, relabelled v1 (the same fields).
+HttpResponse ApiServer::ServeCoreV1(const HttpRequest& req, std::string_view rest,
+                                    const Principal& who) {
+  if (req.method != "GET") {
+    return ToResponse(
+        MethodNotAllowed(fmt::format("{} is not supported on {}", req.method, req.path)));
+  }
+  const std::size_t slash = rest.find('/');
+  const std::string ns(rest.substr(0, slash));
+  const std::string_view sub = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+  if (sub.empty()) {
+    auto ws = store_.Get("Workspace", "", ns);
+    if (!ws) return ErrorResponse(ws.error());
+    if (!ws->has_value()) {
+      ApiError e;
+      e.code = 404;
+      e.reason = "NotFound";
+      e.message = fmt::format("namespaces \"{}\" not found", ns);
+      e.name = ns;
+      e.kind = "namespaces";
+      return ToResponse(e);
+    }
+    return JsonResponse(200, json{{"apiVersion", "v1"},
+                                  {"kind", "Namespace"},
+                                  {"metadata", {{"name", ns}}},
+                                  {"status", {{"phase", "Active"}}}});
+  }
+  if (sub != "events") return ToResponse(NoRoute());
+  // Our events of the namespace. They record no uid of the object they are about, so a
+  // selector term on it (kubectl describe sends one) is left out.
+  HttpRequest inner = req;
+  inner.path = fmt::format("/apis/{}/namespaces/{}/events", kApiVersion, ns);
+  if (auto fs = req.Query("fieldSelector")) {
+    std::vector<std::string> kept;
+    std::size_t start = 0;
+    while (start <= fs->size()) {
+      std::size_t comma = fs->find(',', start);
+      if (comma == std::string::npos) comma = fs->size();
+      std::string term = fs->substr(start, comma - start);
+      if (!term.empty() && !term.starts_with("involvedObject.uid")) kept.push_back(term);
+      start = comma + 1;
+    }
+    inner.query.erase("fieldSelector");
+    if (!kept.empty())
+      inner.query.emplace("fieldSelector", fmt::format("{}", fmt::join(kept, ",")));
+  }
+  const Target t = ParseTarget(inner);
+  HttpResponse r = ServeResource(inner, t, who);
+  if (r.status != 200 || r.body.empty()) return r;
+  json list = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (!list.is_object()) return r;
+  list["apiVersion"] = "v1";
+  if (auto items = list.find("items"); items != list.end() && items->is_array()) {
+    for (json& item : *items) item["apiVersion"] = "v1";
+  }
+  return JsonResponse(200, list);
 }
 
 HttpResponse ApiServer::ServeLog(const HttpRequest& req, std::string_view stream,

@@ -124,6 +124,10 @@ class ApiServer {
   static Target ParseTarget(const HttpRequest& req);
   HttpResponse Serve(const HttpRequest& req, const Target& target, std::optional<Principal>& who);
   HttpResponse ServeDiscovery(const HttpRequest& req, std::string_view path);
+  // GET /api/v1/namespaces/NS and /api/v1/namespaces/NS/events: what kubectl reads of core/v1
+  // about our objects (each workspace is a namespace). `rest` is the path after
+  // "/api/v1/namespaces/".
+  HttpResponse ServeCoreV1(const HttpRequest& req, std::string_view rest, const Principal& who);
   // GET /apis/egs.dev/v1alpha1/logs/{audit|decisions}?after=SEQ&limit=N[&request=NS/NAME]:
   // records of the store's append-only logs, oldest first (admins only).
   HttpResponse ServeLog(const HttpRequest& req, std::string_view stream, const Principal& who);

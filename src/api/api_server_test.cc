@@ -824,6 +824,49 @@ TEST_F(ApiServerTest, ActionsAndQuote) {
   EXPECT_EQ(cp_.calls.back(), "action Node /n1 fail {}");
 }
 
+// kubectl reads a namespace after a 404 on an object in it (to word its error), and describe
+// lists the object's events from core/v1: each workspace answers as a namespace, and events are
+// ours relabelled v1, whatever uid the selector names.
+TEST_F(ApiServerTest, CoreV1NamespacesAndEventsForKubectl) {
+  SeedWorkspace("team-a");
+  HttpResponse ns = Get("/api/v1/namespaces/team-a");
+  ASSERT_EQ(ns.status, 200) << ns.body;
+  EXPECT_EQ(json::parse(ns.body)["kind"], "Namespace");
+  EXPECT_EQ(json::parse(ns.body)["metadata"]["name"], "team-a");
+  HttpResponse none = Get("/api/v1/namespaces/nope");
+  ASSERT_EQ(none.status, 404);
+  EXPECT_EQ(json::parse(none.body)["kind"], "Status");
+  EXPECT_EQ(json::parse(none.body)["message"], "namespaces \"nope\" not found");
+  for (const char* name : {"e1", "e2"}) {
+    json ev = {{"apiVersion", "egs.dev/v1alpha1"},
+               {"kind", "Event"},
+               {"metadata", {{"name", name}, {"namespace", "team-a"}}},
+               {"type", "Normal"},
+               {"reason", "Queued"},
+               {"message", "queued"},
+               {"involvedObject",
+                {{"kind", "GPUProvisionRequest"},
+                 {"namespace", "team-a"},
+                 {"name", std::string(name) == "e1" ? "train" : "other"}}},
+               {"count", 1}};
+    store::StoredObject o{"Event", "team-a",     name,     std::string("uid-") + name,
+                          0,       clock_.Now(), ev.dump()};
+    ASSERT_TRUE(store_->Commit({store::WriteOp::Put(o, std::nullopt)}, {}).ok());
+  }
+  HttpResponse events = Get("/api/v1/namespaces/team-a/events",
+                            {{"fieldSelector",
+                              "involvedObject.name=train,involvedObject.namespace=team-a,"
+                              "involvedObject.kind=GPUProvisionRequest,involvedObject.uid=0b7c"}});
+  ASSERT_EQ(events.status, 200) << events.body;
+  json list = json::parse(events.body);
+  EXPECT_EQ(list["apiVersion"], "v1");
+  ASSERT_EQ(list["items"].size(), 1u) << events.body;
+  EXPECT_EQ(list["items"][0]["apiVersion"], "v1");
+  EXPECT_EQ(list["items"][0]["involvedObject"]["name"], "train");
+  EXPECT_EQ(Post("/api/v1/namespaces/team-a", "{}").status, 405);
+  EXPECT_EQ(Get("/api/v1/namespaces/team-a/pods").status, 404);
+}
+
 TEST_F(ApiServerTest, EventsAreReadOnly) {
   EXPECT_EQ(Post("/apis/egs.dev/v1alpha1/namespaces/team-a/events", "{}").status, 405);
   EXPECT_EQ(Get("/apis/egs.dev/v1alpha1/namespaces/team-a/events").status, 200);

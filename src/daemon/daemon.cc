@@ -783,7 +783,11 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     if (portal) {
       if (auto r = portal->Serve(req)) return std::move(*r);
     }
-    if (compat::V1Server::Serves(req.path)) return v1->Handle(req);
+    // The existing EGS API owns /api/v1, except the two core/v1 reads kubectl makes of
+    // namespaces and their events (api::ApiServer::ServeCoreV1).
+    if (compat::V1Server::Serves(req.path) && !req.path.starts_with("/api/v1/namespaces/")) {
+      return v1->Handle(req);
+    }
     if (req.path == "/" && (req.method == "GET" || req.method == "HEAD")) {
       api::HttpResponse r;
       if (portal) {
