@@ -1768,6 +1768,11 @@ HttpResponse ApiServer::RunQuote(const HttpRequest& req, const Target& t, const 
   if (auto spec = ParseGprSpec(*spec_it, "spec"); !spec) return ErrorResponse(spec.error(), ctx);
   auto quote = control_plane_.Quote(who, t.ns, *spec_it);
   if (!quote) return ErrorResponse(quote.error(), ctx);
+  // Typed like the request, so that Kubernetes clients (kubectl create -f) can decode it.
+  if (quote->is_object()) {
+    (*quote)["apiVersion"] = kApiVersion;
+    (*quote)["kind"] = "Quote";
+  }
   return JsonResponse(200, *quote);
 }
 

@@ -808,6 +808,8 @@ TEST_F(ApiServerTest, ActionsAndQuote) {
   r = Post("/apis/egs.dev/v1alpha1/namespaces/team-a/quotes", quote.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)["queuePosition"], 1);
+  EXPECT_EQ(json::parse(r.body)["kind"], "Quote");
+  EXPECT_EQ(json::parse(r.body)["apiVersion"], "egs.dev/v1alpha1");
   EXPECT_EQ(last_access_.verb, "quote");
   EXPECT_EQ(last_access_.resource, "gpuprovisionrequests");
   quote["spec"]["nodes"] = 0;
