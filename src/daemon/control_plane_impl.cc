@@ -265,10 +265,17 @@ common::Status ControlPlaneImpl::LoadFromStore() {
     if (doc->meta.deletion_timestamp) pending_deletes_.insert(id);  // finished after a cycle
     ++restored;
   }
-  // Uids are "<prefix>-<n>"; continue after the highest one seen.
-  for (std::string_view kind : {kGpr, kProject, kShape, kCluster, kNode, kWorkspace}) {
+  // Uids are "<prefix>-<n>"; continue after the highest one seen. Event names go on after the
+  // highest number in theirs.
+  for (std::string_view kind : {kGpr, kProject, kShape, kCluster, kNode, kWorkspace, kEvent}) {
     EGS_ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind, std::nullopt));
     for (const auto& o : list.objects) {
+      if (kind == kEvent) {
+        if (auto dot = o.name.rfind('.'); dot != std::string::npos) {
+          event_name_base_ = std::max<std::uint64_t>(
+              event_name_base_, std::strtoull(o.name.c_str() + dot + 1, nullptr, 16));
+        }
+      }
       auto dash = o.uid.rfind('-');
       if (dash == std::string::npos) continue;
       next_uid_ = std::max<std::uint64_t>(next_uid_,
@@ -550,7 +557,7 @@ void ControlPlaneImpl::AddEventWrites(const std::vector<core::Event>& events,
     } else {
       continue;
     }
-    doc.meta.name = fmt::format("{}.{:x}", object_name, e.id.value());
+    doc.meta.name = fmt::format("{}.{:x}", object_name, event_name_base_ + e.id.value());
     doc.meta.uid = fmt::format("ev-{}", next_uid_++);
     doc.meta.creation_timestamp = e.first_time;
     store::StoredObject obj;

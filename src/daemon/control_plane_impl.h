@@ -267,6 +267,10 @@ class ControlPlaneImpl final : public api::ControlPlane {
   std::map<core::ShapeId, core::GpuShape> shapes_;  // to fill in the GPUs of a node
   std::map<core::NodeId, core::Node> nodes_;
   std::uint64_t next_uid_ = 1;
+  // Event names are "<object>.<hex>", the hex the scheduler's event id (which starts at 1 in
+  // every process) plus this: the highest found in the store at the start, so that an event
+  // written after a restart never takes the name of (and overwrites) one written before.
+  std::uint64_t event_name_base_ = 0;
 
   std::atomic<std::shared_ptr<const FleetNames>> fleet_names_;
   std::atomic<std::uint64_t> fleet_names_generation_{0};

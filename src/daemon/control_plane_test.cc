@@ -106,6 +106,11 @@ TEST(ControlPlaneTest, CreatesPersistsAndRestoresRequests) {
     ASSERT_OK(events);
     EXPECT_GE(events->objects.size(), 4u);
   }
+  // Every event written before the restart, by name and content.
+  std::map<std::string, std::string> before;
+  auto written = store.List("Event", std::string_view("team-a"));
+  ASSERT_OK(written);
+  for (const auto& o : written->objects) before[o.name] = o.data;
   clock.AdvanceBy(common::Minutes(30));
   Instance b(store, clock);
   ASSERT_OK(b.cp.LoadFromStore());
@@ -128,6 +133,19 @@ TEST(ControlPlaneTest, CreatesPersistsAndRestoresRequests) {
   clock.AdvanceTo(common::FromUnixMicros(0) + common::Hours(1004));
   b.Cycle(clock.Now());
   EXPECT_EQ(phase("train"), "Completed");
+  // The events of the new process have new names: none written before the restart was
+  // overwritten (the scheduler numbers events from 1 in every process).
+  auto after = store.List("Event", std::string_view("team-a"));
+  ASSERT_OK(after);
+  std::size_t kept = 0;
+  for (const auto& o : after->objects) {
+    auto it = before.find(o.name);
+    if (it == before.end()) continue;
+    EXPECT_EQ(o.data, it->second) << o.name;
+    ++kept;
+  }
+  EXPECT_EQ(kept, before.size());
+  EXPECT_GT(after->objects.size(), before.size());
 }
 
 TEST(ControlPlaneTest, BadInputChangesNothing) {
