@@ -302,7 +302,7 @@ class UndoCreatedFiles {
     }
   }
   ~UndoCreatedFiles() {
-    if (!armed_) return;
+    if (!armed_ || !locked_) return;
     for (const std::filesystem::path& path : created_) {
       std::error_code ec;
       std::filesystem::remove_all(path, ec);
@@ -310,10 +310,15 @@ class UndoCreatedFiles {
   }
   // The start succeeded: keep everything.
   void Keep() { armed_ = false; }
+  // This start holds the data directory's lock. Until then nothing is removed: an egsd that
+  // lost the lock to another one starting at the same moment removed the files the other had
+  // just created (its database, while it served from it).
+  void Locked() { locked_ = true; }
 
  private:
   std::vector<std::filesystem::path> created_;
   bool armed_ = true;
+  bool locked_ = false;
 };
 
 }  // namespace
@@ -556,6 +561,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         fmt::format("--data-dir: cannot create {}: {}", config.data_dir, ec.message()));
   }
   EGS_RETURN_IF_ERROR(p->data_dir_lock.Acquire(config.data_dir));
+  undo.Locked();
   if (!config.database.empty()) {
     // One egsd per database: the store holds the database's egsd lock while egsd runs. The
     // connection string is not echoed (it may carry a password).
