@@ -938,6 +938,18 @@ void ApiServer::Audit(const HttpRequest& req, const Target& t, const std::option
                  {"reason", ""},
                  {"dryRun", req.Query("dryRun").has_value()},
                  {"remoteAddr", req.remote_addr}};
+  // A create names its object in the body, not the path: the name it was created under (or
+  // asked for, when refused).
+  if (t.name.empty() && req.method == "POST" && t.action.empty()) {
+    for (const std::string* text : {&resp.body, &req.body}) {
+      json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      if (!doc.is_object() || doc.value("kind", "") == "Status") continue;
+      if (std::string name = StringAt(doc, "metadata", "name"); !name.empty()) {
+        record["name"] = name;
+        break;
+      }
+    }
+  }
   if (t.verb == "kubeconfig") record["member"] = req.Query("member").value_or(record["user"]);
   if (resp.status < 400 && !t.action.empty()) {
     // An action's own reason (reject, evict, ...) is what the audit is read for.

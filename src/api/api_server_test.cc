@@ -916,6 +916,7 @@ TEST_F(ApiServerTest, AuditsEveryMutatingCall) {
   EXPECT_EQ(create["verb"], "create");
   EXPECT_EQ(create["resource"], "gpuprovisionrequests");
   EXPECT_EQ(create["namespace"], "team-a");
+  EXPECT_EQ(create["name"], "train");  // from the body: a create's path names no object
   EXPECT_EQ(create["code"], 201);
   EXPECT_EQ(create["time"], "2026-11-22T10:00:00Z");
   json denied = records[before + 1];
