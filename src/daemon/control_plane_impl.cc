@@ -1141,6 +1141,9 @@ common::Result<json> ControlPlaneImpl::UpdateOnLoop(std::string_view kind, std::
     o.meta.annotations = doc.meta.annotations;
     std::vector<store::WriteOp> ops;
     AddRequestWrites(*scheduler_.FindRequest(id), ops);
+    // An update that changes nothing is not a change (as in Kubernetes): the same
+    // resourceVersion, no watch event.
+    if (!spec_changed && ops[0].object.data == current->data) return ReadBack(kind, ns, name);
     ops[0].expected_version = current->resource_version;
     EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
     return ReadBack(kind, ns, name);
@@ -1166,6 +1169,7 @@ common::Result<json> ControlPlaneImpl::UpdateOnLoop(std::string_view kind, std::
   if (dry_run) return updated;
   store::StoredObject obj = *current;
   obj.data = updated.dump();
+  if (obj.data == current->data) return ReadBack(kind, ns, name);  // nothing changed
   std::vector<store::WriteOp> ops;
   ops.push_back(store::WriteOp::Put(std::move(obj), current->resource_version));
   EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));

@@ -213,6 +213,13 @@ TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
   auto edited = a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "next", edit, false);
   ASSERT_OK(edited);
   EXPECT_EQ((*edited)["spec"]["nodes"], 1);
+  // The same again changes nothing: the same resourceVersion (no write, no watch event).
+  const std::int64_t version =
+      (*store.Get("GPUProvisionRequest", "team-a", "next"))->resource_version;
+  auto same = a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "next", edit, false);
+  ASSERT_OK(same);
+  EXPECT_EQ((*store.Get("GPUProvisionRequest", "team-a", "next"))->resource_version, version);
+  EXPECT_EQ((*same)["metadata"]["resourceVersion"], (*edited)["metadata"]["resourceVersion"]);
   json too_wide = Gpr("next", 1, "1h");
   too_wide["spec"]["gpusPerNode"] = 99;
   auto refused = a.cp.Update(kAdmin, "GPUProvisionRequest", "team-a", "next", too_wide, false);
