@@ -398,8 +398,14 @@ Result<json> ApplyJsonPatch(const json& doc, const json& patch) {
   json out = doc;
   for (std::size_t i = 0; i < patch.size(); ++i) {
     const json& op = patch[i];
-    const std::string name = op.is_object() ? op.value("op", std::string()) : std::string();
-    std::string path = op.is_object() ? op.value("path", std::string()) : std::string();
+    // Read as text only when they are text (json::value throws on another type).
+    auto text = [&](const char* key) {
+      if (!op.is_object()) return std::string();
+      auto it = op.find(key);
+      return it != op.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    const std::string name = text("op");
+    const std::string path = text("path");
     // The field the operation aims at, in the dotted form errors use ("/spec/nodes" ->
     // "spec.nodes"; "~1" and "~0" decoded); the operation itself when it has no usable path.
     std::string field;
@@ -943,7 +949,7 @@ void ApiServer::Audit(const HttpRequest& req, const Target& t, const std::option
   if (t.name.empty() && req.method == "POST" && t.action.empty()) {
     for (const std::string* text : {&resp.body, &req.body}) {
       json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-      if (!doc.is_object() || doc.value("kind", "") == "Status") continue;
+      if (!doc.is_object() || (doc.contains("kind") && doc["kind"] == "Status")) continue;
       if (std::string name = StringAt(doc, "metadata", "name"); !name.empty()) {
         record["name"] = name;
         break;

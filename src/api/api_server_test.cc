@@ -753,6 +753,12 @@ TEST_F(ApiServerTest, JsonPatchAndApplyPatch) {
   EXPECT_EQ(status["details"]["causes"][0]["message"],
             "the JSON patch's operation 2 (replace \"/spec/nosuch/x\") could not be applied: key "
             "'nosuch' not found");
+  // Operations whose op or path are not text are refused, not an internal error.
+  for (const char* bad :
+       {R"([{"op":5,"path":"/spec/nodes"}])", R"([{"op":"remove","path":7}])", R"([3])"}) {
+    auto odd = Patch(std::string(kGprs) + "/train", bad, "application/json-patch+json");
+    EXPECT_EQ(odd.status, 422) << bad << " " << odd.body;
+  }
   auto no_path =
       Patch(std::string(kGprs) + "/train", R"([{"op":"remove"}])", "application/json-patch+json");
   ASSERT_EQ(no_path.status, 422) << no_path.body;
@@ -905,11 +911,15 @@ TEST_F(ApiServerTest, AuditsEveryMutatingCall) {
   ASSERT_EQ(Call("DELETE", std::string(kGprs) + "/train", "", {}, {}, "viewer").status, 403);
   ASSERT_EQ(Patch(std::string(kGprs) + "/train", R"({"spec":{"nodes":0}})").status, 422);
   ASSERT_EQ(Call("POST", kGprs, "{}", {}, {}, "").status, 401);  // unauthenticated: not audited
+  // A refused create whose kind is not text is audited (its name read safely).
+  json odd = GprJson("odd");
+  odd["kind"] = 5;
+  EXPECT_GE(Post(kGprs, odd.dump()).status, 400);
   // Quotes compute an answer and change nothing: not audited.
   Post("/apis/egs.dev/v1alpha1/namespaces/team-a/quotes",
        R"({"spec":{"shape":"h100","nodes":1,"duration":"1h"}})");
   auto records = AuditRecords();
-  ASSERT_EQ(records.size(), before + 3);
+  ASSERT_EQ(records.size(), before + 4);
   json create = records[before];
   EXPECT_EQ(create["user"], "alice");
   EXPECT_EQ(create["tokenId"], "tok-admin");
