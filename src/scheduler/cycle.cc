@@ -131,8 +131,7 @@ void Scheduler::StartRequest(RequestRecord& r, Time now) {
     estimator_.Record(EstimatorKey(plan.pool, QueuePriority(r.spec)),
                       *r.promised_start - r.submit_time, now - r.submit_time, promised);
   }
-  ends_.Push(r.window->end, r.id);
-  ends_.Compact([&](const auto& e) { return IsLiveEnd(e); });
+  ends_.Push(r.window->end, r.id, 0, [&](const auto& e) { return IsLiveEnd(e); });
   ScheduleMilestones(r);
   SetPhase(r, RequestPhase::kProvisioning, "");
   Emit(r, core::EventType::kNormal, "Provisioning",
@@ -343,8 +342,10 @@ void Scheduler::ScheduleMilestones(const RequestRecord& r) {
     auto t = MilestoneTime(r, bit);
     if (t && (!next || *t < next->first)) next = {{*t, bit}};
   }
-  if (next) milestones_.Push(next->first, r.id, next->second);
-  milestones_.Compact([&](const auto& e) { return IsLiveMilestone(e); });
+  if (next) {
+    milestones_.Push(next->first, r.id, next->second,
+                     [&](const auto& e) { return IsLiveMilestone(e); });
+  }
 }
 
 void Scheduler::FireMilestones(Time now) {

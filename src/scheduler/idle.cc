@@ -72,12 +72,12 @@ void Scheduler::SetIdleCharge(RequestRecord& r, bool charged) {
 void Scheduler::ScheduleIdleCheck(const RequestRecord& r) {
   const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
   if (!r.idle_since || !policy.idle_timeout) return;
+  auto live = [&](const auto& e) { return IsLiveIdleCheck(e); };
   if (!r.idle_warned_at) {
-    idle_checks_.Push(*r.idle_since + *policy.idle_timeout, r.id, kWarn);
+    idle_checks_.Push(*r.idle_since + *policy.idle_timeout, r.id, kWarn, live);
   } else {
-    idle_checks_.Push(*r.idle_warned_at + policy.idle_grace, r.id, kRelease);
+    idle_checks_.Push(*r.idle_warned_at + policy.idle_grace, r.id, kRelease, live);
   }
-  idle_checks_.Compact([&](const auto& e) { return IsLiveIdleCheck(e); });
 }
 
 bool Scheduler::IsLiveIdleCheck(const TimerHeap::Entry& e) const {

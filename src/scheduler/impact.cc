@@ -216,8 +216,7 @@ void Scheduler::ApplyExtension(RequestRecord& r, core::Duration extra) {
   EGS_CHECK(inventory_.Extend({inventory::BookingKind::kReservation, r.id}, new_end).ok());
   loads_[r.spec.workspace].SetEnd(r.id, new_end);
   r.window->end = new_end;
-  ends_.Push(new_end, r.id);
-  ends_.Compact([&](const auto& e) { return IsLiveEnd(e); });
+  ends_.Push(new_end, r.id, 0, [&](const auto& e) { return IsLiveEnd(e); });
   r.spec.duration += extra;
   ScheduleMilestones(r);
   Emit(r, core::EventType::kNormal, "Extended",

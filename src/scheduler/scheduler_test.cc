@@ -48,6 +48,26 @@ TEST(SchedulerTest, RequestRunsThroughItsLifecycle) {
                                               "ExitNotice", "Exit", "Completed"));
 }
 
+// Timers are kept in heaps that drop stale entries now and then. A start pushes its end (and
+// its next milestone) before the request's phase says it runs: the compaction must not judge
+// that new entry, or the reservation never ends. 150 starts at once cross several compactions.
+TEST(SchedulerTest, EveryStartedReservationEndsWhenManyStartAtOnce) {
+  SchedulerHarness h;
+  constexpr int kRequests = 150;
+  h.SimpleFleet(kRequests, /*max_active=*/kRequests);
+  std::vector<core::RequestId> ids;
+  for (int i = 0; i < kRequests; ++i)
+    ids.push_back(MustSubmit(h, RequestBuilder().Hours(4).Build()));
+  h.Cycle();
+  for (auto id : ids) ASSERT_EQ(h.Get(id).phase, RequestPhase::kActive);
+  h.AdvanceTo(T(4));
+  int exit_notices = 0;
+  for (const auto& e : h.sched->TakeEvents()) exit_notices += e.reason == "ExitNotice";
+  EXPECT_EQ(exit_notices, kRequests);
+  for (auto id : ids) EXPECT_EQ(h.Get(id).phase, RequestPhase::kCompleted) << id.value();
+  EXPECT_EQ(h.sched->NextWakeup(), std::nullopt);
+}
+
 TEST(SchedulerTest, ConservativeBackfillNeverDelaysRequestsAhead) {
   SchedulerHarness h;
   h.SimpleFleet(3);

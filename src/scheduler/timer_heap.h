@@ -42,14 +42,18 @@ class TimerHeap {
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
     heap_.pop_back();
   }
-  // Removes every stale entry once the heap has doubled since the last compaction (amortised
-  // O(log n) per push).
+  // Push that first removes every stale entry (`live(entry)` false) once the heap has doubled
+  // since the last compaction (amortised O(log n) per push). The new entry is added after the
+  // compaction and is not judged: the caller may set the state that makes it live only later
+  // (a start pushes its end while the request is still queued).
   template <typename Live>
-  void Compact(const Live& live) {
-    if (heap_.size() <= 2 * compacted_size_ + 64) return;
-    std::erase_if(heap_, [&](const Entry& e) { return !live(e); });
-    std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
-    compacted_size_ = heap_.size();
+  void Push(core::Time when, core::RequestId request, std::uint8_t tag, const Live& live) {
+    if (heap_.size() > 2 * compacted_size_ + 64) {
+      std::erase_if(heap_, [&](const Entry& e) { return !live(e); });
+      std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+      compacted_size_ = heap_.size();
+    }
+    Push(when, request, tag);
   }
   std::size_t size() const { return heap_.size(); }
 
