@@ -13,7 +13,9 @@ common::Result<CommitResult> FakeStore::Commit(std::vector<WriteOp> ops,
                                                std::vector<LogRecord> logs) {
   EGS_RETURN_IF_ERROR(internal::ValidateCommit(ops, logs));
   std::lock_guard lock(mu_);
-  const std::int64_t revision = revision_ + 1;
+  // Op i takes revision revision_ + 1 + i; a commit without ops takes one.
+  const std::int64_t last_revision = internal::LastRevisionOf(revision_, ops.size());
+  std::int64_t revision = revision_;
 
   // 1. Stage every op over the current state; nothing is touched until all preconditions hold.
   //    nullopt in `staged` means "deleted by this commit".
@@ -30,6 +32,7 @@ common::Result<CommitResult> FakeStore::Commit(std::vector<WriteOp> ops,
     std::optional<std::int64_t> actual;
     if (current.has_value()) actual = current->resource_version;
     EGS_RETURN_IF_ERROR(internal::CheckExpectedVersion(op, actual));
+    ++revision;
     if (op.type == WriteOp::Type::kPut) {
       op.object.resource_version = revision;
       changes.push_back(Change{revision, WriteOp::Type::kPut, op.object});
@@ -54,7 +57,7 @@ common::Result<CommitResult> FakeStore::Commit(std::vector<WriteOp> ops,
     logs_.push_back(std::move(record));
   }
   for (Change& change : changes) changes_.push_back(std::move(change));
-  revision_ = revision;
+  revision_ = last_revision;
 
   // 3. Compact the change feed to the retention window.
   const std::int64_t compact_to = revision_ - options_.change_retention_revisions;
@@ -64,7 +67,7 @@ common::Result<CommitResult> FakeStore::Commit(std::vector<WriteOp> ops,
     changes_.erase(changes_.begin(), keep);
     compacted_revision_ = compact_to;
   }
-  return CommitResult{revision};
+  return CommitResult{last_revision};
 }
 
 common::Result<std::optional<StoredObject>> FakeStore::Get(std::string_view kind,

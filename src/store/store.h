@@ -4,14 +4,17 @@
 // The store is generic: it knows nothing of the domain model. It holds
 //   - objects, keyed by (kind, ns, name), each carrying its JSON `data`, a caller-assigned `uid`
 //     and a `resource_version` that the store assigns on write (the global revision of the
-//     commit that last wrote it, as in etcd's mod_revision);
+//     write that last changed it, as in etcd's mod_revision);
 //   - append-only logs ("events", "audit", "decisions", ...), each record with a store-assigned
 //     sequence number;
 //   - a change feed (one Change per object put/delete, by revision) from which the API layer
 //     serves watches; it is compacted to the last `change_retention_revisions` revisions.
 //
-// Revisions: every successful Commit, even one with no ops, creates exactly one new revision,
-// CurrentRevision() + 1. Revisions therefore increase by one per commit and are never reused.
+// Revisions: every successful Commit takes new revisions, one per op: op i of a commit made at
+// CurrentRevision() == R writes at R + 1 + i (a delete of a missing object uses its revision up
+// and writes nothing); a commit without ops takes one, R + 1. No two object writes ever share a
+// revision, so a watcher that resumes after the revision of the last change it saw misses
+// nothing, even when a commit wrote several objects. Revisions increase and are never reused.
 //
 // Small key/value metadata (e.g. "scheduler.next_request_id") is stored as objects of the
 // reserved cluster-scoped kind kMetaKind; see MetaPut and GetMeta below. Use Get/Commit with
@@ -72,7 +75,9 @@ struct LogRecord {
 };
 
 struct CommitResult {
-  std::int64_t revision = 0;  // the new revision; every object written carries it
+  // The commit's last revision (CurrentRevision() once it is durable). Op i of n wrote at
+  // revision - n + 1 + i; read an object back for its resource_version.
+  std::int64_t revision = 0;
 };
 
 struct ListResult {
@@ -151,11 +156,11 @@ class Store {
   // The revision of the last successful commit; 0 for an empty store.
   virtual common::Result<std::int64_t> CurrentRevision() = 0;
 
-  // Changes with revision > after_revision, ascending by (revision, op order). A commit that
-  // changes no object (logs only, deletes of missing objects) leaves no change, so the feed's
-  // revisions may have gaps. Returns whole revisions only: it stops at the first revision
-  // boundary at or after `limit` changes, so it may return more than `limit` when one revision
-  // holds more. Empty when nothing is newer.
+  // Changes with revision > after_revision, ascending by (revision, op order), `limit` of them
+  // or fewer. A commit without ops, and a delete of a missing object, leave no change, so the
+  // feed's revisions may have gaps. A revision holds one change, except in a feed written
+  // before revisions were per op (a commit's changes shared one): whole revisions only are
+  // returned, so more than `limit` when such a revision holds more. Empty when nothing is newer.
   // Errors: InvalidArgument for a negative after_revision; Aborted when changes after
   // `after_revision` have been compacted away (like Kubernetes' 410 "too old resource
   // version"): List again and continue from the list's revision.

@@ -306,15 +306,18 @@ TEST_P(StoreContractTest, BadInputIsInvalidArgumentAndAppliesNothing) {
 TEST_P(StoreContractTest, ChangeFeedReportsPutsAndDeletesInOrder) {
   const std::int64_t r1 = MustCommit(
       {WriteOp::Put(Obj("Pod", "a", "p", "v1"), 0), WriteOp::Put(Obj("Pod", "a", "q", "q1"), 0)});
-  const std::int64_t r2 = MustCommit({WriteOp::Put(Obj("Pod", "a", "p", "v2"), r1)});
-  MustCommit({}, {Log("events", "no object change")});
+  EXPECT_EQ(r1, 2);  // one revision per op
+  const std::int64_t r2 = MustCommit({WriteOp::Put(Obj("Pod", "a", "p", "v2"), r1 - 1)});
+  const std::int64_t r3 = MustCommit({}, {Log("events", "no object change")});
+  EXPECT_EQ(r3, r2 + 1);  // a commit without ops takes one revision
   const std::int64_t r4 = MustCommit(
       {WriteOp::Delete("Pod", "a", "p", r2), WriteOp::Delete("Pod", "a", "gone", std::nullopt)});
+  EXPECT_EQ(r4, r3 + 2);  // the delete of a missing object uses its revision up
 
   auto all = store_->ChangesSince(0, 100);
   ASSERT_OK(all);
   ASSERT_EQ(all->size(), 4u);
-  EXPECT_EQ((*all)[0].revision, r1);
+  EXPECT_EQ((*all)[0].revision, r1 - 1);
   EXPECT_EQ((*all)[0].object.name, "p");
   EXPECT_EQ((*all)[1].revision, r1);
   EXPECT_EQ((*all)[1].object.name, "q");
@@ -324,21 +327,53 @@ TEST_P(StoreContractTest, ChangeFeedReportsPutsAndDeletesInOrder) {
   EXPECT_EQ((*all)[2].object.resource_version, r2);
   const Change& deleted = (*all)[3];
   EXPECT_EQ(deleted.type, Type::kDelete);
-  EXPECT_EQ(deleted.revision, r4);
+  EXPECT_EQ(deleted.revision, r4 - 1);
   EXPECT_EQ(deleted.object.data, "v2");  // the last state
   EXPECT_EQ(deleted.object.uid, "uid-a-p");
-  EXPECT_EQ(deleted.object.resource_version, r4);
+  EXPECT_EQ(deleted.object.resource_version, r4 - 1);
 
-  // Whole revisions only: a limit of 1 still returns both changes of r1.
   auto first = store_->ChangesSince(0, 1);
   ASSERT_OK(first);
-  EXPECT_EQ(first->size(), 2u);
+  ASSERT_EQ(first->size(), 1u);
   auto next = store_->ChangesSince(first->back().revision, 1);
   ASSERT_OK(next);
   ASSERT_EQ(next->size(), 1u);
-  EXPECT_EQ((*next)[0].revision, r2);
+  EXPECT_EQ((*next)[0].object.name, "q");
   EXPECT_THAT(*store_->ChangesSince(r4, 10), IsEmpty());
   EXPECT_THAT(*store_->ChangesSince(0, 0), IsEmpty());
+}
+
+// A watcher that saw one object of a commit and resumes after its resource version must still
+// see the commit's other objects: no two writes share a revision.
+TEST_P(StoreContractTest, EachWriteOfACommitHasItsOwnRevision) {
+  const std::int64_t last = MustCommit({WriteOp::Put(Obj("Pod", "a", "x", "1"), 0),
+                                        WriteOp::Put(Obj("Pod", "a", "y", "1"), 0),
+                                        WriteOp::Put(Obj("Pod", "b", "z", "1"), 0)});
+  EXPECT_EQ(*store_->CurrentRevision(), last);
+  const auto x = MustGet("Pod", "a", "x");
+  const auto y = MustGet("Pod", "a", "y");
+  const auto z = MustGet("Pod", "b", "z");
+  ASSERT_TRUE(x && y && z);
+  EXPECT_EQ(x->resource_version, last - 2);
+  EXPECT_EQ(y->resource_version, last - 1);
+  EXPECT_EQ(z->resource_version, last);
+  auto after_x = store_->ChangesSince(x->resource_version, 10);
+  ASSERT_OK(after_x);
+  ASSERT_EQ(after_x->size(), 2u);
+  EXPECT_EQ((*after_x)[0].object.name, "y");
+  EXPECT_EQ((*after_x)[1].object.name, "z");
+  auto listed = store_->List("Pod", std::nullopt);
+  ASSERT_OK(listed);
+  EXPECT_EQ(listed->revision, last);
+  // The same object twice in one commit: two changes, the object at the second.
+  const std::int64_t again = MustCommit({WriteOp::Put(Obj("Pod", "a", "x", "2"), last - 2),
+                                         WriteOp::Put(Obj("Pod", "a", "x", "3"), std::nullopt)});
+  EXPECT_EQ(MustGet("Pod", "a", "x")->resource_version, again);
+  auto both = store_->ChangesSince(last, 10);
+  ASSERT_OK(both);
+  ASSERT_EQ(both->size(), 2u);
+  EXPECT_EQ((*both)[0].object.data, "2");
+  EXPECT_EQ((*both)[1].object.data, "3");
 }
 
 TEST_P(StoreContractTest, CompactedChangesAreAborted) {

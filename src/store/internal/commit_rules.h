@@ -4,6 +4,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +30,12 @@ common::Status ValidateSeries(const std::vector<SeriesRecord>& records,
 // nullopt when it does not exist). OK, AlreadyExists, NotFound or Aborted as Store::Commit
 // documents.
 common::Status CheckExpectedVersion(const WriteOp& op, std::optional<std::int64_t> actual);
+
+// The last revision of a commit of `ops` op(s) made after revision `current`: op i takes
+// current + 1 + i, so that no two object writes share a revision; a commit without ops takes one.
+constexpr std::int64_t LastRevisionOf(std::int64_t current, std::size_t ops) {
+  return current + (ops == 0 ? 1 : static_cast<std::int64_t>(ops));
+}
 
 // Whether two commits write the same: the same ops (type, expected version, object) and the same
 // log records (stream, time, data), in order. Resource versions and sequence numbers, which the

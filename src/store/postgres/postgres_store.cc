@@ -376,31 +376,31 @@ std::string InsertLogsSql(std::size_t rows) {
   return sql;
 }
 
-// Applies one Commit's ops and logs at `revision` inside the open transaction. Each op's version
-// check comes after its statement: a failed one fails the whole commit (rolled back), so writing
-// first is safe. Logs go in rows of up to kLogsPerStatement per statement, in order.
+// Applies one Commit's ops and logs inside the open transaction, op i at revision `base` + i.
+// Each op's version check comes after its statement: a failed one fails the whole commit
+// (rolled back), so writing first is safe. Logs go in rows of up to kLogsPerStatement per
+// statement, in order.
 common::Status ApplyCommit(Connection& c, std::vector<WriteOp>& ops,
-                           const std::vector<LogRecord>& logs, std::int64_t revision) {
-  const std::string rev = std::to_string(revision);
-  int idx = 0;
+                           const std::vector<LogRecord>& logs, std::int64_t base) {
+  std::int64_t revision = base;
   for (WriteOp& op : ops) {
     StoredObject& o = op.object;
+    const std::string rev = std::to_string(revision);
     std::optional<std::int64_t> actual;
     if (op.type == WriteOp::Type::kPut) {
       o.resource_version = revision;
-      EGS_ASSIGN_OR_RETURN(PgResult put, c.Exec("commit", kPutSql,
-                                                {o.kind, o.ns, o.name, o.uid, rev,
-                                                 std::to_string(common::ToUnixMicros(o.created)),
-                                                 o.data, std::to_string(idx++)}));
+      EGS_ASSIGN_OR_RETURN(PgResult put,
+                           c.Exec("commit", kPutSql,
+                                  {o.kind, o.ns, o.name, o.uid, rev,
+                                   std::to_string(common::ToUnixMicros(o.created)), o.data, "0"}));
       if (!put.IsNull(0, 0)) actual = put.Int(0, 0);
     } else {
-      EGS_ASSIGN_OR_RETURN(PgResult old, c.Exec("commit", kDeleteSql,
-                                                {o.kind, o.ns, o.name, rev, std::to_string(idx)}));
-      if (old.rows() > 0) {
-        actual = old.Int(0, 0);
-        ++idx;  // a delete of a missing object changes nothing, and takes no place in the feed
-      }
+      // A delete of a missing object changes nothing and leaves no change in the feed.
+      EGS_ASSIGN_OR_RETURN(PgResult old,
+                           c.Exec("commit", kDeleteSql, {o.kind, o.ns, o.name, rev, "0"}));
+      if (old.rows() > 0) actual = old.Int(0, 0);
     }
+    ++revision;
     EGS_RETURN_IF_ERROR(internal::CheckExpectedVersion(op, actual));
   }
   for (std::size_t first = 0; first < logs.size(); first += kLogsPerStatement) {
@@ -567,8 +567,8 @@ common::Status PostgresStore::TryCommit(std::vector<WriteOp>& ops,
   if (meta.rows() != 2) return common::InternalError("postgresql: meta rows are missing");
   const std::int64_t compacted = meta.Int(0, 1);  // 'compacted_revision' < 'revision'
   const std::int64_t last = meta.Int(1, 1);
-  *revision = last + 1;
-  EGS_RETURN_IF_ERROR(ApplyCommit(c, ops, logs, *revision));
+  *revision = internal::LastRevisionOf(last, ops.size());
+  EGS_RETURN_IF_ERROR(ApplyCommit(c, ops, logs, last + 1));
   EGS_ASSIGN_OR_RETURN(PgResult set,
                        c.Exec("commit", "UPDATE meta SET value = $1 WHERE key = 'revision'",
                               {std::to_string(*revision)}));

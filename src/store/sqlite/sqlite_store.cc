@@ -125,7 +125,8 @@ class SqliteStore::Writer {
         common::Status s = RunGuarded("apply", [&] { return Apply(*p, revision + 1); });
         if (s.ok()) {
           db_.exec("RELEASE egs_commit");
-          results.emplace_back(CommitResult{++revision});
+          revision = internal::LastRevisionOf(revision, p->ops.size());
+          results.emplace_back(CommitResult{revision});
         } else {
           // If the failure was an SQLite error that already rolled back the whole
           // transaction, these throw and the batch fails as a whole below.
@@ -156,21 +157,22 @@ class SqliteStore::Writer {
   }
 
  private:
-  // Applies one caller's ops and logs at `revision`. Precondition failures return a Status;
-  // SQLite errors throw.
-  common::Status Apply(PendingCommit& p, std::int64_t revision) {
-    int idx = 0;
+  // Applies one caller's ops and logs, op i at revision `first` + i. Precondition failures
+  // return a Status; SQLite errors throw.
+  common::Status Apply(PendingCommit& p, std::int64_t first) {
+    std::int64_t revision = first;
     for (WriteOp& op : p.ops) {
       StoredObject& o = op.object;
       EGS_RETURN_IF_ERROR(internal::CheckExpectedVersion(op, CurrentVersion(o)));
       if (op.type == WriteOp::Type::kPut) {
         o.resource_version = revision;
         Upsert(o);
-        InsertChange(revision, idx++, "put", o);
+        InsertChange(revision, 0, "put", o);
       } else if (std::optional<StoredObject> old = Delete(o); old.has_value()) {
         old->resource_version = revision;
-        InsertChange(revision, idx++, "delete", *old);
+        InsertChange(revision, 0, "delete", *old);
       }
+      ++revision;
     }
     for (const LogRecord& record : p.logs) {
       ResetOnExit reset(insert_log_);
