@@ -146,6 +146,22 @@ common::Status SimulatedFleet::RecoverNode(core::NodeId node) {
   return common::OkStatus();
 }
 
+void SimulatedFleet::Adopt(const core::ProvisionOrder& order) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Holding h{.nodes = {}, .gpus_per_node = order.gpus_per_node, .busy_level = {},
+              .ready = order.window.start};
+    for (core::NodeId id : order.nodes) {
+      if (FindLocked(id) == nullptr) continue;
+      h.nodes.push_back(id);
+      h.busy_level.push_back(BusyLevelsLocked(id));
+    }
+    holdings_[order.request] = std::move(h);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
 void SimulatedFleet::SetWorkloadProfile(core::RequestId request, WorkloadProfile profile) {
   std::lock_guard<std::mutex> lock(mu_);
   profiles_[request] = profile;

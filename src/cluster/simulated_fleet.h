@@ -95,6 +95,10 @@ class SimulatedFleet final : public core::ClusterConnector {
   void Release(const core::ReleaseOrder& order) override;
   void ReplaceNode(const core::NodeReplacementOrder& order) override;
 
+  // Takes `order` as a reservation that was already running when egsd (re)started: it holds its
+  // nodes and they report telemetry from now on, with no pre-checks and no report back. Nodes
+  // not in the fleet are left out. Replaces what the fleet held for the request.
+  void Adopt(const core::ProvisionOrder& order);
   // Adds a node to the fleet (one created after start, e.g. through the API). AlreadyExists for
   // a known node id.
   common::Status AddNode(core::Node node);

@@ -390,6 +390,28 @@ TEST_F(SimulatedFleetTest, TelemetryOnlyForHeldNodesAtEveryInterval) {
   EXPECT_THAT(rec_.TakeTelemetry(), IsEmpty());
 }
 
+// After a restart egsd hands the fleet the reservations that were running: their nodes report
+// at the next tick, with nothing reported back for them (no pre-checks, no provisioned).
+TEST_F(SimulatedFleetTest, AdoptedReservationReportsTelemetryWithoutProvisioning) {
+  Make(Settings(), MakeNodes(4));
+  StepTo(kT0 + Seconds(45));
+  core::ProvisionOrder running = Order(9, {1, 4, 77});  // node 77 is not in the fleet
+  running.window = {kT0 - Minutes(60), kT0 + Minutes(180)};
+  fleet_->Adopt(running);
+  EXPECT_EQ(fleet_->NextDue(), kT0 + Seconds(60));
+  StepTo(kT0 + Seconds(60));
+  auto samples = rec_.TakeTelemetry();
+  ASSERT_THAT(samples, SizeIs(2));
+  EXPECT_EQ(samples[0].node, NodeId(1));
+  EXPECT_EQ(samples[1].node, NodeId(4));
+  EXPECT_THAT(rec_.provisioned, IsEmpty());
+
+  fleet_->Release(ReleaseOf(9, {1, 4}));
+  StepTo(kT0 + Seconds(120));
+  EXPECT_THAT(rec_.released, SizeIs(1));
+  EXPECT_THAT(rec_.TakeTelemetry(), IsEmpty());
+}
+
 TEST_F(SimulatedFleetTest, DetailedTelemetryMatchesUtilizationAndLooksLikeAGpu) {
   auto nodes = MakeNodes(1, 2);
   for (auto& g : nodes[0].gpus) {

@@ -676,6 +676,23 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->fleet = std::make_unique<cluster::SimulatedFleet>(*p->clock, sim, std::move(simulated_nodes),
                                                        std::move(callbacks));
   cluster::SimulatedFleet* fleet_raw = p->fleet.get();
+  // Reservations that ran before this start hold their simulated nodes again, so that those
+  // report telemetry (a node of a running reservation that stays silent is failed by the
+  // notReporting rule). Provisioning ones are provisioned again by Scheduler::Restore.
+  p->scheduler->requests().ShareEach([&](const std::shared_ptr<const scheduler::RequestRecord>& r) {
+    const bool holds =
+        r->phase == core::RequestPhase::kActive || r->phase == core::RequestPhase::kPreempting;
+    if (!holds || !r->plan || !r->window || !r->reservation || !simulated(r->plan->cluster)) return;
+    core::ProvisionOrder order;
+    order.request = r->id;
+    order.reservation = *r->reservation;
+    order.workspace = r->spec.workspace;
+    order.cluster = r->plan->cluster;
+    order.nodes.assign(r->plan->nodes.begin(), r->plan->nodes.end());
+    order.gpus_per_node = r->plan->gpus_per_node;
+    order.window = *r->window;
+    fleet_raw->Adopt(order);
+  });
   p->control_plane->SetFleetHooks(
       {.node_added =
            [fleet_raw, simulated](const core::Node& n) {
