@@ -149,7 +149,9 @@ common::Status SimulatedFleet::RecoverNode(core::NodeId node) {
 void SimulatedFleet::Adopt(const core::ProvisionOrder& order) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Holding h{.nodes = {}, .gpus_per_node = order.gpus_per_node, .busy_level = {},
+    Holding h{.nodes = {},
+              .gpus_per_node = order.gpus_per_node,
+              .busy_level = {},
               .ready = order.window.start};
     for (core::NodeId id : order.nodes) {
       if (FindLocked(id) == nullptr) continue;
