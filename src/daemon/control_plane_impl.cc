@@ -243,8 +243,12 @@ common::Status ControlPlaneImpl::LoadFromStore() {
     if (!record.ok()) {
       return record.error().WithContext(fmt::format("restore GPR {}/{}", o.ns, o.name));
     }
+    auto moved = QueueOrderFromJson(sj);
+    if (!moved.ok()) {
+      return moved.error().WithContext(fmt::format("restore GPR {}/{}", o.ns, o.name));
+    }
     const core::RequestId id = record->id;
-    common::Status restored_ok = scheduler_.Restore(*record);
+    common::Status restored_ok = scheduler_.Restore(*record, *moved);
     if (!restored_ok.ok() && restored_ok.code() == common::StatusCode::kFailedPrecondition) {
       // Its nodes are no longer bookable (a node gone or double-booked by a bad state): the
       // request goes back to the queue rather than being lost.
@@ -522,7 +526,7 @@ void ControlPlaneImpl::AddRequestWrites(const RequestRecord& r,
   obj.data = GprJson(r).dump();
   store::StoredObject state = obj;
   state.kind = kRequestStateKind;
-  state.data = RequestStateToJson(r, names_).dump();
+  state.data = RequestStateToJson(r, names_, scheduler_.queue().MovedKeyOf(r.id)).dump();
   ops.push_back(store::WriteOp::Put(std::move(obj), std::nullopt));
   ops.push_back(store::WriteOp::Put(std::move(state), std::nullopt));
 }
@@ -1397,6 +1401,8 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
                       before.empty() ? "after" : "before", before.empty() ? after : before));
     }
     st = scheduler_.Move(id, anchor, !before.empty());
+    // The moved request takes the anchor's priority (RequestQueue::MoveBefore).
+    if (st.ok()) gprs_.at(id).spec.priority = scheduler_.FindRequest(id)->spec.priority;
   } else {
     return common::NotFoundError(fmt::format(
         "gpuprovisionrequests has no action \"{}\" (approve, reject, release, evict, extend, "

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -613,6 +614,49 @@ TEST(ControlPlaneDeathTest, AStoreGoneForLongerThanTheWindowEndsTheProcess) {
   b.cp.AbandonCommitRetries();
   EXPECT_EXIT(CreateLoggingToStderr(b.cp), ::testing::ExitedWithCode(75), "; 1 try in 0.0 s");
   EXPECT_FALSE(fake.Get("GPUProvisionRequest", "team-a", "train")->has_value());
+}
+
+}  // namespace
+}  // namespace egs::daemon
+
+namespace egs::daemon {
+namespace {
+
+// An admin's move is kept across a restart: the moved request stays where the admin put it
+// (with the anchor's priority, as the API shows), and so do the plans that follow from it.
+TEST(ControlPlaneTest, AnAdminMoveSurvivesARestart) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  // (queue position, planned start) of team-a's queued request `name`.
+  auto where = [](const scheduler::Scheduler& s, const std::string& name) {
+    std::pair<std::size_t, common::Time> found{};
+    s.requests().ShareEach([&](const std::shared_ptr<const scheduler::RequestRecord>& r) {
+      if (r->spec.name == "team-a/" + name && r->plan)
+        found = {*s.queue().Position(r->id), r->plan->start};
+    });
+    return found;
+  };
+  std::map<std::string, std::pair<std::size_t, common::Time>> before;
+  {
+    Instance a(store, clock);
+    CreateFleet(a.cp);
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("blk", 4, "1h"), false));
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("m1", 4, "1h"), false));
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("m2", 4, "1h", 50), false));
+    a.Cycle(clock.Now());
+    ASSERT_OK(
+        a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "m2", "move", json{{"before", "m1"}}));
+    a.Cycle(clock.Now());
+    for (const char* name : {"m1", "m2"}) before[name] = where(*a.sched, name);
+    auto m2 = json::parse((*store.Get("GPUProvisionRequest", "team-a", "m2"))->data);
+    EXPECT_EQ(m2["spec"]["priority"], 100);  // the anchor's
+    EXPECT_LT(before["m2"].first, before["m1"].first);
+    EXPECT_LT(before["m2"].second, before["m1"].second);
+  }
+  Instance b(store, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  b.Cycle(clock.Now());
+  for (const char* name : {"m1", "m2"}) EXPECT_EQ(where(*b.sched, name), before[name]) << name;
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ class Reader {
 
 }  // namespace
 
-json RequestStateToJson(const scheduler::RequestRecord& r, const Names& names) {
+json RequestStateToJson(const scheduler::RequestRecord& r, const Names& names,
+                        const std::optional<queue::RequestQueue::MovedKey>& moved) {
   json spec = {{"nodes", r.spec.nodes},
                {"gpusPerNode", r.spec.gpus_per_node},
                {"durationUs", Us(r.spec.duration)},
@@ -105,6 +106,13 @@ json RequestStateToJson(const scheduler::RequestRecord& r, const Names& names) {
                       {"startUs", Us(r.plan->start)},
                       {"gpusPerNode", r.plan->gpus_per_node},
                       {"nodes", std::move(nodes)}};
+  }
+  if (moved && r.phase == core::RequestPhase::kQueued) {
+    j["queueOrder"] = {{"priority", moved->key.priority},
+                       {"fairShare", moved->key.fair_share},
+                       {"orderUs", Us(moved->key.order_time)},
+                       {"tiebreak", moved->key.tiebreak},
+                       {"pinned", moved->pinned}};
   }
   if (r.pending_extension) {
     j["pendingExtension"] = {{"extraUs", Us(r.pending_extension->extra)},
@@ -204,6 +212,21 @@ common::Result<scheduler::RequestRecord> RequestStateFromJson(const json& j, con
     r.pending_extension = std::make_shared<const scheduler::PendingExtension>(std::move(ext));
   }
   return r;
+}
+
+common::Result<std::optional<queue::RequestQueue::MovedKey>> QueueOrderFromJson(const json& j) {
+  auto it = j.find("queueOrder");
+  if (it == j.end() || it->is_null()) return std::optional<queue::RequestQueue::MovedKey>();
+  if (!it->is_object()) return common::InvalidArgumentError("queueOrder: not an object");
+  Reader in(*it);
+  queue::RequestQueue::MovedKey moved;
+  moved.key.priority = in.Get<int>("priority");
+  moved.key.fair_share = in.Get<double>("fairShare");
+  moved.key.order_time = common::FromUnixMicros(in.Get<std::int64_t>("orderUs"));
+  moved.key.tiebreak = in.Get<std::int64_t>("tiebreak");
+  moved.pinned = in.Get<bool>("pinned");
+  EGS_RETURN_IF_ERROR(in.status().WithContext("queueOrder"));
+  return std::optional<queue::RequestQueue::MovedKey>(moved);
 }
 
 }  // namespace egs::daemon

@@ -10,20 +10,30 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
 #include "daemon/names.h"
+#include "queue/request_queue.h"
 #include "scheduler/request_record.h"
 
 namespace egs::daemon {
 
 inline constexpr char kRequestStateKind[] = "egs.internal/RequestState";
 
-nlohmann::json RequestStateToJson(const scheduler::RequestRecord& r, const Names& names);
+// `moved`: the request's queue key when an admin moved it (RequestQueue::MovedKeyOf), kept as
+// "queueOrder" so that a restart keeps the admin's order.
+nlohmann::json RequestStateToJson(
+    const scheduler::RequestRecord& r, const Names& names,
+    const std::optional<queue::RequestQueue::MovedKey>& moved = std::nullopt);
 // InvalidArgument naming the field for a malformed document; NotFound for a shape, cluster,
 // node or workspace name the fleet no longer has.
 common::Result<scheduler::RequestRecord> RequestStateFromJson(const nlohmann::json& j,
                                                               const Names& names);
+// The "queueOrder" of a request state: nullopt when it has none (never moved). InvalidArgument
+// naming the field for a malformed one.
+common::Result<std::optional<queue::RequestQueue::MovedKey>> QueueOrderFromJson(
+    const nlohmann::json& j);
 
 }  // namespace egs::daemon

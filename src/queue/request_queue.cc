@@ -128,6 +128,8 @@ struct RequestQueue::Impl {
     WorkspaceId workspace;
     // Set by a move: the fair-share key was copied from the anchor and RefreshFairShare skips it.
     bool pinned = false;
+    // Set by a move and kept after it: the order time and tiebreak are not Insert's.
+    bool moved = false;
   };
 
   explicit Impl(const FairSharePolicy& p) : policy(&p) {}
@@ -194,6 +196,7 @@ Status RequestQueue::Impl::Move(RequestId id, RequestId anchor, Side side) {
   info.key = anchor_key;
   info.key.tiebreak = *tiebreak;
   info.pinned = true;
+  info.moved = true;
   tree.insert(TreeKey{info.key, id});
   return common::OkStatus();
 }
@@ -252,6 +255,7 @@ void RequestQueue::Impl::RenumberRun(const QueueKey& prefix) {
     EntryInfo& info = Entry(id);
     QueueKey key = info.key;
     key.tiebreak = base + i * kSpacing;
+    info.moved = true;  // its tiebreak is no longer Insert's
     Rekey(id, info, key);
   }
 }
@@ -271,6 +275,31 @@ Status RequestQueue::Insert(RequestId id, WorkspaceId workspace, int priority,
   impl_->index.emplace(id, Impl::EntryInfo{key, workspace, false});
   impl_->tree.insert(TreeKey{key, id});
   return common::OkStatus();
+}
+
+Status RequestQueue::InsertMoved(RequestId id, WorkspaceId workspace, MovedKey moved) {
+  if (impl_->index.contains(id)) {
+    return common::AlreadyExistsError(Describe(id) + " is already queued");
+  }
+  QueueKey key = moved.key;
+  if (key.tiebreak < kMinTiebreak || key.tiebreak > kMaxTiebreak) {
+    return common::InvalidArgumentError(Describe(id) + ": tiebreak " +
+                                        std::to_string(key.tiebreak) +
+                                        " is outside the queue's band");
+  }
+  if (!moved.pinned) key.fair_share = impl_->FairShareOf(workspace, key.order_time);
+  if (std::isnan(key.fair_share)) {
+    return common::InvalidArgumentError(Describe(id) + ": the fair-share key is not a number");
+  }
+  impl_->index.emplace(id, Impl::EntryInfo{key, workspace, moved.pinned, true});
+  impl_->tree.insert(TreeKey{key, id});
+  return common::OkStatus();
+}
+
+std::optional<RequestQueue::MovedKey> RequestQueue::MovedKeyOf(RequestId id) const {
+  auto it = impl_->index.find(id);
+  if (it == impl_->index.end() || !it->second.moved) return std::nullopt;
+  return MovedKey{it->second.key, it->second.pinned};
 }
 
 Status RequestQueue::Remove(RequestId id) {

@@ -73,6 +73,18 @@ class RequestQueue {
   // re-prioritized). NotFound if either is absent; InvalidArgument if id == anchor.
   common::Status MoveBefore(core::RequestId id, core::RequestId anchor);
   common::Status MoveAfter(core::RequestId id, core::RequestId anchor);
+  // The key of `id` if an admin moved it (MoveBefore/MoveAfter, even if re-prioritized since),
+  // with whether it is still pinned; nullopt if it was never moved or is absent. What egsd
+  // stores so that a restart keeps the admin's order (InsertMoved).
+  struct MovedKey {
+    QueueKey key;
+    bool pinned = false;
+  };
+  std::optional<MovedKey> MovedKeyOf(core::RequestId id) const;
+  // Re-inserts a request that was moved, with the key MovedKeyOf gave. An unpinned key takes
+  // the policy's fair-share key for its order time, as any unpinned entry. AlreadyExists if
+  // queued; InvalidArgument for a tiebreak outside the queue's band or a NaN fair-share key.
+  common::Status InsertMoved(core::RequestId id, core::WorkspaceId workspace, MovedKey moved);
   // Re-reads the fair-share key of every unpinned entry from the policy (KeyAt with the entry's
   // order time).
   void RefreshFairShare();

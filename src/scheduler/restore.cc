@@ -9,7 +9,8 @@ namespace egs::scheduler {
 
 using core::RequestPhase;
 
-common::Status Scheduler::Restore(RequestRecord r) {
+common::Status Scheduler::Restore(RequestRecord r,
+                                  std::optional<queue::RequestQueue::MovedKey> moved) {
   if (requests_.contains(r.id)) {
     return common::AlreadyExistsError(fmt::format("request {} already exists", r.id.value()));
   }
@@ -64,8 +65,14 @@ common::Status Scheduler::Restore(RequestRecord r) {
   if (r.phase == RequestPhase::kQueued) {
     r.plan.reset();
     r.rank = -1;
-    if (auto st = queue_.Insert(r.id, r.spec.workspace, QueuePriority(r.spec), r.submit_time);
-        !st.ok()) {
+    common::Status st;
+    if (moved) {
+      moved->key.priority = QueuePriority(r.spec);
+      st = queue_.InsertMoved(r.id, r.spec.workspace, *moved);
+    } else {
+      st = queue_.Insert(r.id, r.spec.workspace, QueuePriority(r.spec), r.submit_time);
+    }
+    if (!st.ok()) {
       return st.WithContext(fmt::format("restore request {}", r.id.value()));
     }
   }

@@ -255,14 +255,16 @@ class Scheduler {
   // --- Recovery (egsd restart).
   // Puts back a request exactly as it was persisted, without events: PendingApproval and
   // terminal records as they are; Queued ones into the queue with their submit time and
-  // priority (plans are recomputed); Provisioning and Active ones with their reservation booked
-  // on `record.plan->nodes` over `record.window` (their end and the milestones not yet emitted
-  // are scheduled again; a Provisioning one is ordered from the connector again); Releasing ones
-  // are ordered released again. Call after the fleet and workspaces are added, before the first
-  // cycle. AlreadyExists for a known id; NotFound for an unknown workspace, node or shape;
-  // InvalidArgument for an inconsistent record (a running one without plan or window);
+  // priority, or with `moved`, the queue key an admin's move gave it (RequestQueue::MovedKeyOf;
+  // its priority is the record's); plans are recomputed. Provisioning and Active ones with their
+  // reservation booked on `record.plan->nodes` over `record.window` (their end and the milestones
+  // not yet emitted are scheduled again; a Provisioning one is ordered from the connector again);
+  // Releasing ones are ordered released again. Call after the fleet and workspaces are added,
+  // before the first cycle. AlreadyExists for a known id; NotFound for an unknown workspace, node
+  // or shape; InvalidArgument for an inconsistent record (a running one without plan or window);
   // FailedPrecondition if its nodes are already booked (nothing changes then).
-  common::Status Restore(RequestRecord record);
+  common::Status Restore(RequestRecord record,
+                         std::optional<queue::RequestQueue::MovedKey> moved = std::nullopt);
 
   // --- Nodes.
   // Unhealthy or cordoned nodes are unavailable from now on; healthy makes them available again
