@@ -580,8 +580,9 @@ common::Result<QuoteResult> Scheduler::Quote(const core::RequestSpec& spec) {
       }
     }
   } else {
-    out.options = EvaluateOptions(live(), effective, out.at, not_before, RankAt(out.queue_position),
-                                  std::nullopt);
+    const std::int32_t rank = RankAt(out.queue_position);
+    out.options = EvaluateOptions(live(), effective, out.at, not_before, rank, std::nullopt);
+    if (approval_reason.empty()) QuotePreemption(effective, out, not_before, rank);
   }
   for (std::size_t i = 0; i < out.options.size(); ++i) {
     auto& o = out.options[i];

@@ -229,7 +229,8 @@ void Scheduler::Preempt(Time now, CycleStats& stats) {
   }
 }
 
-bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
+std::optional<Scheduler::VictimChoice> Scheduler::BestVictims(const RequestRecord& q,
+                                                              Time now) const {
   std::optional<VictimChoice> best;
   internal::ForEachAcceptablePool(
       q.spec, workspaces_.at(q.spec.workspace).policy, shapes_, inventory_,
@@ -240,6 +241,79 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
           best = std::move(choice);
         }
       });
+  return best;
+}
+
+std::optional<int> Scheduler::LowestEligibleVictimPriority(Time now) const {
+  for (const auto& [priority, id] : running_) {
+    const RequestRecord& v = requests_.Get(id);
+    const core::WorkspacePolicy& policy = workspaces_.at(v.spec.workspace).policy;
+    if (!policy.preemptible || v.phase != RequestPhase::kActive || !v.actual_start) continue;
+    if (now >= *v.actual_start + policy.min_runtime) return priority;
+  }
+  return std::nullopt;
+}
+
+void Scheduler::QuotePreemption(const core::RequestSpec& spec, QuoteResult& out, Time not_before,
+                                std::int32_t rank) {
+  const Time now = out.at;
+  std::optional<Time> planned;
+  for (const QuoteOption& o : out.options) {
+    if (o.start && (!planned || *o.start < *planned)) planned = o.start;
+  }
+  // Preempt's conditions for a candidate: it waits longer than the gain asked for, outranks an
+  // eligible victim, and fewer than kPreemptionCandidates candidates are ahead of it within the
+  // scan (in a settled schedule those could not preempt, or they would have).
+  if (planned && *planned - now <= options_.preemption_min_gain) return;
+  const std::optional<int> lowest = LowestEligibleVictimPriority(now);
+  if (!lowest || spec.priority <= *lowest || out.queue_position >= options_.preemption_scan) return;
+  std::size_t ahead = 0;
+  std::size_t visited = 0;
+  queue_.ForEach([&](core::RequestId id) {
+    if (visited >= out.queue_position) return false;
+    const RequestRecord& q = requests_.Get(id);
+    if (q.spec.priority > *lowest && q.rank >= 0 &&
+        (!q.plan || q.plan->start - now > options_.preemption_min_gain)) {
+      ++ahead;
+    }
+    return ++visited < out.queue_position;
+  });
+  if (ahead >= kPreemptionCandidates) return;
+  RequestRecord q;
+  q.spec = spec;
+  q.rank = rank;
+  const std::optional<VictimChoice> best = BestVictims(q, now);
+  if (!best || (planned && *planned - best->takeover < options_.preemption_min_gain)) return;
+  // The options with the victims' reservations cut at the takeover, as TryPreemptFor plans.
+  std::vector<std::pair<RequestRecord*, Time>> old_ends;
+  for (core::RequestId v : best->victims) {
+    RequestRecord& victim = requests_.at(v);
+    old_ends.emplace_back(&victim, victim.window->end);
+    SetRunningEnd(victim, best->takeover);
+  }
+  std::vector<QuoteOption> options =
+      EvaluateOptions(live(), spec, now, not_before, rank, std::nullopt);
+  for (auto& [victim, end] : old_ends) SetRunningEnd(*victim, end);
+  std::optional<Time> preempting;
+  for (const QuoteOption& o : options) {
+    if (o.start && (!preempting || *o.start < *preempting)) preempting = o.start;
+  }
+  if (!preempting || (planned && *preempting + options_.preemption_min_gain > *planned)) return;
+  std::string names;
+  for (core::RequestId v : best->victims) names += (names.empty() ? "" : ", ") + Label(v);
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    QuoteOption& o = options[i];
+    const std::optional<Time> before = out.options[i].start;
+    if (o.start && (!before || *o.start < *before)) {
+      o.reason = fmt::format("starts by preempting {} ({:.1f} GPU-hours of work lost)", names,
+                             best->lost_gpu_hours);
+    }
+  }
+  out.options = std::move(options);
+}
+
+bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
+  const std::optional<VictimChoice> best = BestVictims(q, now);
   if (!best) return false;
   const Time takeover = best->takeover;
   if (q.plan && q.plan->start - takeover < options_.preemption_min_gain) return false;

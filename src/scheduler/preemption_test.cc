@@ -90,6 +90,41 @@ TEST(PreemptionTest, EvictsLowerPriorityAfterNoticeAndRequeuesIt) {
   EXPECT_EQ(h.Get(*low).phase, RequestPhase::kCompleted);
 }
 
+// A quote tells the start a request gets by preempting, as submitting it at the same instant
+// does after the next cycle, and leaves the running request as it was.
+TEST(PreemptionTest, AQuoteIncludesThePreemptionTheRequestWouldMake) {
+  SchedulerHarness h;
+  TwoNodes(h);
+  auto low =
+      h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(100).Build());
+  ASSERT_TRUE(low.ok());
+  h.AdvanceTo(T(1));
+  ASSERT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  const core::RequestSpec spec =
+      RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build();
+  auto quote = h.sched->Quote(spec);
+  ASSERT_TRUE(quote.ok());
+  ASSERT_TRUE(quote->best);
+  const QuoteOption& best = quote->options[*quote->best];
+  EXPECT_EQ(best.start, T(1) + common::Minutes(10));
+  EXPECT_THAT(best.reason, HasSubstr("preempting"));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kActive);  // nothing changed
+  EXPECT_EQ(h.Get(*low).window->end, T(10));
+  EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+  // Equal priority never preempts: the quote waits for the end.
+  core::RequestSpec equal = spec;
+  equal.priority = 100;
+  auto waits = h.sched->Quote(equal);
+  ASSERT_TRUE(waits.ok() && waits->best);
+  EXPECT_EQ(waits->options[*waits->best].start, T(10));
+
+  auto high = h.sched->Submit(spec);
+  ASSERT_TRUE(high.ok());
+  h.Cycle();
+  ASSERT_TRUE(h.Get(*high).plan.has_value());
+  EXPECT_EQ(h.Get(*high).plan->start, best.start);
+}
+
 TEST(PreemptionTest, EndsPreemptedWhenThePolicyDoesNotRequeue) {
   SchedulerHarness h;
   TwoNodes(h, Preemptible(/*requeue=*/false));

@@ -399,6 +399,14 @@ class Scheduler {
   static constexpr std::size_t kPreemptionCandidates = 4;
   void Preempt(core::Time now, CycleStats& stats);
   bool TryPreemptFor(RequestRecord& q, core::Time now);
+  // The cheapest victims over q's acceptable pools (earliest takeover first); nullopt if none.
+  std::optional<VictimChoice> BestVictims(const RequestRecord& q, core::Time now) const;
+  // The lowest priority among running requests that may be preempted now.
+  std::optional<int> LowestEligibleVictimPriority(core::Time now) const;
+  // Quote: when the request quoted (options in `out`, at `rank`) would preempt at the next
+  // cycle (Preempt), its options become those it gets then. State is left as it was.
+  void QuotePreemption(const core::RequestSpec& spec, QuoteResult& out, core::Time not_before,
+                       std::int32_t rank);
   std::optional<VictimChoice> ChooseVictims(const RequestRecord& q, const inventory::Pool& pool,
                                             const core::GpuShape& shape, core::Time now) const;
   bool IsVictimCandidate(const RequestRecord& v, int preemptor_priority, core::Time now) const;
