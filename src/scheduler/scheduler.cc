@@ -141,6 +141,26 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
   it->second.policy = std::move(policy);
   reuse_blocked_ = true;  // its requests' pools and rules changed: nothing in the change log
   MarkDirty(0);
+  // Queued requests the new policy no longer allows wait for an admin, as a submit or an edit
+  // of the same spec would. One an admin approved keeps its approval.
+  std::vector<core::RequestId> held;
+  queue_.ForEach([&](core::RequestId rid) {
+    const RequestRecord& r = requests_.Get(rid);
+    if (r.spec.workspace == id && !r.spec.quota_exempt) held.push_back(rid);
+    return true;
+  });
+  for (core::RequestId rid : held) {
+    RequestRecord& r = requests_.at(rid);
+    std::string reason;
+    const Status allowed = CheckPolicy(r.spec, &reason);
+    if (!allowed.ok()) reason = std::string(allowed.message());
+    if (reason.empty()) continue;
+    reason = "workspace policy changed: " + reason;
+    Dequeue(r);
+    SetPhase(r, RequestPhase::kPendingApproval, reason);
+    Emit(r, core::EventType::kNormal, "PendingApproval", reason);
+    Decide(DecisionKind::kHold, r, reason);
+  }
   return common::OkStatus();
 }
 

@@ -184,6 +184,9 @@ class Scheduler {
   common::Status AddShape(core::GpuShape shape);
   common::Status AddNode(core::Node node);
   common::Status AddWorkspace(core::Workspace workspace);
+  // A new policy for `workspace`. Its queued requests that the new policy no longer allows go
+  // back to PendingApproval (reason "workspace policy changed: ..."), as a submit of the same
+  // spec would; those an admin approved keep their approval. Running ones are left alone.
   common::Status UpdatePolicy(core::WorkspaceId workspace, core::WorkspacePolicy policy);
   // Removes a workspace and forgets its finished requests (returned, by id). FailedPrecondition
   // (naming one) while any of its requests is not finished; NotFound for an unknown workspace.

@@ -219,6 +219,39 @@ TEST(SchedulerTest, GpuQuotaHoldsAtEveryInstant) {
   EXPECT_EQ(h.Get(b).wait_cause, WaitCause::kQuota);
 }
 
+// A policy made tighter holds the queued requests it no longer allows for an admin, as a submit
+// would; an approved one keeps its approval, and a running one runs on.
+TEST(SchedulerTest, ATighterPolicyHoldsTheQueuedRequestsItNoLongerAllows) {
+  SchedulerHarness h;
+  h.SimpleFleet(4);
+  auto running = MustSubmit(h, RequestBuilder().Nodes(2).Hours(2).Build());
+  h.Cycle();
+  auto big = MustSubmit(h, RequestBuilder().Nodes(4).Hours(1).Build());
+  auto small = MustSubmit(h, RequestBuilder().Nodes(1).Hours(1).Build());
+  auto long_one = MustSubmit(h, RequestBuilder().Nodes(1).Hours(9).Build());
+  core::WorkspacePolicy p;
+  p.max_active_requests = 100;
+  p.gpu_quota = 16;
+  p.max_duration = common::Hours(4);
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
+  EXPECT_EQ(h.Get(running).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(big).phase, RequestPhase::kPendingApproval);
+  EXPECT_THAT(h.Get(big).reason, ::testing::HasSubstr("workspace policy changed: 32 GPUs exceed"));
+  EXPECT_FALSE(h.Get(big).plan);
+  EXPECT_EQ(h.Get(small).phase, RequestPhase::kQueued);
+  EXPECT_EQ(h.Get(long_one).phase, RequestPhase::kPendingApproval);
+  EXPECT_THAT(h.Get(long_one).reason, ::testing::HasSubstr("duration 9h"));
+  // The admin approves it: queued and planned, and a later policy change keeps the approval.
+  ASSERT_TRUE(h.sched->Approve(big).ok());
+  h.sched->EnsurePlanned();
+  EXPECT_EQ(h.Get(big).phase, RequestPhase::kQueued);
+  EXPECT_TRUE(h.Get(big).plan);
+  p.gpu_quota = 8;
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
+  EXPECT_EQ(h.Get(big).phase, RequestPhase::kQueued);
+  EXPECT_EQ(h.Get(small).phase, RequestPhase::kQueued);
+}
+
 TEST(SchedulerTest, OverPolicyGoesToApprovalAndApprovalQueuesIt) {
   SchedulerHarness h;
   h.AddCluster(1);
