@@ -95,11 +95,16 @@ void Scheduler::HandleNodeFailure(RequestRecord& r, core::NodeId node) {
     connector_.ReplaceNode(order);
     return;
   }
-  if (ws.policy.on_node_failure == core::NodeFailureAction::kContinue) {
-    Emit(r, core::EventType::kWarning, "NodeLost",
-         fmt::format("node {} failed and no node of the pool is free until {}; continuing on {} "
-                     "node(s)",
-                     failed_name, common::FormatTime(r.window->end), r.plan->nodes.size() - 1));
+  // The request's nodes still up (the failed one, and any that failed before, are not).
+  const auto working = std::count_if(r.plan->nodes.begin(), r.plan->nodes.end(), [&](auto n) {
+    return inventory_.IsAvailable(n, {now, now + common::Duration(1)});
+  });
+  if (ws.policy.on_node_failure == core::NodeFailureAction::kContinue && working > 0) {
+    Emit(
+        r, core::EventType::kWarning, "NodeLost",
+        fmt::format("node {} failed and no node of the pool is free until {}; continuing on {} "
+                    "of {} node(s)",
+                    failed_name, common::FormatTime(r.window->end), working, r.plan->nodes.size()));
     return;
   }
   // Requeue: the connector drains every node of the request; the request waits again.
@@ -111,7 +116,12 @@ void Scheduler::HandleNodeFailure(RequestRecord& r, core::NodeId node) {
   order.nodes = r.plan->nodes;
   connector_.Release(order);
   const std::string reason =
-      fmt::format("node {} failed and no node of the pool is free to replace it", failed_name);
+      working > 0
+          ? fmt::format("node {} failed and no node of the pool is free to replace it", failed_name)
+          : fmt::format(
+                "node {} failed, none of the request's nodes is left and no node of the "
+                "pool is free to replace it",
+                failed_name);
   Decide(DecisionKind::kRequeue, r, reason);
   Requeue(r, reason);
 }

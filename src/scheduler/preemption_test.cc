@@ -339,8 +339,22 @@ TEST(NodeFailureTest, ContinuesShortOfTheNodeWhenNoneIsFree) {
   h.sched->TakeEvents();
   ASSERT_TRUE(h.sched->SetNodeHealth(h.Get(*r).plan->nodes[0], core::NodeHealth::kUnhealthy).ok());
   EXPECT_EQ(h.Get(*r).phase, RequestPhase::kActive);
-  EXPECT_THAT(Reasons(h.sched->TakeEvents(), *r), ::testing::Contains("NodeLost"));
+  std::vector<core::Event> events = h.sched->TakeEvents();
+  EXPECT_THAT(Reasons(events, *r), ::testing::Contains("NodeLost"));
+  for (const auto& e : events) {
+    if (e.reason == "NodeLost") {
+      EXPECT_THAT(e.message, HasSubstr("continuing on 1 of 2 node(s)"));
+    }
+  }
   EXPECT_TRUE(h.connector.replacements().empty());
+  // The same failure reported again (the connector after the admin) changes nothing.
+  ASSERT_TRUE(h.sched->SetNodeHealth(h.Get(*r).plan->nodes[0], core::NodeHealth::kUnhealthy).ok());
+  EXPECT_THAT(h.sched->TakeEvents(), ::testing::IsEmpty());
+  // Its last node fails too: nothing is left to continue on, so it waits again.
+  const std::size_t releases = h.connector.released().size();
+  ASSERT_TRUE(h.sched->SetNodeHealth(h.Get(*r).plan->nodes[1], core::NodeHealth::kUnhealthy).ok());
+  EXPECT_EQ(h.Get(*r).phase, RequestPhase::kQueued);
+  EXPECT_EQ(h.connector.released().size(), releases + 1);
 }
 
 TEST(NodeFailureTest, RequeuesWhenThePolicySaysSo) {

@@ -111,6 +111,7 @@ Status Scheduler::AddNode(core::Node node) {
   if (node.health != core::NodeHealth::kHealthy) {
     EGS_RETURN_IF_ERROR(
         inventory_.MarkUnavailable(node.id, {common::kInfinitePast, common::kInfiniteFuture}));
+    node_health_[node.id] = node.health;
   }
   MarkDirty(0);
   return common::OkStatus();
@@ -613,6 +614,16 @@ Status Scheduler::EarlyRelease(core::RequestId id) {
 Status Scheduler::SetNodeHealth(core::NodeId node, core::NodeHealth health) {
   const core::Node* n = inventory_.FindNode(node);
   if (!n) return common::NotFoundError(fmt::format("node {} not found", node.value()));
+  // The same health again (an admin's fail and the connector's report of it) changes nothing.
+  const auto known = node_health_.find(node);
+  if ((known == node_health_.end() ? core::NodeHealth::kHealthy : known->second) == health) {
+    return common::OkStatus();
+  }
+  if (health == core::NodeHealth::kHealthy) {
+    node_health_.erase(node);
+  } else {
+    node_health_[node] = health;
+  }
   Time now = clock_.Now();
   if (health == core::NodeHealth::kHealthy) {
     EGS_RETURN_IF_ERROR(inventory_.MarkAvailable(node, {now, common::kInfiniteFuture}));

@@ -618,6 +618,8 @@ class Scheduler {
   std::map<core::WorkspaceId, core::Workspace> workspaces_;
   std::map<core::WorkspaceId, WorkspaceLoad> loads_;
   std::map<core::NodeId, std::vector<core::Interval>> maintenance_;
+  // Nodes whose health is not kHealthy, with it (SetNodeHealth is idempotent by it).
+  std::map<core::NodeId, core::NodeHealth> node_health_;
   inventory::Inventory inventory_;
   quota::UsageLedger ledger_;
   LedgerFairShare fair_share_;
