@@ -27,7 +27,9 @@
 //             apart by its opening '['; default fleet philly, or --fleet its
 //             cluster_machine_list; --hard-quota --quotas helios/philly_vc.csv for its VCs.
 //   --quotas PATH.csv  team quotas for --hard-quota from a Philly VC table (vc,node num) or a
-//             Helios GPU-number series (<Cluster>_cluster_gpu_number.csv: the last day's).
+//             Helios GPU-number series (<Cluster>_cluster_gpu_number.csv: each VC's GPUs on the
+//             last day it had any, so that a VC wound down before the last day keeps a quota;
+//             a VC with none on any day gets no quota; sim::QuotaStatistic::kLastAssigned).
 // Fleets: philly = 420 nodes x 8 GPUs (the node count of helios/philly_node_sequence.csv; the VC
 // table covers 352 of them, the rest is shared capacity); openb = its GPU node list
 // (openb_node_list_gpu_node.csv); tiresias = tiresias/cluster_spec.csv; alibaba-spot =
@@ -36,9 +38,10 @@
 // PATH.yaml = an egsd fleet file (its clusters and node pools; its workspaces are not used).
 // Each team is a workspace of its own; --share-nodes lets teams share a node (part-node requests
 // of several teams on one node; by default, as in egsd, a node holds one workspace's at a time).
-// --reservation-depth N (egs only): future slots for the first N queued requests that cannot
-// start now, the others start when they fit around those or wait without a plan and get no
-// promise (EASY's rule is 1; without the flag every request gets a slot, EGS's rule).
+// --reservation-depth N (egs only; refused when --policy has no egs): future slots for the first N
+// queued requests that cannot start now, the others start when they fit around those or wait
+// without a plan and get no promise (EASY's rule is 1; without the flag every request gets a slot,
+// EGS's rule).
 // --shadow-depth N (egs only): the same starts as --reservation-depth N, but every request past
 // the depth keeps a shadow plan, a start to promise that a request able to start now may take
 // (scheduler::MakeShadowPlansBackfill; docs/design/0014-shadow-plans.md).
@@ -47,6 +50,7 @@
 //
 // Exit codes: 0 on success, 2 for a bad flag, otherwise StatusCodeToExit of the failure.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,6 +63,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -66,6 +71,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "cluster/fleet_file.h"
@@ -127,14 +133,28 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   }
 }
 
+// A whole number (T integral) or a decimal (T floating). Text that is a whole number but not a
+// T (negative for an unsigned flag, or too large) says the range a T allows, not "not a number".
+// `min` is the least value the flag takes, for the message only (callers check it).
 template <typename T>
-common::Result<T> ParseNumber(const std::string& flag, const std::string& text) {
+common::Result<T> ParseNumber(const std::string& flag, const std::string& text,
+                              T min = std::numeric_limits<T>::lowest()) {
   T value{};
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return common::InvalidArgumentError(fmt::format("{}: '{}' is not a number", flag, text));
+  if (ec == std::errc() && end == text.data() + text.size()) return value;
+  if constexpr (std::is_integral_v<T>) {
+    // Digits with an optional '-': a number, out of T's range.
+    const std::string_view digits = std::string_view(text).substr(text.starts_with('-') ? 1 : 0);
+    if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
+      return common::InvalidArgumentError(
+          fmt::format("{}: '{}' is out of range (a whole number from {} to {})", flag, text, min,
+                      std::numeric_limits<T>::max()));
+    }
   }
-  return value;
+  if (ec == std::errc::result_out_of_range) {
+    return common::InvalidArgumentError(fmt::format("{}: '{}' is out of range", flag, text));
+  }
+  return common::InvalidArgumentError(fmt::format("{}: '{}' is not a number", flag, text));
 }
 
 // The flags that take a value (ParseFlag reads each of them).
@@ -204,7 +224,7 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
   } else if (flag == "--seed") {
     EGS_ASSIGN_OR_RETURN(args.seed, ParseNumber<std::uint64_t>(flag, value));
   } else if (flag == "--max-jobs") {
-    EGS_ASSIGN_OR_RETURN(args.max_jobs, ParseNumber<std::size_t>(flag, value));
+    EGS_ASSIGN_OR_RETURN(args.max_jobs, ParseNumber<std::size_t>(flag, value, 1));
     if (args.max_jobs < 1) return common::InvalidArgumentError("--max-jobs: must be >= 1");
   } else if (flag == "--max-planned") {
     EGS_ASSIGN_OR_RETURN(args.max_planned, ParseNumber<std::size_t>(flag, value));
@@ -226,10 +246,10 @@ common::Status ParseFlag(Args& args, const std::string& flag, const std::string&
     }
     (flag == "--shadow-depth" ? args.shadow_depth : args.reservation_depth) = depth;
   } else if (flag == "--lb-jobs") {
-    EGS_ASSIGN_OR_RETURN(args.lb_jobs, ParseNumber<std::size_t>(flag, value));
+    EGS_ASSIGN_OR_RETURN(args.lb_jobs, ParseNumber<std::size_t>(flag, value, 1));
     if (args.lb_jobs < 1) return common::InvalidArgumentError("--lb-jobs: must be >= 1");
   } else if (flag == "--lb-windows") {
-    EGS_ASSIGN_OR_RETURN(args.lb_windows, ParseNumber<std::size_t>(flag, value));
+    EGS_ASSIGN_OR_RETURN(args.lb_windows, ParseNumber<std::size_t>(flag, value, 1));
     if (args.lb_windows < 1) return common::InvalidArgumentError("--lb-windows: must be >= 1");
   }
   return common::OkStatus();
@@ -289,6 +309,14 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
   if (args.trace.empty()) return common::InvalidArgumentError("--trace: required");
   if (args.out.empty()) return common::InvalidArgumentError("--out: required");
   if (args.policies.empty()) return common::InvalidArgumentError("--policy: no policy given");
+  // The depths set EGS's backfill rule: given to a run of no egs policy, they would do nothing.
+  if ((args.reservation_depth > 0 || args.shadow_depth > 0) &&
+      std::find(args.policies.begin(), args.policies.end(), sim::Policy::kEgs) ==
+          args.policies.end()) {
+    return common::InvalidArgumentError(
+        fmt::format("{}: applies to the egs policy only, and --policy does not include egs",
+                    args.reservation_depth > 0 ? "--reservation-depth" : "--shadow-depth"));
+  }
   if (args.shadow_depth > 0 && args.reservation_depth > 0) {
     return common::InvalidArgumentError(
         "--shadow-depth: cannot be combined with --reservation-depth (one backfill rule per run)");
@@ -409,6 +437,9 @@ common::Result<std::vector<sim::FleetNodeSpec>> LoadFleet(const Args& args, sim:
     return nodes;
   }
   auto uniform = sim::UniformFleet(name);
+  if (!uniform.ok() && sim::IsUniformFleetSpec(name)) {  // NxG, with N or G out of range
+    return common::InvalidArgumentError(fmt::format("--fleet: {}", uniform.error().message()));
+  }
   if (!uniform.ok()) {
     return common::InvalidArgumentError(
         fmt::format("--fleet: '{}' is neither philly, openb, tiresias, alibaba-spot, a node list "
@@ -492,6 +523,20 @@ void ReportQuotaCoverage(const sim::Trace& trace, const std::vector<sim::TeamQuo
   fmt::print(stderr, "\n");
 }
 
+// Says on stderr how the --quotas table's quotas were picked, and which VCs it treated apart.
+void ReportQuotaRule(const sim::QuotaNotes& notes, const std::string& path) {
+  fmt::print(stderr, "egs-sim: --quotas {}: {}\n", path, notes.rule);
+  if (!notes.from_earlier_day.empty()) {
+    fmt::print(stderr,
+               "      {} VC(s) with 0 GPUs on the last day keep their last allocation: {}\n",
+               notes.from_earlier_day.size(), fmt::join(notes.from_earlier_day, ", "));
+  }
+  if (!notes.left_out.empty()) {
+    fmt::print(stderr, "      {} VC(s) with 0 GPUs on every day get no quota (no GPU cap): {}\n",
+               notes.left_out.size(), fmt::join(notes.left_out, ", "));
+  }
+}
+
 // One --load's requests, rescaled before anything is written so that a load the trace cannot
 // be rescaled to fails like any other bad flag.
 struct PreparedLoad {
@@ -527,9 +572,11 @@ common::Result<Setup> Prepare(const Args& args) {
   // (PATH.csv) has teams of its own, with equal fair-share weights and no quotas, unless
   // --quotas names a table for them.
   if (!args.quotas.empty()) {
-    auto quotas = sim::LoadQuotaTable(args.quotas);
+    sim::QuotaNotes notes;
+    auto quotas = sim::LoadQuotaTable(args.quotas, &notes);
     if (!quotas.ok()) return quotas.error().WithContext("--quotas");
     s.quotas = *std::move(quotas);
+    ReportQuotaRule(notes, args.quotas);
     ReportQuotaCoverage(s.trace, s.quotas, args.quotas);
   } else if (args.trace == "philly") {
     EGS_ASSIGN_OR_RETURN(s.quotas,
@@ -605,8 +652,10 @@ common::Result<sim::RunSummary> RunPolicy(const Args& args, const Setup& setup, 
   config.quotas = setup.quotas;
   config.hard_quota = args.hard_quota;
   config.share_nodes = args.share_nodes;
-  config.reservation_depth = args.reservation_depth;
-  config.shadow_depth = args.shadow_depth;
+  // EGS's backfill rule; the other policies have their own (RunSimulation refuses them a depth).
+  const bool egs = policy == sim::Policy::kEgs;
+  config.reservation_depth = egs ? args.reservation_depth : 0;
+  config.shadow_depth = egs ? args.shadow_depth : 0;
   config.max_planned = args.max_planned;
   config.preemptible_below = args.preemptible_below;
   if (args.fair_share_age_limit_h) {

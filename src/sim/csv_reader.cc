@@ -6,6 +6,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <system_error>
@@ -87,6 +88,11 @@ std::optional<core::Time> ParseTraceTimestamp(std::string_view text) {
 
 Status CsvReader::Open(const std::string& path) {
   path_ = path;
+  // A directory opens as a stream on Linux and then reads as an empty file: say what it is.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgumentError(fmt::format("{}: is a directory, not a CSV file", path));
+  }
   in_.open(path, std::ios::in | std::ios::binary);
   if (!in_.is_open()) return common::NotFoundError(fmt::format("{}: cannot open file", path));
   std::string header_line;
@@ -131,10 +137,16 @@ Result<std::vector<int>> CsvReader::Columns(std::initializer_list<std::string_vi
 }
 
 Result<bool> CsvReader::Next() {
+  int blank = 0;
+  blank_lines_before_ = 0;
   while (std::getline(in_, line_)) {
     ++line_number_;
     StripLineEnd(line_);
-    if (line_.empty()) continue;
+    if (line_.empty()) {
+      ++blank;
+      continue;
+    }
+    blank_lines_before_ = blank;
     EGS_RETURN_IF_ERROR(Split(line_, fields_));
     if (fields_.size() != header_.size()) {
       return RowError(fmt::format("expected {} columns like the header, got {}", header_.size(),

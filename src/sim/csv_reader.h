@@ -5,7 +5,8 @@
 // write fields that hold a comma or a quote. A quote that does not close on its line (a field
 // over several lines), text after a closing quote, or a quote inside an unquoted field is
 // rejected (InvalidArgument) rather than misread. Lines may end in "\r\n"; a UTF-8 byte-order
-// mark before the header is ignored; blank lines are not records and are skipped. Line numbers
+// mark before the header is ignored; blank lines are not records and are skipped (Next() says
+// how many it passed over before each record, so that a loader can count them). Line numbers
 // are 1-based physical lines of the file (the header is line 1).
 //
 // Every error names the place: "<path>:<line>: column <name>: <reason>".
@@ -42,7 +43,7 @@ class CsvReader {
   CsvReader& operator=(const CsvReader&) = delete;
 
   // Opens `path` and reads its header line. NotFound if the file cannot be opened;
-  // InvalidArgument if it is empty or its header is malformed (see above).
+  // InvalidArgument if it is a directory, is empty or its header is malformed (see above).
   common::Status Open(const std::string& path);
 
   // Header index of each named column, in the order given. InvalidArgument naming the first
@@ -57,6 +58,10 @@ class CsvReader {
   // InvalidArgument if the record is malformed (see above) or its field count differs from the
   // header's.
   common::Result<bool> Next();
+  // The blank lines the last Next() passed over before its record: lines between two records (or
+  // the header and a record). 0 when it found no record: blank lines at the end of the file
+  // (a trailing newline too many) stand between no records.
+  int blank_lines_before() const { return blank_lines_before_; }
 
   int line() const { return line_number_; }
   const std::string& path() const { return path_; }
@@ -95,6 +100,7 @@ class CsvReader {
   std::deque<std::string> unquoted_;  // the current record's quoted fields, unquoted (a deque:
                                       // views into it stay valid as it grows)
   int line_number_ = 0;
+  int blank_lines_before_ = 0;
 };
 
 }  // namespace egs::sim

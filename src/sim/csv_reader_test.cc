@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
@@ -42,6 +44,31 @@ TEST(CsvReaderTest, ReadsRecordsSkippingBlankLinesAndCrLf) {
   more = csv.Next();
   ASSERT_OK(more);
   EXPECT_FALSE(*more);
+}
+
+TEST(CsvReaderTest, SaysHowManyBlankLinesCameBeforeEachRecord) {
+  TempDir dir;
+  CsvReader csv;
+  ASSERT_OK(csv.Open(dir.Write("b.csv", "x\n\n1\n2\n\r\n\n3\n\n\n")));
+  std::vector<int> blank;
+  for (;;) {
+    auto more = csv.Next();
+    ASSERT_OK(more);
+    if (!*more) break;
+    blank.push_back(csv.blank_lines_before());
+  }
+  EXPECT_THAT(blank, ElementsAre(1, 0, 2));
+  EXPECT_EQ(csv.blank_lines_before(), 0);  // the two at the end stand before no record
+}
+
+TEST(CsvReaderTest, DirectoryIsNamedAsOne) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.File("nodes.csv"));  // named like a file
+  CsvReader csv;
+  const common::Status s = csv.Open(dir.File("nodes.csv"));
+  EXPECT_THAT(s, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(s.message(), HasSubstr("is a directory, not a CSV file"));
+  EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("empty")));
 }
 
 TEST(CsvReaderTest, MissingFileIsNotFound) {

@@ -334,6 +334,15 @@ common::Result<PolicyMetrics> ComputeMetrics(const SimResult& result,
   return m;
 }
 
+core::Duration HeldDuration(const JobOutcome& job) {
+  // The runs ComputeAllocation books.
+  const std::optional<Interval> held = HeldInterval(job);
+  if (!held) return Duration(0);
+  Duration total = held->length();
+  for (const Interval& run : job.evicted) total += run.length();
+  return total;
+}
+
 std::vector<double> SortedWaitsSeconds(const SimResult& result) {
   std::vector<double> waits;
   for (const JobOutcome& job : result.jobs) {

@@ -153,6 +153,12 @@ struct MetricsOptions {
 common::Result<PolicyMetrics> ComputeMetrics(const SimResult& result,
                                              const MetricsOptions& options = {});
 
+// The time `job` held its GPUs, summed over its runs: each run cut short by a preemption
+// (`evicted`) and the final one (from `resumed`, else `start`, to `end`; see the definitions
+// above). 0 if it never started. AllocationStats::booked_gpu_hours is the sum over the requests
+// not rejected of gpus x this, in hours.
+core::Duration HeldDuration(const JobOutcome& job);
+
 // Waits (seconds) of the started requests, ascending: the sample of the wait CDF.
 std::vector<double> SortedWaitsSeconds(const SimResult& result);
 

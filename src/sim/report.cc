@@ -322,16 +322,17 @@ common::Status WriteJobsCsv(const SimResult& result, const std::string& path) {
   fmt::format_to(std::back_inserter(buf),
                  "id,team,gpus,priority,submit_unix_us,requested_s,hold_s,promised_start_unix_us,"
                  "promised_p50_unix_us,promised_p90_unix_us,start_unix_us,end_unix_us,wait_s,"
-                 "rejected,reject_reason\n");
+                 "rejected,reject_reason,evictions,held_s\n");
   for (const JobOutcome& j : result.jobs) {
     const std::string wait =
         j.start ? fmt::format("{:.6f}", ToSeconds(*j.start - j.submit)) : std::string();
     fmt::format_to(std::back_inserter(buf),
-                   "{},{},{},{},{},{:.6f},{:.6f},{},{},{},{},{},{},{},{}\n", CsvField(j.id),
-                   CsvField(j.team), j.gpus, j.priority, common::ToUnixMicros(j.submit),
-                   ToSeconds(j.requested), ToSeconds(j.hold), Optional(j.promised_start),
-                   Optional(j.promised_p50), Optional(j.promised_p90), Optional(j.start),
-                   Optional(j.end), wait, j.rejected ? 1 : 0, CsvField(j.reject_reason));
+                   "{},{},{},{},{},{:.6f},{:.6f},{},{},{},{},{},{},{},{},{},{:.6f}\n",
+                   CsvField(j.id), CsvField(j.team), j.gpus, j.priority,
+                   common::ToUnixMicros(j.submit), ToSeconds(j.requested), ToSeconds(j.hold),
+                   Optional(j.promised_start), Optional(j.promised_p50), Optional(j.promised_p90),
+                   Optional(j.start), Optional(j.end), wait, j.rejected ? 1 : 0,
+                   CsvField(j.reject_reason), j.evicted.size(), ToSeconds(HeldDuration(j)));
   }
   return WriteFile(path, std::string_view(buf.data(), buf.size()));
 }

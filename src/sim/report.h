@@ -103,7 +103,13 @@ common::Result<RunSummary> SummarizeRun(std::string policy, std::string load, do
 // Per-request outcomes, one row per JobOutcome in trace order, header:
 //   id,team,gpus,priority,submit_unix_us,requested_s,hold_s,promised_start_unix_us,
 //   promised_p50_unix_us,promised_p90_unix_us,start_unix_us,end_unix_us,wait_s,rejected,
-//   reject_reason
+//   reject_reason,evictions,held_s
+// start_unix_us is the first start (waits count to it); end_unix_us is the release of the last
+// run, or the submit for a rejected request (refused then). evictions counts the runs cut short
+// by a preemption (the request is requeued and runs again, from scratch); held_s is the time it
+// held its GPUs summed over all its runs (HeldDuration), so that the sum of gpus x held_s / 3600
+// over the rows is summary.json's allocation.booked_gpu_hours. held_s is 0 for a request that
+// never started. New columns are added at the end, so a column's position never changes.
 // Missing times are empty fields; text fields are quoted when they hold ',', '"' or a newline.
 // FailedPrecondition if the file cannot be written.
 common::Status WriteJobsCsv(const SimResult& result, const std::string& path);

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "sim/svg_plot.h"
 #include "testing/status_matchers.h"
@@ -56,7 +59,8 @@ SimResult SmallResult() {
   add("d", "x", 1, 30, std::nullopt, 60);
   add("e", "x", 8, 40, std::nullopt, 60);
   r.jobs.back().rejected = true;
-  r.jobs.back().reject_reason = "InvalidArgument: too big";
+  r.jobs.back().reject_reason = "too big";
+  r.jobs.back().end = r.jobs.back().submit;
   r.stats.cycles = 10;
   r.stats.placements = 3;
   r.stats.kept_plans = 5;
@@ -136,12 +140,87 @@ TEST(ReportTest, JobsCsv) {
   EXPECT_THAT(path, HasSubstr("jobs-egs-0.9.csv"));
   ASSERT_OK(WriteJobsCsv(SmallResult(), path));
   const std::string csv = ReadAll(path);
-  EXPECT_THAT(csv, StartsWith("id,team,gpus,priority,submit_unix_us,"));
+  EXPECT_THAT(csv, StartsWith("id,team,gpus,priority,submit_unix_us,requested_s,hold_s,"
+                              "promised_start_unix_us,promised_p50_unix_us,promised_p90_unix_us,"
+                              "start_unix_us,end_unix_us,wait_s,rejected,reject_reason,"
+                              "evictions,held_s\n"));
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 6);
-  EXPECT_THAT(csv, HasSubstr("\"a,1\",\"team \"\"x\"\"\",1,0,0,3600.000000,600.000000,"
-                             "-30000000,-100000000,50000000,0,600000000,0.000000,0,\n"));
-  EXPECT_THAT(csv, HasSubstr("d,x,1,0,30000000,3600.000000,60.000000,,,,,,,0,\n"));
-  EXPECT_THAT(csv, HasSubstr(",1,InvalidArgument: too big\n"));
+  EXPECT_THAT(csv,
+              HasSubstr("\"a,1\",\"team \"\"x\"\"\",1,0,0,3600.000000,600.000000,"
+                        "-30000000,-100000000,50000000,0,600000000,0.000000,0,,0,600.000000\n"));
+  EXPECT_THAT(csv, HasSubstr("d,x,1,0,30000000,3600.000000,60.000000,,,,,,,0,,0,0.000000\n"));
+  EXPECT_THAT(csv, HasSubstr("e,x,8,0,40000000,3600.000000,60.000000,,,,,40000000,,1,too big,0,"
+                             "0.000000\n"));
+}
+
+// Reads a CSV written by WriteJobsCsv (no quoted field holds a newline): the header's columns
+// and each row's fields.
+std::vector<std::map<std::string, std::string>> ReadCsvRows(const std::string& text) {
+  auto split = [](const std::string& line) {
+    std::vector<std::string> fields(1);
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (c == '"' && quoted && i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = !quoted;
+      } else if (c == ',' && !quoted) {
+        fields.emplace_back();
+      } else {
+        fields.back() += c;
+      }
+    }
+    return fields;
+  };
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> fields = split(line);
+    EXPECT_EQ(fields.size(), header.size()) << line;
+    auto& row = rows.emplace_back();
+    for (std::size_t i = 0; i < header.size() && i < fields.size(); ++i) row[header[i]] = fields[i];
+  }
+  return rows;
+}
+
+// With preemption a request holds its GPUs over several runs: the CSV's evictions and held_s
+// say so, and reproduce summary.json's booked GPU-hours (which the final run alone, end - start
+// of the last run, does not).
+TEST(ReportTest, JobsCsvReproducesBookedGpuHoursWithEvictions) {
+  SimResult r = SmallResult();
+  JobOutcome twice;
+  twice.id = "p";
+  twice.team = "x";
+  twice.gpus = 2;
+  twice.submit = S(50);
+  twice.hold = common::Seconds(3000);
+  twice.requested = common::Hours(1);
+  twice.start = S(60);
+  twice.evicted = {{S(60), S(1000)}, {S(1200), S(1500)}};
+  twice.resumed = S(2000);
+  twice.end = S(5000);
+  r.jobs.push_back(twice);
+  TempDir dir;
+  const std::string path = dir.File("jobs.csv");
+  ASSERT_OK(WriteJobsCsv(r, path));
+  const auto rows = ReadCsvRows(ReadAll(path));
+  ASSERT_EQ(rows.size(), r.jobs.size());
+  EXPECT_EQ(rows.back().at("evictions"), "2");
+  EXPECT_EQ(rows.back().at("held_s"), "4240.000000");  // 940 + 300 + 3000
+  double gpu_hours = 0;
+  for (const auto& row : rows) {
+    if (row.at("rejected") == "1") continue;
+    gpu_hours += std::stod(row.at("gpus")) * std::stod(row.at("held_s")) / 3600;
+  }
+  auto summary = SummarizeRun("egs", "0.9", 0.9, r, 0);
+  ASSERT_OK(summary);
+  EXPECT_GT(summary->metrics.preemptions, 0u);
+  EXPECT_NEAR(gpu_hours, summary->metrics.allocation.booked_gpu_hours, 1e-9);
 }
 
 ReportInput TwoPolicies() {

@@ -1,10 +1,12 @@
 #include "sim/simulator.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -122,6 +124,19 @@ core::RequestSpec JobSpec(const TraceJob& job, const FleetModel& fleet, core::Wo
   return spec;
 }
 
+// Why a job has no shape to ask for: the GPU models it accepts ("A|B" in openb) and those the
+// fleet has.
+std::string NoShapeReason(const TraceJob& job, const FleetModel& fleet) {
+  std::set<std::string> models;
+  for (const auto& [shape, info] : fleet.shape_info) {
+    if (!info.first.empty()) models.insert(info.first);
+  }
+  return fmt::format(
+      "no node of the fleet has {} {} (the fleet's GPU models: {})",
+      job.gpu_model.find('|') == std::string::npos ? "GPU model" : "any of the GPU models",
+      job.gpu_model, models.empty() ? "none named" : fmt::format("{}", fmt::join(models, ", ")));
+}
+
 struct PolicySetup {
   scheduler::SchedulerOptions options;
   std::unique_ptr<scheduler::BackfillPolicy> backfill;
@@ -197,6 +212,13 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
     return common::InvalidArgumentError("reservation_depth: must be >= 0");
   }
   if (config.shadow_depth < 0) return common::InvalidArgumentError("shadow_depth: must be >= 0");
+  // The depths configure EGS's backfill rule (MakePolicy); the baselines have rules of their own.
+  if (config.policy != Policy::kEgs && (config.reservation_depth > 0 || config.shadow_depth > 0)) {
+    return common::InvalidArgumentError(
+        fmt::format("{}: applies to the egs policy only, not {}",
+                    config.reservation_depth > 0 ? "reservation_depth" : "shadow_depth",
+                    PolicyName(config.policy)));
+  }
   if (config.shadow_depth > 0 && config.reservation_depth > 0) {
     return common::InvalidArgumentError(
         "shadow_depth: cannot be combined with reservation_depth (one backfill rule per run)");
@@ -277,12 +299,15 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
                                                        job.priority < *config.preemptible_below));
       core::RequestSpec spec = JobSpec(job, model, ws, config.max_booking);
       out.requested = spec.duration;
-      auto id = spec.shapes.empty() ? common::Result<core::RequestId>(common::InvalidArgumentError(
-                                          "no shape has the job's GPU model"))
+      auto id = spec.shapes.empty() ? common::Result<core::RequestId>(
+                                          common::InvalidArgumentError(NoShapeReason(job, model)))
                                     : sched->Submit(spec);
+      // A rejected request ends at its submit, refused: its reason is the message alone, as the
+      // planner's for a request no pool can hold (cancelled below, which sets its end to now).
       if (!id.ok()) {
         out.rejected = true;
-        out.reject_reason = id.error().ToString();
+        out.reject_reason = id.error().message();
+        out.end = now;
       } else {
         job_of[*id] = next_job;
         const auto* r = sched->FindRequest(*id);

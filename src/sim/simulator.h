@@ -45,6 +45,8 @@ struct SimConfig {
   bool share_nodes = false;
   // Plan only the first N queued requests (0 = all); see SchedulerOptions::max_planned.
   std::size_t max_planned = 0;
+  // The two depths below configure EGS's backfill: set for another policy, RunSimulation refuses
+  // them (InvalidArgument) rather than ignore them.
   // EGS only: future slots for at most this many queued requests, the first in order that
   // cannot start now; the others start when they fit around those or wait without a plan, and
   // get no promise (scheduler::MakeReservationDepthBackfill; EASY's rule is 1). 0: a slot for
@@ -80,7 +82,10 @@ struct JobOutcome {
   // Runs cut short by a preemption, in order; the final run starts at `resumed`.
   std::vector<core::Interval> evicted;
   std::optional<core::Time> resumed;
-  bool rejected = false;  // refused at submit (never fits the fleet)
+  // Refused at submit (never fits the fleet, or no node has a GPU model it accepts): `end` is
+  // then the instant it was refused, its submit, and `reject_reason` says why (a message, no
+  // status code).
+  bool rejected = false;
   std::string reject_reason;
 };
 
@@ -100,8 +105,9 @@ struct SimResult {
   int total_gpus = 0;
 };
 
-// Replays `trace` on `fleet`. InvalidArgument for an empty fleet or trace; jobs that can never
-// fit (more GPUs than any pool) are reported as rejected, not dropped.
+// Replays `trace` on `fleet`. InvalidArgument for an empty fleet or trace, or a depth set for a
+// policy other than egs; jobs that can never fit (more GPUs than any pool, or a GPU model no node
+// has) are reported as rejected, not dropped.
 common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<FleetNodeSpec>& fleet,
                                         const SimConfig& config);
 

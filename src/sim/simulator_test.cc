@@ -1,5 +1,6 @@
 #include "sim/simulator.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -128,6 +129,8 @@ TEST(SimulatorTest, PreemptibleLowPriorityJobsAreEvictedRequeuedAndFinish) {
   EXPECT_EQ(*low.resumed, *high.end);
   EXPECT_EQ(*low.end - *low.resumed, common::Hours(10));
   EXPECT_EQ(*low.start, S(0));  // its wait counts to its first start
+  // It held its GPUs for 70 min before the eviction and 10 h after: what the CSV's held_s says.
+  EXPECT_EQ(HeldDuration(low), common::Minutes(70) + common::Hours(10));
   auto m = ComputeMetrics(*r);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->preemptions, 1u);
@@ -213,6 +216,63 @@ TEST(SimulatorTest, JobsLargerThanTheFleetAreRejectedNotDropped) {
   EXPECT_FALSE(r->jobs[0].rejected);
   EXPECT_TRUE(r->jobs[1].rejected);
   EXPECT_FALSE(r->jobs[1].reject_reason.empty());
+}
+
+// Every rejected job is written alike: the reason without a status-code prefix, and an end at
+// its submit, whether no pool can hold it or no node has a GPU model it accepts.
+TEST(SimulatorTest, RejectsNameTheGpuModelAndEndAtSubmit) {
+  Trace t;
+  t.jobs = {Job("ok", 0, 1, 60), Job("huge", 5, 64, 60), Job("v100", 7, 1, 60),
+            Job("either", 9, 1, 60)};
+  t.jobs[0].gpu_model = "A10";
+  t.jobs[2].gpu_model = "V100M16";
+  t.jobs[3].gpu_model = "P100|T4";
+  std::vector<FleetNodeSpec> fleet = {{"a", "c", "A10", 8}, {"h", "c", "H800", 8}};
+  auto r = RunSimulation(t, fleet, SimConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_FALSE(r->jobs[0].rejected);
+  for (std::size_t i = 1; i < 4; ++i) {
+    const JobOutcome& job = r->jobs[i];
+    EXPECT_TRUE(job.rejected) << job.id;
+    EXPECT_EQ(job.end, job.submit) << job.id;
+    EXPECT_EQ(job.reject_reason.find("InvalidArgument"), std::string::npos) << job.reject_reason;
+  }
+  EXPECT_EQ(r->jobs[2].reject_reason,
+            "no node of the fleet has GPU model V100M16 (the fleet's GPU models: A10, H800)");
+  EXPECT_EQ(r->jobs[3].reject_reason,
+            "no node of the fleet has any of the GPU models P100|T4 (the fleet's GPU models: A10, "
+            "H800)");
+  auto m = ComputeMetrics(*r);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->overall.rejected, 3u);
+  EXPECT_EQ(m->overall.started, 1u);
+}
+
+// --reservation-depth and --shadow-depth configure EGS's backfill: for another policy they
+// would be ignored, so they are refused.
+TEST(SimulatorTest, DepthsApplyToEgsOnly) {
+  Trace t;
+  t.jobs = {Job("a", 0, 8, 60), Job("b", 1, 8, 60)};
+  for (Policy p : {Policy::kFifo, Policy::kPriority, Policy::kEasy, Policy::kConservative}) {
+    SimConfig depth;
+    depth.policy = p;
+    depth.reservation_depth = 2;
+    auto r = RunSimulation(t, Nodes(1, 8), depth);
+    ASSERT_FALSE(r.ok()) << PolicyName(p);
+    EXPECT_EQ(r.error().message(), fmt::format("reservation_depth: applies to the egs policy "
+                                               "only, not {}",
+                                               PolicyName(p)));
+    SimConfig shadow;
+    shadow.policy = p;
+    shadow.shadow_depth = 2;
+    auto s = RunSimulation(t, Nodes(1, 8), shadow);
+    ASSERT_FALSE(s.ok()) << PolicyName(p);
+    EXPECT_EQ(s.error().message(),
+              fmt::format("shadow_depth: applies to the egs policy only, not {}", PolicyName(p)));
+  }
+  SimConfig egs;
+  egs.reservation_depth = 2;
+  EXPECT_TRUE(RunSimulation(t, Nodes(1, 8), egs).ok());
 }
 
 TEST(SimulatorTest, JobsThatFitOneNodeMayUseAnyNodeWithRoom) {

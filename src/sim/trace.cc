@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +53,14 @@ void CountSkip(Trace& trace, std::string_view reason) {
     }
   }
   trace.skipped.push_back(SkipCount{std::string(reason), 1});
+}
+
+// csv.Next() for a trace's rows: the blank lines it passed over before its row are counted as
+// skipped rows (kSkipBlankLine), in the order they come.
+Result<bool> NextRow(CsvReader& csv, Trace& trace) {
+  EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+  for (int i = 0; i < csv.blank_lines_before(); ++i) CountSkip(trace, kSkipBlankLine);
+  return more;
 }
 
 // Sorts by submit time; equal submit times keep file order.
@@ -155,7 +164,7 @@ Result<Trace> LoadTiresias(const std::string& path) {
   Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
   SeenIds ids;
   while (true) {
-    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    EGS_ASSIGN_OR_RETURN(bool more, NextRow(csv, trace));
     if (!more) break;
     EGS_RETURN_IF_ERROR(ids.Add(csv, col[0]));
     EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(col[1]));
@@ -181,7 +190,7 @@ Result<Trace> LoadPhilly(const std::string& path) {
                        csv.Columns({"timestamp", "duration", "num_gpus", "gpu_time", "cluster"}));
   Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
   while (true) {
-    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    EGS_ASSIGN_OR_RETURN(bool more, NextRow(csv, trace));
     if (!more) break;
     EGS_ASSIGN_OR_RETURN(core::Time submit, csv.UtcDateTime(col[0]));
     EGS_ASSIGN_OR_RETURN(core::Duration hold, csv.Seconds(col[1]));
@@ -225,7 +234,7 @@ Result<Trace> LoadOpenbPods(const std::string& path) {
   Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
   SeenIds ids;
   while (true) {
-    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    EGS_ASSIGN_OR_RETURN(bool more, NextRow(csv, trace));
     if (!more) break;
     // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
     EGS_RETURN_IF_ERROR(ids.Add(csv, col[kName]));
@@ -288,7 +297,7 @@ Result<Trace> LoadSpotJobs(const std::string& path) {
   Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
   SeenIds ids;
   while (true) {
-    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    EGS_ASSIGN_OR_RETURN(bool more, NextRow(csv, trace));
     if (!more) break;
     // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
     EGS_RETURN_IF_ERROR(ids.Add(csv, col[kName]));
@@ -347,7 +356,7 @@ Result<Trace> LoadJobLog(const std::string& path) {
   Trace trace{.name = TraceName(path), .jobs = {}, .skipped = {}};
   SeenIds ids;
   while (true) {
-    EGS_ASSIGN_OR_RETURN(bool more, csv.Next());
+    EGS_ASSIGN_OR_RETURN(bool more, NextRow(csv, trace));
     if (!more) break;
     // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
     EGS_RETURN_IF_ERROR(ids.Add(csv, col[kId]));
@@ -621,17 +630,55 @@ Result<std::vector<TeamQuota>> LoadPhillyVcQuotas(const std::string& path) {
   return quotas;
 }
 
+namespace {
+
+// "YYYY-MM-DD" of a day's midnight.
+std::string FormatDate(core::Time day) {
+  const std::chrono::year_month_day ymd{std::chrono::floor<std::chrono::days>(day)};
+  return fmt::format("{:04}-{:02}-{:02}", static_cast<int>(ymd.year()),
+                     static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()));
+}
+
+std::string_view QuotaRule(QuotaStatistic statistic) {
+  switch (statistic) {
+    case QuotaStatistic::kLastAssigned:
+      return "each VC's GPUs on the last day it had any (a VC with 0 on the last day keeps its "
+             "last allocation; one with 0 on every day gets no quota)";
+    case QuotaStatistic::kLastDay:
+      return "each VC's GPUs on the last day";
+    case QuotaStatistic::kMaxOverDays:
+      return "each VC's largest allocation over the days";
+  }
+  return "?";
+}
+
+}  // namespace
+
 Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(const std::string& path,
-                                                    QuotaStatistic statistic) {
+                                                    QuotaStatistic statistic, QuotaNotes* notes) {
   CsvReader csv;
   EGS_RETURN_IF_ERROR(csv.Open(path));
   EGS_ASSIGN_OR_RETURN(std::vector<int> col, csv.Columns({"date", "total"}));
-  std::vector<int> vc_columns;
-  std::vector<TeamQuota> quotas;
-  for (std::size_t i = 0; i < csv.header().size(); ++i) {
+  const std::vector<std::string>& header = csv.header();
+  // Per VC column: its allocation by the statistic, and the last day it had GPUs.
+  struct Vc {
+    int column = 0;
+    int gpus = 0;
+    int last_day_gpus = 0;
+    std::optional<core::Time> last_assigned;
+  };
+  std::vector<Vc> vcs;
+  std::unordered_map<std::string_view, std::size_t> first_column;  // VC name -> header index
+  for (std::size_t i = 0; i < header.size(); ++i) {
     if (static_cast<int>(i) == col[0] || static_cast<int>(i) == col[1]) continue;
-    vc_columns.push_back(static_cast<int>(i));
-    quotas.push_back(TeamQuota{.team = csv.header()[i], .gpus = 0});
+    // Two columns of one VC would make two quotas for one team, the second overriding the first.
+    if (auto [it, fresh] = first_column.try_emplace(header[i], i); !fresh) {
+      return InvalidArgumentError(
+          fmt::format("{}:1: column '{}' appears twice in the header (columns {} and {})", path,
+                      header[i], it->second + 1, i + 1));
+    }
+    vcs.push_back(
+        Vc{.column = static_cast<int>(i), .gpus = 0, .last_day_gpus = 0, .last_assigned = {}});
   }
   std::optional<core::Time> last_date;
   while (true) {
@@ -642,17 +689,48 @@ Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(const std::string& path,
     last_date = date;
     EGS_ASSIGN_OR_RETURN(int total, csv.Count(col[1]));
     long long sum = 0;
-    for (std::size_t v = 0; v < vc_columns.size(); ++v) {
-      EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(vc_columns[v]));
+    for (Vc& vc : vcs) {
+      EGS_ASSIGN_OR_RETURN(int gpus, csv.Count(vc.column));
       sum += gpus;
-      quotas[v].gpus =
-          statistic == QuotaStatistic::kLastDay ? gpus : std::max(quotas[v].gpus, gpus);
+      vc.last_day_gpus = gpus;
+      if (gpus > 0) vc.last_assigned = date;
+      switch (statistic) {
+        case QuotaStatistic::kLastAssigned:
+          if (gpus > 0) vc.gpus = gpus;
+          break;
+        case QuotaStatistic::kLastDay:
+          vc.gpus = gpus;
+          break;
+        case QuotaStatistic::kMaxOverDays:
+          vc.gpus = std::max(vc.gpus, gpus);
+          break;
+      }
     }
     if (sum != total) {
       return csv.ColumnError(col[1], fmt::format("VC GPUs sum to {} but total is {}", sum, total));
     }
   }
   if (!last_date) return InvalidArgumentError(fmt::format("{}: no data rows", path));
+  QuotaNotes local;
+  QuotaNotes& n = notes != nullptr ? *notes : local;
+  n = QuotaNotes{.rule = fmt::format("Helios GPU numbers: {}", QuotaRule(statistic)),
+                 .from_earlier_day = {},
+                 .left_out = {}};
+  std::vector<TeamQuota> quotas;
+  for (const Vc& vc : vcs) {
+    const std::string& name = header[static_cast<std::size_t>(vc.column)];
+    if (statistic == QuotaStatistic::kLastAssigned) {
+      if (!vc.last_assigned) {
+        n.left_out.push_back(name);
+        continue;
+      }
+      if (vc.last_day_gpus == 0) {
+        n.from_earlier_day.push_back(
+            fmt::format("{} {} GPUs ({})", name, vc.gpus, FormatDate(*vc.last_assigned)));
+      }
+    }
+    quotas.push_back(TeamQuota{.team = name, .gpus = vc.gpus});
+  }
   return quotas;
 }
 
@@ -705,43 +783,73 @@ common::Result<Trace> LoadTrace(const std::string& path, TraceFormat format) {
   return common::InternalError("unknown trace format");
 }
 
-Result<std::vector<TeamQuota>> LoadQuotaTable(const std::string& path) {
+Result<std::vector<TeamQuota>> LoadQuotaTable(const std::string& path, QuotaNotes* notes) {
   CsvReader header;  // the table's loader reads the file itself
   EGS_RETURN_IF_ERROR(header.Open(path));
   auto has = [&](std::string_view column) { return header.HasColumn(column); };
-  if (has("vc") && has("node num")) return LoadPhillyVcQuotas(path);
-  if (has("date") && has("total")) return LoadHeliosGpuNumbers(path, QuotaStatistic::kLastDay);
+  if (has("vc") && has("node num")) {
+    if (notes != nullptr) {
+      *notes = QuotaNotes{
+          .rule = fmt::format("Philly VC table: each VC's node num x {} GPUs", kPhillyGpusPerNode),
+          .from_earlier_day = {},
+          .left_out = {}};
+    }
+    return LoadPhillyVcQuotas(path);
+  }
+  if (has("date") && has("total")) {
+    return LoadHeliosGpuNumbers(path, QuotaStatistic::kLastAssigned, notes);
+  }
   return InvalidArgumentError(
       fmt::format("{}:1: cannot tell the quota table's format from its header (Philly VC table: "
                   "vc,node num; Helios GPU numbers: date,<vc>...,total)",
                   path));
 }
 
+namespace {
+
+// One side of "NxG": a whole number (sign allowed, any size), or nullopt. Too large for int64:
+// kMaxSpecNodes + 1, out of range like any too large a count.
+std::optional<long long> SpecNumber(std::string_view text) {
+  long long value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (end != text.data() + text.size() || text.empty()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) return text[0] == '-' ? -1 : kMaxSpecNodes + 1;
+  if (ec != std::errc()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+bool IsUniformFleetSpec(std::string_view spec) {
+  const auto x = spec.find('x');
+  return x != std::string_view::npos && SpecNumber(spec.substr(0, x)) &&
+         SpecNumber(spec.substr(x + 1));
+}
+
 common::Result<std::vector<FleetNodeSpec>> UniformFleet(std::string_view spec,
                                                         std::string_view cluster) {
-  auto number = [](std::string_view text) -> std::optional<int> {
-    int value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size() || value < 1) return std::nullopt;
-    return value;
-  };
-  const auto x = spec.find('x');
-  const std::optional<int> nodes = number(spec.substr(0, x));
-  const std::optional<int> gpus =
-      x == std::string_view::npos ? std::nullopt : number(spec.substr(x + 1));
-  if (!nodes || !gpus) {
+  if (!IsUniformFleetSpec(spec)) {
     return common::InvalidArgumentError(
         fmt::format("fleet '{}': expected NxG, N nodes of G GPUs (e.g. 32x8)", spec));
   }
-  if (*nodes > kMaxSpecNodes || *gpus > kMaxFleetGpusPerNode) {
+  const auto x = spec.find('x');
+  const long long nodes = *SpecNumber(spec.substr(0, x));
+  const long long gpus = *SpecNumber(spec.substr(x + 1));
+  // Sizes no fleet has (a typo) are refused before any node is built.
+  if (nodes < 1 || nodes > kMaxSpecNodes) {
     return common::InvalidArgumentError(
-        fmt::format("fleet '{}': at most {} nodes of at most {} GPUs", spec, kMaxSpecNodes,
-                    kMaxFleetGpusPerNode));
+        fmt::format("fleet '{}': N must be 1..{} (the number of nodes), not {}", spec,
+                    kMaxSpecNodes, spec.substr(0, x)));
+  }
+  if (gpus < 1 || gpus > kMaxFleetGpusPerNode) {
+    return common::InvalidArgumentError(
+        fmt::format("fleet '{}': G must be 1..{} (the GPUs of each node), not {}", spec,
+                    kMaxFleetGpusPerNode, spec.substr(x + 1)));
   }
   std::vector<FleetNodeSpec> fleet;
-  fleet.reserve(static_cast<std::size_t>(*nodes));
-  for (int i = 0; i < *nodes; ++i) {
-    fleet.push_back({fmt::format("n{}", i), std::string(cluster), "", *gpus});
+  fleet.reserve(static_cast<std::size_t>(nodes));
+  for (long long i = 0; i < nodes; ++i) {
+    fleet.push_back({fmt::format("n{}", i), std::string(cluster), "", static_cast<int>(gpus)});
   }
   return fleet;
 }

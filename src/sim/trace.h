@@ -9,7 +9,9 @@
 //  - A malformed row is an error, never dropped: wrong column count, a field that does not parse,
 //    a negative number, a quote character. InvalidArgument "<path>:<line>: column <name>: ...".
 //  - A well-formed row that cannot be scheduled (0 GPUs, zero run time, never scheduled, deleted
-//    before it was scheduled) is skipped and counted in Trace::skipped under its reason.
+//    before it was scheduled) is skipped and counted in Trace::skipped under its reason; so is a
+//    blank line between rows (kSkipBlankLine: it may be a row lost in an edit). Blank lines at
+//    the end of the file hold no row and are not counted.
 //  - Traces whose times are relative ("seconds from trace start") are placed at the Unix epoch;
 //    Philly's wall-clock timestamps are read as UTC.
 //
@@ -58,6 +60,7 @@ inline constexpr std::string_view kSkipNeverScheduled = "never scheduled";
 inline constexpr std::string_view kSkipDeletedBeforeScheduled = "deleted before scheduled";
 inline constexpr std::string_view kSkipRunningAtEnd = "running at the end of the trace";
 inline constexpr std::string_view kSkipNoRunTime = "no recorded run time";
+inline constexpr std::string_view kSkipBlankLine = "blank line";
 
 // Rows skipped for `reason` (0 if none), and for all reasons.
 std::size_t SkippedCount(const Trace& trace, std::string_view reason);
@@ -147,9 +150,14 @@ struct FleetNodeSpec {
 };
 
 // "NxG": N nodes of G GPUs each (1 <= N <= 1,000,000; 1 <= G <= 64, as in egsd's fleet files),
-// named n0, n1, ..., cluster `cluster`, model unknown. InvalidArgument naming `spec` otherwise.
+// named n0, n1, ..., cluster `cluster`, model unknown. InvalidArgument naming `spec` otherwise:
+// "expected NxG" when it is not two whole numbers around an 'x', else the range N or G must be
+// in ("N must be 1..1000000").
 common::Result<std::vector<FleetNodeSpec>> UniformFleet(std::string_view spec,
                                                         std::string_view cluster = "sim");
+// Whether `spec` has the form NxG (two whole numbers, of any sign and size, around an 'x'), so
+// that UniformFleet's error is about its numbers.
+bool IsUniformFleetSpec(std::string_view spec);
 
 // openb node list (sn, gpu, model; other columns ignored), cluster "openb". CPU-only nodes
 // (gpu 0) are left out: EGS books GPUs only. A GPU node without a model, or with more than 64
@@ -198,20 +206,42 @@ inline constexpr int kPhillyGpusPerNode = 8;
 common::Result<std::vector<TeamQuota>> LoadPhillyVcQuotas(const std::string& path);
 
 // Helios per-VC GPU quota table (helios/<Cluster>_cluster_gpu_number.csv): a daily time series
-// "date,<vc>...,total" with one row per day, the GPUs assigned to each VC that day.
+// "date,<vc>...,total" with one row per day, the GPUs assigned to each VC that day. A VC's
+// allocation changes over the days and often drops to 0 when the VC is wound down (Venus's
+// vcP2J has 48 GPUs for months and 0 on the last day), so the statistic says which one day's
+// number becomes its quota.
 enum class QuotaStatistic {
+  // Each VC's allocation on the last day it had one (> 0 GPUs). For a VC with GPUs on the last
+  // day this is the last day's allocation; a VC wound down before the end keeps the size it had
+  // while it ran jobs, instead of a quota of 0, under which --hard-quota would hold every one of
+  // its requests forever. The quotas may sum to more than the last day's total. The default.
+  kLastAssigned,
   kLastDay,     // the allocation on the last day: a consistent snapshot summing to `total`
   kMaxOverDays  // the largest allocation the VC ever had (sums to more than the cluster)
 };
-// One TeamQuota per VC column in header order, including VCs whose quota is 0. InvalidArgument
-// also if dates do not increase or a row's VC GPUs do not sum to its `total`.
+// What a Helios table's quotas left out or took from an earlier day, for the run's log.
+struct QuotaNotes {
+  std::string rule;  // how each quota was picked, one line
+  // kLastAssigned: the VCs with 0 GPUs on the last day, as "<vc> <gpus> GPUs (<date>)", with the
+  // last day they had GPUs.
+  std::vector<std::string> from_earlier_day;
+  std::vector<std::string> left_out;  // VCs left out of the quotas (see LoadHeliosGpuNumbers)
+};
+// One TeamQuota per VC column in header order. kLastAssigned leaves out the VCs that have 0 GPUs
+// on every day (a quota of 0 would hold all their requests): such a VC gets no quota, so under
+// --hard-quota it has no GPU cap, like a team the table does not list; `notes` names them.
+// kLastDay and kMaxOverDays keep every VC, 0 included. InvalidArgument if a VC column is named
+// twice in the header (naming both columns), if dates do not increase or if a row's VC GPUs do
+// not sum to its `total`. With `notes`, it is set to the rule and the VCs it treated apart.
 common::Result<std::vector<TeamQuota>> LoadHeliosGpuNumbers(
-    const std::string& path, QuotaStatistic statistic = QuotaStatistic::kLastDay);
+    const std::string& path, QuotaStatistic statistic = QuotaStatistic::kLastAssigned,
+    QuotaNotes* notes = nullptr);
 
 // A team quota table told apart by its header: Philly's VC table (vc, node num;
-// LoadPhillyVcQuotas) or a Helios GPU-number series (date, <vc>..., total; the last day's
-// allocation, LoadHeliosGpuNumbers). InvalidArgument naming the file and the headers it knows
-// otherwise.
-common::Result<std::vector<TeamQuota>> LoadQuotaTable(const std::string& path);
+// LoadPhillyVcQuotas) or a Helios GPU-number series (date, <vc>..., total; LoadHeliosGpuNumbers
+// with kLastAssigned). InvalidArgument naming the file and the headers it knows otherwise. With
+// `notes`, it is set to how the quotas were picked.
+common::Result<std::vector<TeamQuota>> LoadQuotaTable(const std::string& path,
+                                                      QuotaNotes* notes = nullptr);
 
 }  // namespace egs::sim

@@ -67,6 +67,28 @@ TEST(LoadTiresiasTest, LoadsSortsStablyAndCountsSkips) {
   EXPECT_EQ(SkippedTotal(*trace), 2u);
 }
 
+// A blank line between rows may be a row lost in an edit: it is skipped and counted like any
+// other skipped row. Blank lines at the end of the file hold no row and are not counted.
+TEST(LoadTraceTest, BlankLinesBetweenRowsAreCountedAsSkipped) {
+  TempDir dir;
+  auto tiresias = LoadTiresias(dir.Write("t.csv", std::string(kTiresiasHeader) +
+                                                      "0,1,0,1,m,10,1\n\n1,0,5,1,m,10,1\n\r\n\n"
+                                                      "2,2,9,1,m,10,1\n\n\n"));
+  ASSERT_OK(tiresias);
+  EXPECT_EQ(tiresias->jobs.size(), 2u);
+  EXPECT_EQ(SkippedCount(*tiresias, kSkipBlankLine), 3u);
+  EXPECT_EQ(SkippedCount(*tiresias, kSkipZeroGpus), 1u);
+  ASSERT_EQ(tiresias->skipped.size(), 2u);  // in order of first occurrence
+  EXPECT_EQ(tiresias->skipped[0].reason, kSkipBlankLine);
+  auto philly = LoadPhilly(dir.Write("p.csv", std::string(kPhillyHeader) +
+                                                  "\n2017-10-09 07:01:55,66,1,66,a\n"
+                                                  "2017-10-09 07:02:55,66,1,66,a\n\n"));
+  ASSERT_OK(philly);
+  EXPECT_EQ(philly->jobs.size(), 2u);
+  EXPECT_EQ(SkippedTotal(*philly), 1u);
+  EXPECT_EQ(SkippedCount(*philly, kSkipBlankLine), 1u);
+}
+
 TEST(LoadTiresiasTest, MalformedRowNamesFileLineAndColumn) {
   TempDir dir;
   std::string path =
@@ -426,10 +448,10 @@ TEST(LoadQuotaTableTest, PhillyOrHeliosByTheirHeader) {
   auto helios = LoadQuotaTable(
       dir.Write("h.csv", "date,vcA,vcB,total\n2020-09-01,8,16,24\n2020-09-02,16,0,16\n"));
   ASSERT_OK(helios);
-  ASSERT_EQ(helios->size(), 2u);  // the last day's allocation
+  ASSERT_EQ(helios->size(), 2u);  // each VC's allocation on the last day it had one
   EXPECT_EQ((*helios)[0].team, "vcA");
   EXPECT_EQ((*helios)[0].gpus, 16);
-  EXPECT_EQ((*helios)[1].gpus, 0);
+  EXPECT_EQ((*helios)[1].gpus, 16);  // not 0, which would hold all of vcB's requests
   ExpectInvalid(LoadQuotaTable(dir.Write("x.csv", "team,gpus\na,8\n")),
                 "x.csv:1: cannot tell the quota table's format from its header");
   ExpectInvalid(LoadQuotaTable(dir.Write("bad.csv", "vc,node num\na,0\n")),
@@ -466,16 +488,26 @@ TEST(UniformFleetTest, NodesTimesGpusOrANamedError) {
   EXPECT_EQ((*fleet)[2].name, "n2");
   EXPECT_EQ((*fleet)[2].cluster, "c");
   EXPECT_EQ((*fleet)[2].gpus, 4);
-  for (std::string_view bad : {"", "3", "3x", "x4", "0x8", "3x0", "3x8x1", "-1x8", "ax8"}) {
+  for (std::string_view bad : {"", "3", "3x", "x4", "3x8x1", "ax8", "1.5x8"}) {
     ExpectInvalid(UniformFleet(bad), "expected NxG");
+    EXPECT_FALSE(IsUniformFleetSpec(bad)) << bad;
   }
-  // Sizes no fleet has (a typo) are refused before any node is built: 99999999x8 took all the
-  // memory, and a node of 99,999 GPUs overflowed the inventory's 16-bit free-GPU counts.
+  // Sizes no fleet has (a typo) are refused before any node is built, saying which number is
+  // out of which range: 99999999x8 took all the memory, and a node of 99,999 GPUs overflowed the
+  // inventory's 16-bit free-GPU counts.
   ASSERT_OK(UniformFleet("2x64"));
-  ExpectInvalid(UniformFleet("1000001x8"),
-                "fleet '1000001x8': at most 1000000 nodes of at most 64");
-  ExpectInvalid(UniformFleet("99999999x8"), "at most 1000000 nodes");
-  ExpectInvalid(UniformFleet("4x65"), "fleet '4x65': at most");
+  for (std::string_view bad : {"0x8", "-1x8", "1000001x8", "99999999999x8",
+                               "99999999999999999999999x8", "-99999999999999999999999x8"}) {
+    EXPECT_TRUE(IsUniformFleetSpec(bad)) << bad;
+    ExpectInvalid(UniformFleet(bad), fmt::format("fleet '{}': N must be 1..1000000 (the number "
+                                                 "of nodes), not {}",
+                                                 bad, bad.substr(0, bad.find('x'))));
+  }
+  for (std::string_view bad : {"10x0", "4x65", "4x-8", "4x99999999999999999999"}) {
+    ExpectInvalid(UniformFleet(bad), fmt::format("fleet '{}': G must be 1..64 (the GPUs of each "
+                                                 "node), not {}",
+                                                 bad, bad.substr(bad.find('x') + 1)));
+  }
 }
 
 TEST(LoadOpenbPodsTest, LoadsFractionsPriorityAndConstraints) {
@@ -657,7 +689,7 @@ TEST(LoadHeliosGpuNumbersTest, LastDayOrMaximum) {
                                "date,vcA,vcB,total\n"
                                "2020-04-01,8,16,24\n"
                                "2020-04-02,32,0,32\n");
-  auto last = LoadHeliosGpuNumbers(path);
+  auto last = LoadHeliosGpuNumbers(path, QuotaStatistic::kLastDay);
   ASSERT_OK(last);
   ASSERT_EQ(last->size(), 2u);
   EXPECT_EQ((*last)[0].team, "vcA");
@@ -667,6 +699,57 @@ TEST(LoadHeliosGpuNumbersTest, LastDayOrMaximum) {
   ASSERT_OK(max);
   EXPECT_EQ((*max)[0].gpus, 32);
   EXPECT_EQ((*max)[1].gpus, 16);
+}
+
+// A VC wound down before the last day (0 GPUs there, as Venus's vcP2J) keeps its last
+// allocation, not a quota of 0 that would hold all its requests under --hard-quota; a VC with
+// 0 GPUs on every day gets no quota. The notes say both.
+TEST(LoadHeliosGpuNumbersTest, LastAssignedNeverGivesAZeroQuota) {
+  TempDir dir;
+  std::string path = dir.Write("gpu.csv",
+                               "date,vcA,vcB,vcC,vcD,total\n"
+                               "2020-04-01,8,16,0,48,72\n"
+                               "2020-04-02,32,8,0,0,40\n"
+                               "2020-04-03,32,0,0,0,32\n");
+  QuotaNotes notes;
+  auto quotas = LoadHeliosGpuNumbers(path, QuotaStatistic::kLastAssigned, &notes);
+  ASSERT_OK(quotas);
+  ASSERT_EQ(quotas->size(), 3u);
+  EXPECT_EQ((*quotas)[0].team, "vcA");
+  EXPECT_EQ((*quotas)[0].gpus, 32);
+  EXPECT_EQ((*quotas)[1].team, "vcB");
+  EXPECT_EQ((*quotas)[1].gpus, 8);  // its last day with GPUs, 2020-04-02
+  EXPECT_EQ((*quotas)[2].team, "vcD");
+  EXPECT_EQ((*quotas)[2].gpus, 48);
+  for (const TeamQuota& q : *quotas) EXPECT_GT(q.gpus, 0) << q.team;
+  EXPECT_THAT(notes.rule, HasSubstr("on the last day it had any"));
+  EXPECT_THAT(notes.from_earlier_day,
+              ElementsAre("vcB 8 GPUs (2020-04-02)", "vcD 48 GPUs (2020-04-01)"));
+  EXPECT_THAT(notes.left_out, ElementsAre("vcC"));
+  // It is the default, and what a --quotas table of this form gets.
+  auto by_default = LoadHeliosGpuNumbers(path);
+  ASSERT_OK(by_default);
+  EXPECT_EQ((*by_default)[1].gpus, 8);
+  QuotaNotes table_notes;
+  auto table = LoadQuotaTable(path, &table_notes);
+  ASSERT_OK(table);
+  EXPECT_EQ(table->size(), 3u);
+  EXPECT_THAT(table_notes.left_out, ElementsAre("vcC"));
+  // The last day's snapshot is still there for who asks for it, zeros included.
+  auto last = LoadHeliosGpuNumbers(path, QuotaStatistic::kLastDay);
+  ASSERT_OK(last);
+  ASSERT_EQ(last->size(), 4u);
+  EXPECT_EQ((*last)[1].gpus, 0);
+}
+
+TEST(LoadHeliosGpuNumbersTest, AVcNamedTwiceInTheHeaderIsAnError) {
+  TempDir dir;
+  ExpectInvalid(LoadHeliosGpuNumbers(dir.Write("d.csv",
+                                               "date,vcA,vcB,vcC,vcB,total\n"
+                                               "2020-04-01,8,8,8,8,32\n")),
+                "d.csv:1: column 'vcB' appears twice in the header (columns 3 and 5)");
+  ExpectInvalid(LoadQuotaTable(dir.Write("e.csv", "vcA,date,vcA,total\n8,2020-04-01,8,16\n")),
+                "e.csv:1: column 'vcA' appears twice in the header (columns 1 and 3)");
 }
 
 TEST(LoadHeliosGpuNumbersTest, RejectsInconsistentRows) {
@@ -819,13 +902,23 @@ TEST_F(RealTraceTest, Quotas) {
   ASSERT_OK(philly);
   EXPECT_EQ(philly->size(), 11u);
   for (const char* cluster : {"Venus", "Earth"}) {
-    auto quotas =
-        LoadHeliosGpuNumbers(File(std::string("helios/") + cluster + "_cluster_gpu_number.csv"));
-    ASSERT_OK(quotas);
-    EXPECT_EQ(quotas->size(), 25u) << cluster;
+    const std::string path = File(std::string("helios/") + cluster + "_cluster_gpu_number.csv");
+    auto last_day = LoadHeliosGpuNumbers(path, QuotaStatistic::kLastDay);
+    ASSERT_OK(last_day);
+    EXPECT_EQ(last_day->size(), 25u) << cluster;
     int total = 0;
-    for (const TeamQuota& q : *quotas) total += q.gpus;
+    for (const TeamQuota& q : *last_day) total += q.gpus;
     EXPECT_EQ(total, std::string(cluster) == "Venus" ? 1'080 : 1'208) << cluster;
+    // The --quotas rule: no VC that ever had GPUs gets a quota of 0.
+    QuotaNotes notes;
+    auto quotas = LoadQuotaTable(path, &notes);
+    ASSERT_OK(quotas);
+    for (const TeamQuota& q : *quotas) EXPECT_GT(q.gpus, 0) << cluster << " " << q.team;
+    EXPECT_EQ(quotas->size() + notes.left_out.size(), 25u) << cluster;
+    if (std::string(cluster) == "Venus") {
+      EXPECT_THAT(notes.left_out, ElementsAre("vcIya"));  // 0 GPUs on every day
+      EXPECT_THAT(notes.from_earlier_day, ::testing::Contains("vcP2J 48 GPUs (2020-07-06)"));
+    }
   }
 }
 
