@@ -50,7 +50,7 @@ common::Status ControlPlaneImpl::RestoreMaintenance(std::string_view name, const
     auto start = api::ParseTime(w.value("start", ""));
     auto end = api::ParseTime(w.value("end", ""));
     if (!start.ok() || !end.ok() || *end <= *start || *end <= now) continue;  // over or bad
-    EGS_RETURN_IF_ERROR(scheduler_.AddMaintenance(*id, {*start, *end})
+    EGS_RETURN_IF_ERROR(scheduler_.AddMaintenance(*id, {*start, *end}, /*over_reservations=*/true)
                             .WithContext(fmt::format("node {} maintenance", name)));
   }
   return common::OkStatus();

@@ -156,6 +156,26 @@ TEST(AdminMaintenanceTest, CancelledWindowFreesTheNodeAndReplans) {
   ASSERT_OK(h.sched->inventory().CheckInvariants());
 }
 
+// A window over a running reservation is refused, naming it: the node would be both held and
+// in maintenance. After its end, or on a free node, the window is taken.
+TEST(AdminMaintenanceTest, AWindowOverARunningReservationIsRefused) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  auto running = *h.sched->Submit(RequestBuilder().Hours(2).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(running).phase, RequestPhase::kActive);
+  const core::NodeId held = h.Get(running).plan->nodes[0];
+  const core::NodeId free = held == core::NodeId(1) ? core::NodeId(2) : core::NodeId(1);
+  auto refused = h.sched->AddMaintenance(held, {T(1), T(3)});
+  EXPECT_THAT(refused, StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("is held by"));
+  EXPECT_TRUE(h.sched->MaintenanceOf(held).empty());
+  EXPECT_TRUE(h.sched->inventory().IsAvailable(held, {T(2), T(3)}));
+  ASSERT_OK(h.sched->AddMaintenance(held, {T(2), T(3)}));  // from its end on
+  ASSERT_OK(h.sched->AddMaintenance(free, {T(1), T(3)}));
+  EXPECT_EQ(h.Get(running).phase, RequestPhase::kActive);
+}
+
 TEST(AdminMaintenanceTest, CancelKeepsOtherWindowsAndCordons) {
   SchedulerHarness h;
   h.SimpleFleet(2);

@@ -656,12 +656,29 @@ Status Scheduler::SetNodeHealth(core::NodeId node, core::NodeHealth health) {
   return common::OkStatus();
 }
 
-Status Scheduler::AddMaintenance(core::NodeId node, core::Interval window) {
+Status Scheduler::AddMaintenance(core::NodeId node, core::Interval window, bool over_reservations) {
   if (window.empty()) {
     return common::InvalidArgumentError("window: end must be after start");
   }
-  if (!inventory_.FindNode(node)) {
+  const core::Node* n = inventory_.FindNode(node);
+  if (!n) {
     return common::NotFoundError(fmt::format("node {} not found", node.value()));
+  }
+  if (!over_reservations) {
+    for (const inventory::Booking& b : inventory_.BookingsOf(node)) {
+      if (b.owner.kind != inventory::BookingKind::kReservation || !b.window.Overlaps(window)) {
+        continue;
+      }
+      // Running work only: a provisioning order may be failing (a connector backs its nodes off
+      // with a window before the failure reaches the loop).
+      const RequestPhase phase = requests_.Get(b.owner.request).phase;
+      if (phase != RequestPhase::kActive && phase != RequestPhase::kPreempting) continue;
+      return common::FailedPreconditionError(fmt::format(
+          "window: node {} is held by {} until {}, which the window from {} overlaps; release or "
+          "evict it first, or start the window at or after its end",
+          n->name, Label(b.owner.request), common::FormatTime(b.window.end),
+          common::FormatTime(window.start)));
+    }
   }
   EGS_RETURN_IF_ERROR(inventory_.MarkUnavailable(node, window));
   maintenance_[node].push_back(window);

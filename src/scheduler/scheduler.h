@@ -276,8 +276,13 @@ class Scheduler {
   // NodeReplaced, the connector is told); with none free, it continues short of the node or is
   // requeued, per its workspace's on_node_failure. Cordoning does not touch running requests.
   common::Status SetNodeHealth(core::NodeId node, core::NodeHealth health);
-  // A future (or current) maintenance window. InvalidArgument for an empty window.
-  common::Status AddMaintenance(core::NodeId node, core::Interval window);
+  // A future (or current) maintenance window. InvalidArgument for an empty window;
+  // FailedPrecondition naming the request when a running (Active or Preempting) reservation on
+  // the node overlaps it (release
+  // or evict it first, or start the window after it ends), unless `over_reservations` (restore:
+  // windows already accepted).
+  common::Status AddMaintenance(core::NodeId node, core::Interval window,
+                                bool over_reservations = false);
   // Removes the maintenance window `window` (exactly as added) of `node`; the node is available
   // over it again unless another window, a cordon or a failure keeps it out (admin.cc).
   // NotFound for an unknown node or window; FailedPrecondition for a window already over.

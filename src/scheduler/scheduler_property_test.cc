@@ -208,7 +208,22 @@ class PropertyRun {
     }
     core::NodeId n(static_cast<std::uint32_t>(rng_.UniformInt(1, 11)));
     const core::Time start = h_.clock.Now() + common::Minutes(rng_.UniformInt(0, 600));
-    EXPECT_TRUE(h_.sched->AddMaintenance(n, {start, start + common::Hours(2)}).ok());
+    // Refused only over a reservation of the node, and then nothing changes.
+    const core::Interval window{start, start + common::Hours(2)};
+    bool held = false;
+    for (const inventory::Booking& b : h_.sched->inventory().BookingsOf(n)) {
+      if (b.owner.kind != inventory::BookingKind::kReservation || !b.window.Overlaps(window)) {
+        continue;
+      }
+      const RequestPhase phase = h_.Get(b.owner.request).phase;
+      held |= phase == RequestPhase::kActive || phase == RequestPhase::kPreempting;
+    }
+    const auto before = h_.sched->MaintenanceOf(n).size();
+    const common::Status added = h_.sched->AddMaintenance(n, window);
+    EXPECT_EQ(added.ok(), !held) << added.ToString();
+    if (!added.ok()) {
+      EXPECT_EQ(h_.sched->MaintenanceOf(n).size(), before);
+    }
   }
   void Advance() { h_.AdvanceTo(h_.clock.Now() + common::Minutes(rng_.UniformInt(1, 240))); }
 
