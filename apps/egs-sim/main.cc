@@ -737,6 +737,25 @@ int Run(const Args& args, const std::string& command) {
     fmt::print(stderr, "egs-sim: --out: cannot create {}: {}\n", args.out, ec.message());
     return kBadFlagExit;
   }
+  // Files an earlier run wrote to the same directory would sit beside this run's report as if
+  // they were its own (another policy's or load's CSV and plots): removed. Only names this
+  // program writes; anything else in the directory is left alone.
+  std::size_t stale = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(args.out, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool csv = name.starts_with("jobs-") && name.ends_with(".csv");
+    const bool svg = name.ends_with(".svg") &&
+                     (name.starts_with("wait-cdf-") || name.starts_with("allocation-") ||
+                      name.starts_with("estimate-error-") || name.starts_with("fairness-"));
+    std::error_code rm;
+    if ((csv || svg) && entry.is_regular_file(rm) && std::filesystem::remove(entry.path(), rm)) {
+      ++stale;
+    }
+  }
+  if (stale > 0) {
+    fmt::print(stderr, "egs-sim: removed {} CSV and SVG file(s) of an earlier run from {}\n", stale,
+               args.out);
+  }
   sim::ReportInput report{
       setup->trace.name, setup->fleet_description, setup->total_gpus, args.seed, command, {}};
   if (common::Status s = RunAll(args, *setup, report); !s.ok()) {
