@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "scheduler/scheduler.h"
 
@@ -35,6 +36,7 @@ void Scheduler::DrainCommands(CycleStats& stats) {
 
 CycleStats Scheduler::RunCycle(Time now) {
   CycleStats stats;
+  stats.preemptions = std::exchange(preemptions_before_promise_, 0);
   // 1. Drain commands.
   DrainCommands(stats);
   // 2. Progress events, then end reservations whose end has come (their nodes were never

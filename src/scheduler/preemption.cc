@@ -312,6 +312,18 @@ void Scheduler::QuotePreemption(const core::RequestSpec& spec, QuoteResult& out,
   out.options = std::move(options);
 }
 
+void Scheduler::PreemptBeforePromise(Time now) {
+  // As the cycle's rounds do (one preemption per round), bounded the same way.
+  for (int round = 0; round < 16; ++round) {
+    EnsurePlanned();
+    CycleStats stats;
+    Preempt(now, stats);
+    preemptions_before_promise_ += stats.preemptions;
+    if (stats.preemptions == 0) break;
+  }
+  EnsurePlanned();
+}
+
 bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
   const std::optional<VictimChoice> best = BestVictims(q, now);
   if (!best) return false;

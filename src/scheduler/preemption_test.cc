@@ -120,6 +120,11 @@ TEST(PreemptionTest, AQuoteIncludesThePreemptionTheRequestWouldMake) {
 
   auto high = h.sched->Submit(spec);
   ASSERT_TRUE(high.ok());
+  // The promise made at submit is the quote: the preemption is made at once.
+  EXPECT_EQ(h.Get(*high).promised_start, best.start);
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kPreempting);
+  auto stats = h.sched->RunCycle(h.clock.Now());
+  EXPECT_EQ(stats.preemptions, 1u);  // counted in the cycle after it
   h.Cycle();
   ASSERT_TRUE(h.Get(*high).plan.has_value());
   EXPECT_EQ(h.Get(*high).plan->start, best.start);
@@ -254,9 +259,8 @@ RC_GTEST_PROP(PreemptionPropertyTest, NeverEvictsWhatItMustNot, ()) {
   h.AddWorkspace(2, p2);
   const int count = *rc::gen::inRange(2, 25);
   int evictions = 0;
-  // Runs one cycle at a time so that each eviction is checked in the cycle that made it.
-  auto check_cycle = [&] {
-    h.sched->RunCycle(h.clock.Now());
+  // Each eviction is checked right after the cycle (or the submit) that made it.
+  auto check_events = [&] {
     for (const core::Event& e : h.sched->TakeEvents()) {
       if (e.reason != "PreemptionNotice") continue;
       ++evictions;
@@ -270,6 +274,10 @@ RC_GTEST_PROP(PreemptionPropertyTest, NeverEvictsWhatItMustNot, ()) {
       RC_ASSERT(v.window->end >= e.first_time + pv.preemption_notice);
     }
     RC_ASSERT(h.sched->inventory().CheckInvariants().ok());
+  };
+  auto check_cycle = [&] {
+    h.sched->RunCycle(h.clock.Now());
+    check_events();
   };
   auto step_to = [&](core::Time t) {
     for (;;) {
@@ -295,6 +303,7 @@ RC_GTEST_PROP(PreemptionPropertyTest, NeverEvictsWhatItMustNot, ()) {
                                   .Priority(*rc::gen::inRange(0, 4))
                                   .Build());
     RC_ASSERT(id.ok());
+    check_events();  // a submit makes the preemptions its promise counts
   }
   step_to(t + common::Hours(400));
   for (const auto& [id, r] : h.sched->requests()) RC_ASSERT(core::IsTerminal(r.phase));

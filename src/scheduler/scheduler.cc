@@ -287,7 +287,7 @@ common::Result<core::RequestId> Scheduler::SubmitDeferred(core::RequestSpec spec
 
 void Scheduler::RecordDeferredPromises() {
   if (deferred_promises_.empty()) return;
-  EnsurePlanned();
+  PreemptBeforePromise(clock_.Now());
   for (core::RequestId id : std::exchange(deferred_promises_, {})) {
     RequestRecord* r = requests_.Find(id);
     if (r == nullptr || r->promised_start) continue;
@@ -321,7 +321,7 @@ common::Result<core::RequestId> Scheduler::SubmitImpl(core::RequestSpec spec, bo
     if (defer) {
       deferred_promises_.push_back(rec.id);
     } else {
-      EnsurePlanned();
+      PreemptBeforePromise(rec.submit_time);
       RecordPromise(rec);
     }
   }

@@ -407,6 +407,10 @@ class Scheduler {
   static constexpr std::size_t kPreemptionCandidates = 4;
   void Preempt(core::Time now, CycleStats& stats);
   bool TryPreemptFor(RequestRecord& q, core::Time now);
+  // Makes now the preemptions the next cycle would make (Preempt), then re-plans, so that a
+  // promise made now is the plan the request keeps; they count in the next cycle's stats.
+  void PreemptBeforePromise(core::Time now);
+  std::size_t preemptions_before_promise_ = 0;
   // The cheapest victims over q's acceptable pools (earliest takeover first); nullopt if none.
   std::optional<VictimChoice> BestVictims(const RequestRecord& q, core::Time now) const;
   // The lowest priority among running requests that may be preempted now.
