@@ -245,6 +245,10 @@ std::optional<Scheduler::VictimChoice> Scheduler::BestVictims(const RequestRecor
 }
 
 std::optional<int> Scheduler::LowestEligibleVictimPriority(Time now) const {
+  if (std::none_of(workspaces_.begin(), workspaces_.end(),
+                   [](const auto& w) { return w.second.policy.preemptible; })) {
+    return std::nullopt;  // nothing may be preempted: no need to walk the running requests
+  }
   for (const auto& [priority, id] : running_) {
     const RequestRecord& v = requests_.Get(id);
     const core::WorkspacePolicy& policy = workspaces_.at(v.spec.workspace).policy;
