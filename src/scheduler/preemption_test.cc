@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "scheduler/scheduler_test_util.h"
 
@@ -53,14 +54,21 @@ std::vector<std::string> Reasons(std::vector<core::Event> events, core::RequestI
   return out;
 }
 
-TEST(PreemptionTest, EvictsLowerPriorityAfterNoticeAndRequeuesIt) {
-  SchedulerHarness h;
+// Two nodes, both held from T(0) to T(10) by a priority-100 request of preemptible workspace 1,
+// run for an hour: the victim of the tests below.
+core::RequestId StartVictim(SchedulerHarness& h) {
   TwoNodes(h);
   auto low =
       h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(100).Build());
-  ASSERT_TRUE(low.ok());
+  EGS_CHECK(low.ok());
   h.AdvanceTo(T(1));
-  ASSERT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  EGS_CHECK(h.Get(*low).phase == RequestPhase::kActive);
+  return *low;
+}
+
+TEST(PreemptionTest, EvictsLowerPriorityAfterNoticeAndRequeuesIt) {
+  SchedulerHarness h;
+  auto low = std::optional<core::RequestId>(StartVictim(h));
   h.sched->TakeEvents();
   auto high =
       h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build());
@@ -94,12 +102,7 @@ TEST(PreemptionTest, EvictsLowerPriorityAfterNoticeAndRequeuesIt) {
 // does after the next cycle, and leaves the running request as it was.
 TEST(PreemptionTest, AQuoteIncludesThePreemptionTheRequestWouldMake) {
   SchedulerHarness h;
-  TwoNodes(h);
-  auto low =
-      h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(100).Build());
-  ASSERT_TRUE(low.ok());
-  h.AdvanceTo(T(1));
-  ASSERT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  auto low = std::optional<core::RequestId>(StartVictim(h));
   const core::RequestSpec spec =
       RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build();
   auto quote = h.sched->Quote(spec);
