@@ -1419,12 +1419,17 @@ void ApiServer::RunWatch(const WatchSpec& spec, StreamSink& sink) {
   };
 
   // 1. Where to start, and which objects the client already knows to match. Watching from a
-  //    revision R, an object unchanged since R is known exactly; one changed since R is
-  //    "uncertain" (its state at R is gone): if its next change does not match, it gets a
-  //    DELETED in case it matched at R (a spurious DELETED is harmless; a missing one would
-  //    leave it in the client's cache).
+  //    revision R, an object unchanged since R is known exactly from the list; for one changed
+  //    since R, its first change after R carries its state at R (Change::previous_data), and
+  //    events follow Kubernetes: MODIFIED if it matched at R and matches now, ADDED if it did
+  //    not exist or match at R, DELETED if it matched at R and no longer does, nothing if it
+  //    matched neither then nor now. Only a change recorded before the feed kept previous
+  //    states leaves the state at R unknown: such an object is "uncertain", and if its next
+  //    change does not match it gets a DELETED in case it matched at R (a spurious DELETED is
+  //    harmless; a missing one would leave it in the client's cache).
   std::set<ObjectKey> matched;
   std::set<ObjectKey> uncertain;
+  std::set<ObjectKey> settled;  // objects whose state at R is accounted for
   auto listed =
       store_.List(r.kind, spec.ns ? std::optional<std::string_view>(*spec.ns) : std::nullopt);
   if (!listed) return send_error(listed.error());
@@ -1440,6 +1445,7 @@ void ApiServer::RunWatch(const WatchSpec& spec, StreamSink& sink) {
       uncertain.emplace(o.ns, o.name);
       continue;
     }
+    settled.emplace(o.ns, o.name);
     auto j = Present(o);
     if (!j || !matches(*j)) continue;
     matched.emplace(o.ns, o.name);
@@ -1459,9 +1465,25 @@ void ApiServer::RunWatch(const WatchSpec& spec, StreamSink& sink) {
         last = std::max(last, c.revision);
         const auto& o = c.object;
         if (o.kind != r.kind || (spec.ns && o.ns != *spec.ns)) continue;
+        ObjectKey key(o.ns, o.name);
+        // The object's first change after R: its previous state is its state at R.
+        if (spec.from_revision && c.previous_known && settled.insert(key).second) {
+          uncertain.erase(key);
+          bool matched_then = false;
+          if (c.previous_data) {
+            store::StoredObject then = o;
+            then.data = *c.previous_data;
+            auto pj = Present(then);
+            matched_then = pj && matches(*pj);
+          }
+          if (matched_then) {
+            matched.insert(key);
+          } else {
+            matched.erase(key);
+          }
+        }
         auto j = Present(o);
         if (!j) continue;
-        ObjectKey key(o.ns, o.name);
         bool known = matched.count(key) > 0;
         bool maybe_known = uncertain.erase(key) > 0;
         bool now_matches = matches(*j);

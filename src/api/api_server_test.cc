@@ -1314,6 +1314,79 @@ TEST_F(ApiServerTest, WatchReportsObjectsThatLeftTheSelectorBeforeItStarted) {
   EXPECT_EQ(events[0]["object"]["metadata"]["name"], "a");
 }
 
+// Watching from a revision R, events are relative to each object's state at R, even for an
+// object that changed between R and the start of the watch (its state at R is no longer
+// stored, but its first change after R carries it).
+TEST_F(ApiServerTest, WatchFromResourceVersionReportsAChangeOfAnObjectThatExistedAsModified) {
+  SeedWorkspace("team-a");
+  ASSERT_EQ(Post(kGprs, GprJson("x").dump()).status, 201);
+  std::string rv = json::parse(Get(kGprs).body)["metadata"]["resourceVersion"];
+  ASSERT_EQ(Patch(std::string(kGprs) + "/x", R"({"spec":{"nodes":5}})").status, 200);
+  auto events = WatchToEnd({{"watch", "1"}, {"resourceVersion", rv}, {"timeoutSeconds", "5"}}, 5);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "MODIFIED");
+  EXPECT_EQ(events[0]["object"]["metadata"]["name"], "x");
+  EXPECT_EQ(events[0]["object"]["spec"]["nodes"], 5);
+}
+
+TEST_F(ApiServerTest, WatchFromResourceVersionIsSilentAboutObjectsThatNeverMatched) {
+  SeedWorkspace("team-a");
+  ASSERT_EQ(Post(kGprs, GprJson("keep", {{"team", "x"}}).dump()).status, 201);
+  ASSERT_EQ(Post(kGprs, GprJson("other", {{"team", "y"}}).dump()).status, 201);
+  ASSERT_EQ(Post(kGprs, GprJson("gone", {{"team", "y"}}).dump()).status, 201);
+  std::string rv = json::parse(Get(kGprs).body)["metadata"]["resourceVersion"];
+  ASSERT_EQ(Patch(std::string(kGprs) + "/other", R"({"spec":{"nodes":5}})").status, 200);
+  ASSERT_EQ(Delete(std::string(kGprs) + "/gone").status, 200);
+  auto events = WatchToEnd({{"watch", "1"},
+                            {"resourceVersion", rv},
+                            {"labelSelector", "team=x"},
+                            {"timeoutSeconds", "5"}},
+                           5);
+  EXPECT_THAT(events, ::testing::IsEmpty());
+}
+
+TEST_F(ApiServerTest, WatchFromResourceVersionReportsAnObjectThatMatchedThenLeftAsDeleted) {
+  SeedWorkspace("team-a");
+  ASSERT_EQ(Post(kGprs, GprJson("a", {{"team", "x"}}).dump()).status, 201);
+  std::string rv = json::parse(Get(kGprs).body)["metadata"]["resourceVersion"];
+  // It still matches after its first change (MODIFIED), then is relabelled out (DELETED).
+  ASSERT_EQ(Patch(std::string(kGprs) + "/a", R"({"spec":{"nodes":5}})").status, 200);
+  ASSERT_EQ(Patch(std::string(kGprs) + "/a", R"({"metadata":{"labels":{"team":"y"}}})").status,
+            200);
+  auto events = WatchToEnd({{"watch", "1"},
+                            {"resourceVersion", rv},
+                            {"labelSelector", "team=x"},
+                            {"timeoutSeconds", "5"}},
+                           5);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["type"], "MODIFIED");
+  EXPECT_EQ(events[0]["object"]["metadata"]["name"], "a");
+  EXPECT_EQ(events[1]["type"], "DELETED");
+  EXPECT_EQ(events[1]["object"]["metadata"]["name"], "a");
+  EXPECT_EQ(events[1]["object"]["metadata"]["labels"]["team"], "y");
+}
+
+TEST_F(ApiServerTest, WatchFromResourceVersionReportsObjectsCreatedSinceAsAdded) {
+  SeedWorkspace("team-a");
+  ASSERT_EQ(Post(kGprs, GprJson("old", {{"team", "x"}}).dump()).status, 201);
+  std::string rv = json::parse(Get(kGprs).body)["metadata"]["resourceVersion"];
+  ASSERT_EQ(Post(kGprs, GprJson("new", {{"team", "x"}}).dump()).status, 201);
+  // Created not matching (no event), then relabelled into the selector (ADDED).
+  ASSERT_EQ(Post(kGprs, GprJson("late", {{"team", "y"}}).dump()).status, 201);
+  ASSERT_EQ(Patch(std::string(kGprs) + "/late", R"({"metadata":{"labels":{"team":"x"}}})").status,
+            200);
+  auto events = WatchToEnd({{"watch", "1"},
+                            {"resourceVersion", rv},
+                            {"labelSelector", "team=x"},
+                            {"timeoutSeconds", "5"}},
+                           5);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["type"], "ADDED");
+  EXPECT_EQ(events[0]["object"]["metadata"]["name"], "new");
+  EXPECT_EQ(events[1]["type"], "ADDED");
+  EXPECT_EQ(events[1]["object"]["metadata"]["name"], "late");
+}
+
 TEST_F(ApiServerTest, WatchTooOldIs410ErrorEvent) {
   Reset({.change_retention_revisions = 2}, {});
   SeedWorkspace("team-a");

@@ -35,11 +35,16 @@ common::Result<CommitResult> FakeStore::Commit(std::vector<WriteOp> ops,
     ++revision;
     if (op.type == WriteOp::Type::kPut) {
       op.object.resource_version = revision;
-      changes.push_back(Change{revision, WriteOp::Type::kPut, op.object});
+      std::optional<std::string> previous;
+      if (current.has_value()) previous = current->data;
+      changes.push_back(
+          Change{revision, WriteOp::Type::kPut, op.object, true, std::move(previous)});
       staged[key] = std::move(op.object);
     } else if (current.has_value()) {
       current->resource_version = revision;
-      changes.push_back(Change{revision, WriteOp::Type::kDelete, std::move(*current)});
+      std::string previous = current->data;
+      changes.push_back(
+          Change{revision, WriteOp::Type::kDelete, std::move(*current), true, std::move(previous)});
       staged[key] = std::nullopt;
     }
   }

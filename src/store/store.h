@@ -94,6 +94,13 @@ struct Change {
   // kPut: the object as written. kDelete: the object's last state, with resource_version set to
   // the revision of the delete (as Kubernetes reports DELETED events).
   StoredObject object;
+  // The object's state just before this change, so that a watcher starting from a revision R
+  // learns each object's state at R from its first change after R. When previous_known,
+  // previous_data is the object's data before the write, nullopt if it did not exist (a put that
+  // created it); a kDelete's previous_data is its last state (object.data). previous_known is
+  // false only for a change recorded before the feed kept previous states (an older schema).
+  bool previous_known = false;
+  std::optional<std::string> previous_data;
 };
 
 // One point of a keyed time series (telemetry history), kept apart from objects, logs and the

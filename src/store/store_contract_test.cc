@@ -376,6 +376,31 @@ TEST_P(StoreContractTest, EachWriteOfACommitHasItsOwnRevision) {
   EXPECT_EQ((*both)[1].object.data, "3");
 }
 
+// Each change carries the object's state before it, from which a watch from a revision learns
+// the state of an object at that revision: none for a create, the old data for an update, the
+// last state for a delete; within one commit, the state left by the commit's earlier ops.
+TEST_P(StoreContractTest, ChangesCarryThePreviousState) {
+  const std::int64_t created = MustCommit({WriteOp::Put(Obj("Pod", "a", "p", "v1"), 0)});
+  MustCommit({WriteOp::Put(Obj("Pod", "a", "p", "v2"), created)});
+  const std::int64_t last = MustCommit({WriteOp::Put(Obj("Pod", "a", "p", "v3"), std::nullopt),
+                                        WriteOp::Delete("Pod", "a", "p", std::nullopt),
+                                        WriteOp::Put(Obj("Pod", "a", "p", "v4"), 0)});
+  MustCommit({WriteOp::Delete("Pod", "a", "p", last)});
+
+  auto all = store_->ChangesSince(0, 100);
+  ASSERT_OK(all);
+  ASSERT_EQ(all->size(), 6u);
+  for (const Change& c : *all) EXPECT_TRUE(c.previous_known) << c.revision;
+  EXPECT_EQ((*all)[0].previous_data, std::nullopt);  // created
+  EXPECT_EQ((*all)[1].previous_data, "v1");          // updated
+  EXPECT_EQ((*all)[2].previous_data, "v2");
+  EXPECT_EQ((*all)[3].type, Type::kDelete);
+  EXPECT_EQ((*all)[3].previous_data, "v3");          // deleted: its last state
+  EXPECT_EQ((*all)[4].previous_data, std::nullopt);  // created again
+  EXPECT_EQ((*all)[5].type, Type::kDelete);
+  EXPECT_EQ((*all)[5].previous_data, "v4");
+}
+
 TEST_P(StoreContractTest, CompactedChangesAreAborted) {
   store_.reset();
   store_ = OpenStore(/*change_retention=*/3);

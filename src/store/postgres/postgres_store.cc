@@ -69,6 +69,12 @@ constexpr Migration kMigrations[] = {
       );
       CREATE INDEX series_by_time ON series (series, at_unix_us);
     )sql"},
+    {2, R"sql(
+      -- Each change's previous state, from which a watch from a revision learns an object's
+      -- state then. prev_existed: NULL unknown (rows written before this step), false the
+      -- object did not exist, true it existed and prev_data holds its data.
+      ALTER TABLE changes ADD COLUMN prev_existed BOOLEAN, ADD COLUMN prev_data TEXT;
+    )sql"},
 };
 // The advisory lock that serializes migrations of one database ("egs" in ASCII), and the one an
 // exclusive store holds for its life ("egsd").
@@ -346,24 +352,26 @@ common::Status Migrate(Connection& c, common::Time now) {
   return txn.Commit();
 }
 
-// One statement per op: it locks and reads the object's version, writes the object and its
-// change row, and returns the version it found (PostgreSQL runs a data-modifying WITH part to
-// completion whether or not the query reads it).
+// One statement per op: it locks and reads the object's version and data, writes the object and
+// its change row (with the data it found as the previous state), and returns the version it found
+// (PostgreSQL runs a data-modifying WITH part to completion whether or not the query reads it).
 constexpr const char* kPutSql =
-    "WITH prev AS (SELECT resource_version FROM objects WHERE kind = $1 AND ns = $2 AND name = "
-    "$3 FOR UPDATE), "
+    "WITH prev AS (SELECT resource_version, data FROM objects WHERE kind = $1 AND ns = $2 AND "
+    "name = $3 FOR UPDATE), "
     "put AS (INSERT INTO objects (kind, ns, name, uid, resource_version, created_unix_us, data) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, ns, name) DO UPDATE SET uid = "
     "excluded.uid, resource_version = excluded.resource_version, created_unix_us = "
     "excluded.created_unix_us, data = excluded.data), "
     "change AS (INSERT INTO changes (revision, idx, type, kind, ns, name, uid, created_unix_us, "
-    "data) VALUES ($5, $8, 'put', $1, $2, $3, $4, $6, $7)) "
+    "data, prev_existed, prev_data) VALUES ($5, $8, 'put', $1, $2, $3, $4, $6, $7, "
+    "EXISTS (SELECT 1 FROM prev), (SELECT data FROM prev))) "
     "SELECT (SELECT resource_version FROM prev)";
 constexpr const char* kDeleteSql =
     "WITH old AS (DELETE FROM objects WHERE kind = $1 AND ns = $2 AND name = $3 RETURNING "
     "resource_version, uid, created_unix_us, data), "
     "change AS (INSERT INTO changes (revision, idx, type, kind, ns, name, uid, created_unix_us, "
-    "data) SELECT $4, $5, 'delete', $1, $2, $3, uid, created_unix_us, data FROM old) "
+    "data, prev_existed, prev_data) SELECT $4, $5, 'delete', $1, $2, $3, uid, created_unix_us, "
+    "data, TRUE, data FROM old) "
     "SELECT resource_version FROM old";
 constexpr std::size_t kLogsPerStatement = 16;
 
@@ -751,8 +759,9 @@ common::Result<std::vector<Change>> PostgresStore::ChangesSince(std::int64_t aft
   EGS_ASSIGN_OR_RETURN(
       PgResult r,
       c.Exec("changes since",
-             "SELECT revision, type, kind, ns, name, uid, created_unix_us, data FROM changes "
-             "WHERE revision > $1 AND revision <= COALESCE((SELECT revision FROM changes WHERE "
+             "SELECT revision, type, kind, ns, name, uid, created_unix_us, data, prev_existed, "
+             "prev_data FROM changes WHERE revision > $1 AND revision <= COALESCE((SELECT revision "
+             "FROM changes WHERE "
              "revision > $1 ORDER BY revision, idx LIMIT 1 OFFSET $2), $3) "
              "ORDER BY revision, idx",
              {std::to_string(after_revision),
@@ -773,6 +782,8 @@ common::Result<std::vector<Change>> PostgresStore::ChangesSince(std::int64_t aft
     ch.object.resource_version = ch.revision;
     ch.object.created = common::FromUnixMicros(r.Int(i, 6));
     ch.object.data = r.Text(i, 7);
+    ch.previous_known = !r.IsNull(i, 8);  // NULL: written before the column existed
+    if (ch.previous_known && r.Text(i, 8) == "t") ch.previous_data = r.Text(i, 9);
     changes.push_back(std::move(ch));
   }
   EGS_RETURN_IF_ERROR(snapshot.Commit());

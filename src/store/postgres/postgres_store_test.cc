@@ -252,6 +252,32 @@ TEST_F(PostgresStoreTest, ReopenedStoreKeepsEverything) {
   EXPECT_EQ(store->ReadSeries("s", common::FromUnixMicros(0), std::nullopt, 10)->size(), 1u);
 }
 
+// A database from before the change feed kept previous states (schema version 1) upgrades in
+// place: its changes read with the previous state unknown, later ones with it known.
+TEST_F(PostgresStoreTest, ChangesOfAnOlderSchemaHaveAnUnknownPreviousState) {
+  {
+    auto store = MustOpen();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->Commit({WriteOp::Put(Obj("Pod", "a", "p", "v1"), 0)}, {}));
+  }
+  // Back to schema version 1, keeping its change row.
+  ASSERT_EQ(RunSql(conninfo_,
+                   "ALTER TABLE changes DROP COLUMN prev_existed, DROP COLUMN prev_data; "
+                   "DELETE FROM schema_migrations WHERE version > 1"),
+            "");
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Commit({WriteOp::Put(Obj("Pod", "a", "p", "v2"), 1)}, {}));
+  auto changes = store->ChangesSince(0, 10);
+  ASSERT_OK(changes);
+  ASSERT_EQ(changes->size(), 2u);
+  EXPECT_EQ((*changes)[0].object.data, "v1");
+  EXPECT_FALSE((*changes)[0].previous_known);
+  EXPECT_EQ((*changes)[0].previous_data, std::nullopt);
+  EXPECT_TRUE((*changes)[1].previous_known);
+  EXPECT_EQ((*changes)[1].previous_data, "v1");
+}
+
 TEST_F(PostgresStoreTest, DroppedConnectionsFailOnceThenReconnect) {
   auto store = MustOpen();
   ASSERT_NE(store, nullptr);

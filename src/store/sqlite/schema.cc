@@ -68,6 +68,13 @@ constexpr Migration kMigrations[] = {
       ) STRICT, WITHOUT ROWID;
       CREATE INDEX series_by_time ON series (series, at_unix_us);
     )sql"},
+    {4, R"sql(
+      -- Each change's previous state, from which a watch from a revision learns an object's
+      -- state then. prev_existed: NULL unknown (rows written before this step), 0 the object
+      -- did not exist, 1 it existed and prev_data holds its data.
+      ALTER TABLE changes ADD COLUMN prev_existed INTEGER CHECK (prev_existed IN (0, 1));
+      ALTER TABLE changes ADD COLUMN prev_data TEXT;
+    )sql"},
 };
 
 const char* SynchronousPragma(Synchronous s) {
@@ -90,7 +97,7 @@ common::Status ConfigureConnection(SQLite::Database& db, Synchronous synchronous
   });
 }
 
-common::Status Migrate(SQLite::Database& db, common::Time now) {
+common::Status Migrate(SQLite::Database& db, common::Time now, std::int64_t up_to) {
   return RunGuarded("migrate schema", [&]() -> common::Status {
     SQLite::Transaction txn(db, SQLite::TransactionBehavior::IMMEDIATE);
     db.exec(
@@ -103,7 +110,7 @@ common::Status Migrate(SQLite::Database& db, common::Time now) {
                              "INSERT INTO schema_migrations (version, applied_at_unix_us) "
                              "VALUES (?, ?)");
     for (const Migration& m : kMigrations) {
-      if (m.version <= current) continue;
+      if (m.version <= current || m.version > up_to) continue;
       db.exec(m.sql);
       record.bind(1, m.version);
       record.bind(2, common::ToUnixMicros(now));

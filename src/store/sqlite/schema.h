@@ -28,8 +28,10 @@ std::int64_t LatestSchemaVersion();
 // timeout is set when the connection is opened.) Internal if WAL cannot be enabled.
 common::Status ConfigureConnection(SQLite::Database& db, Synchronous synchronous);
 
-// Brings the schema to LatestSchemaVersion(), stamping each applied step with `now`.
-// FailedPrecondition if the database has a newer schema than this binary knows.
-common::Status Migrate(SQLite::Database& db, common::Time now);
+// Brings the schema to LatestSchemaVersion() (or to `up_to`, which tests use to make a database
+// of an older schema), stamping each applied step with `now`. FailedPrecondition if the
+// database has a newer schema than this binary knows.
+common::Status Migrate(SQLite::Database& db, common::Time now,
+                       std::int64_t up_to = LatestSchemaVersion());
 
 }  // namespace egs::store::sqlite

@@ -93,8 +93,9 @@ class SqliteStore::Writer {
   Writer(SQLite::Database db, std::int64_t retention)
       : db_(std::move(db)),
         retention_(retention),
-        get_version_(db_,
-                     "SELECT resource_version FROM objects WHERE kind = ? AND ns = ? AND name = ?"),
+        get_current_(
+            db_,
+            "SELECT resource_version, data FROM objects WHERE kind = ? AND ns = ? AND name = ?"),
         upsert_(db_,
                 "INSERT INTO objects (kind, ns, name, uid, resource_version, created_unix_us, "
                 "data) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, ns, name) DO UPDATE SET "
@@ -105,7 +106,8 @@ class SqliteStore::Writer {
                 "RETURNING uid, created_unix_us, data"),
         insert_change_(db_,
                        "INSERT INTO changes (revision, idx, type, kind, ns, name, uid, "
-                       "created_unix_us, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                       "created_unix_us, data, prev_existed, prev_data) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         insert_log_(db_, "INSERT INTO logs (stream, at_unix_us, data) VALUES (?, ?, ?)"),
         set_meta_(db_, "UPDATE meta SET value = ? WHERE key = ?"),
         compact_(db_, "DELETE FROM changes WHERE revision <= ?"),
@@ -163,14 +165,19 @@ class SqliteStore::Writer {
     std::int64_t revision = first;
     for (WriteOp& op : p.ops) {
       StoredObject& o = op.object;
-      EGS_RETURN_IF_ERROR(internal::CheckExpectedVersion(op, CurrentVersion(o)));
+      std::optional<Current> current = ReadCurrent(o);
+      std::optional<std::int64_t> actual;
+      if (current.has_value()) actual = current->version;
+      EGS_RETURN_IF_ERROR(internal::CheckExpectedVersion(op, actual));
       if (op.type == WriteOp::Type::kPut) {
         o.resource_version = revision;
         Upsert(o);
-        InsertChange(revision, 0, "put", o);
+        std::optional<std::string> previous;
+        if (current.has_value()) previous = std::move(current->data);
+        InsertChange(revision, 0, "put", o, previous);
       } else if (std::optional<StoredObject> old = Delete(o); old.has_value()) {
         old->resource_version = revision;
-        InsertChange(revision, 0, "delete", *old);
+        InsertChange(revision, 0, "delete", *old, old->data);
       }
       ++revision;
     }
@@ -184,11 +191,16 @@ class SqliteStore::Writer {
     return common::OkStatus();
   }
 
-  std::optional<std::int64_t> CurrentVersion(const StoredObject& o) {
-    ResetOnExit reset(get_version_);
-    BindKey(get_version_, o);
-    if (!get_version_.executeStep()) return std::nullopt;
-    return get_version_.getColumn(0).getInt64();
+  // The stored object's version and data.
+  struct Current {
+    std::int64_t version = 0;
+    std::string data;
+  };
+  std::optional<Current> ReadCurrent(const StoredObject& o) {
+    ResetOnExit reset(get_current_);
+    BindKey(get_current_, o);
+    if (!get_current_.executeStep()) return std::nullopt;
+    return Current{get_current_.getColumn(0).getInt64(), get_current_.getColumn(1).getString()};
   }
 
   void Upsert(const StoredObject& o) {
@@ -215,7 +227,9 @@ class SqliteStore::Writer {
     return old;
   }
 
-  void InsertChange(std::int64_t revision, int idx, const char* type, const StoredObject& o) {
+  // `previous`: the object's data before the change, nullopt if it did not exist.
+  void InsertChange(std::int64_t revision, int idx, const char* type, const StoredObject& o,
+                    const std::optional<std::string>& previous) {
     ResetOnExit reset(insert_change_);
     insert_change_.bind(1, revision);
     insert_change_.bind(2, idx);
@@ -226,6 +240,12 @@ class SqliteStore::Writer {
     insert_change_.bind(7, o.uid);
     insert_change_.bind(8, common::ToUnixMicros(o.created));
     insert_change_.bind(9, o.data);
+    insert_change_.bind(10, previous.has_value() ? 1 : 0);
+    if (previous.has_value()) {
+      insert_change_.bind(11, *previous);
+    } else {
+      insert_change_.bind(11);  // NULL
+    }
     insert_change_.exec();
   }
 
@@ -254,7 +274,7 @@ class SqliteStore::Writer {
 
   SQLite::Database db_;
   const std::int64_t retention_;
-  SQLite::Statement get_version_;
+  SQLite::Statement get_current_;
   SQLite::Statement upsert_;
   SQLite::Statement delete_;
   SQLite::Statement insert_change_;
@@ -451,12 +471,13 @@ common::Result<std::vector<Change>> SqliteStore::ChangesSince(std::int64_t after
     std::vector<Change> changes;
     if (limit == 0) return changes;
     // Whole revisions only: up to the revision of the limit-th change, inclusive.
-    SQLite::Statement q(reader.db(),
-                        "SELECT revision, type, kind, ns, name, uid, created_unix_us, data "
-                        "FROM changes WHERE revision > ?1 AND revision <= COALESCE("
-                        "(SELECT revision FROM changes WHERE revision > ?1 "
-                        "ORDER BY revision, idx LIMIT 1 OFFSET ?2), ?3) "
-                        "ORDER BY revision, idx");
+    SQLite::Statement q(
+        reader.db(),
+        "SELECT revision, type, kind, ns, name, uid, created_unix_us, data, "
+        "prev_existed, prev_data FROM changes WHERE revision > ?1 AND revision <= COALESCE("
+        "(SELECT revision FROM changes WHERE revision > ?1 "
+        "ORDER BY revision, idx LIMIT 1 OFFSET ?2), ?3) "
+        "ORDER BY revision, idx");
     q.bind(1, after_revision);
     q.bind(2, ClampLimit(limit) - 1);
     q.bind(3, std::numeric_limits<std::int64_t>::max());
@@ -471,6 +492,10 @@ common::Result<std::vector<Change>> SqliteStore::ChangesSince(std::int64_t after
       c.object.resource_version = c.revision;
       c.object.created = common::FromUnixMicros(q.getColumn(6).getInt64());
       c.object.data = q.getColumn(7).getString();
+      c.previous_known = !q.getColumn(8).isNull();  // NULL: written before the column existed
+      if (c.previous_known && q.getColumn(8).getInt64() != 0) {
+        c.previous_data = q.getColumn(9).getString();
+      }
       changes.push_back(std::move(c));
     }
     return changes;

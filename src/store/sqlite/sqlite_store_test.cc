@@ -131,6 +131,34 @@ TEST(SqliteStoreTest, DatabaseWithNewerSchemaIsRefused) {
   EXPECT_THAT(store.error().message(), HasSubstr("newer"));
 }
 
+// A database from before the change feed kept previous states upgrades in place: its changes
+// read with the previous state unknown, later ones with it known.
+TEST(SqliteStoreTest, ChangesOfAnOlderSchemaHaveAnUnknownPreviousState) {
+  TempDir dir;
+  const std::string path = dir.File("egs.db");
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    ASSERT_OK(sqlite::Migrate(db, common::FromUnixMicros(1), /*up_to=*/3));
+    db.exec(
+        "INSERT INTO objects VALUES ('Pod', 'a', 'p', 'uid-a-p', 1, 0, 'v1');"
+        "INSERT INTO changes (revision, idx, type, kind, ns, name, uid, created_unix_us, data) "
+        "VALUES (1, 0, 'put', 'Pod', 'a', 'p', 'uid-a-p', 0, 'v1');"
+        "UPDATE meta SET value = 1 WHERE key = 'revision';");
+  }
+  auto store = MustOpen(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Commit({WriteOp::Put(Obj("Pod", "a", "p", "v2"), 1)}, {}));
+  auto changes = store->ChangesSince(0, 10);
+  ASSERT_OK(changes);
+  ASSERT_EQ(changes->size(), 2u);
+  EXPECT_EQ((*changes)[0].object.data, "v1");
+  EXPECT_FALSE((*changes)[0].previous_known);
+  EXPECT_EQ((*changes)[0].previous_data, std::nullopt);
+  EXPECT_EQ((*changes)[1].revision, 2);
+  EXPECT_TRUE((*changes)[1].previous_known);
+  EXPECT_EQ((*changes)[1].previous_data, "v1");
+}
+
 TEST(SqliteStoreTest, FileThatIsNotADatabaseIsAnErrorNotACrash) {
   TempDir dir;
   const std::string path = dir.File("garbage.db");
