@@ -1328,6 +1328,7 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
 
   common::Status st;
   json extra = json::object();
+  std::vector<core::RequestId> renumbered;  // by a move
   if (action == "approve") {
     if (body.contains("changes")) {
       EGS_ASSIGN_OR_RETURN(api::GprSpecDoc changes, api::ParseGprSpec(body["changes"], "changes"));
@@ -1400,7 +1401,7 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
           fmt::format("{}: \"{}\" is the request being moved; name another queued request",
                       before.empty() ? "after" : "before", before.empty() ? after : before));
     }
-    st = scheduler_.Move(id, anchor, !before.empty());
+    st = scheduler_.Move(id, anchor, !before.empty(), &renumbered);
     // The moved request takes the anchor's priority (RequestQueue::MoveBefore).
     if (st.ok()) gprs_.at(id).spec.priority = scheduler_.FindRequest(id)->spec.priority;
   } else {
@@ -1413,6 +1414,8 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
   EGS_RETURN_IF_ERROR(st);
   std::vector<store::WriteOp> ops;
   AddRequestWrites(*scheduler_.FindRequest(id), ops);
+  // A move that renumbered the anchor's run changed those requests' stored queue keys too.
+  for (core::RequestId other : renumbered) AddRequestWrites(*scheduler_.FindRequest(other), ops);
   EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
   EGS_ASSIGN_OR_RETURN(json object, ReadBack(kGpr, ns, name));
   if (!extra.empty()) object["result"] = std::move(extra);

@@ -659,5 +659,50 @@ TEST(ControlPlaneTest, AnAdminMoveSurvivesARestart) {
   for (const char* name : {"m1", "m2"}) EXPECT_EQ(where(*b.sched, name), before[name]) << name;
 }
 
+// Moving two requests in turn before the same one fills the gap beside it, and the queue then
+// renumbers the run of requests that share its key: their stored keys change too, and the
+// order (every position and plan) is the same after a restart.
+TEST(ControlPlaneTest, AQueueOrderRenumberedByMovesSurvivesARestart) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  const std::vector<std::string> names = {"r1", "r2", "r3", "r4", "r5", "r6"};
+  // Every queued request of team-a, in queue order, with its planned start.
+  auto order = [](const scheduler::Scheduler& s) {
+    std::map<std::size_t, std::pair<std::string, common::Time>> by_position;
+    s.requests().ShareEach([&](const std::shared_ptr<const scheduler::RequestRecord>& r) {
+      if (auto pos = s.queue().Position(r->id); pos && r->plan) {
+        by_position[*pos] = {r->spec.name, r->plan->start};
+      }
+    });
+    std::vector<std::pair<std::string, common::Time>> out;
+    for (auto& [pos, entry] : by_position) out.push_back(entry);
+    return out;
+  };
+  std::vector<std::pair<std::string, common::Time>> before;
+  {
+    Instance a(store, clock);
+    CreateFleet(a.cp);
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("blk", 4, "1h"), false));
+    for (const std::string& n : names) {
+      ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr(n, 4, "1h"), false));
+    }
+    a.Cycle(clock.Now());
+    for (int i = 0; i < 60; ++i) {
+      ASSERT_OK(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", i % 2 == 0 ? "r6" : "r5",
+                            "move", json{{"before", "r3"}}));
+    }
+    a.Cycle(clock.Now());
+    before = order(*a.sched);
+    ASSERT_EQ(before.size(), names.size());
+    EXPECT_EQ(before[2].first, "team-a/r6");
+    EXPECT_EQ(before[3].first, "team-a/r5");
+    EXPECT_EQ(before[4].first, "team-a/r3");
+  }
+  Instance b(store, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  b.Cycle(clock.Now());
+  EXPECT_EQ(order(*b.sched), before);
+}
+
 }  // namespace
 }  // namespace egs::daemon

@@ -165,6 +165,7 @@ struct RequestQueue::Impl {
   const FairSharePolicy* policy;
   OrderTree tree;
   std::unordered_map<RequestId, EntryInfo> index;
+  std::vector<RequestId> renumbered;  // since the last TakeRenumbered
 };
 
 Status RequestQueue::Impl::Move(RequestId id, RequestId anchor, Side side) {
@@ -257,6 +258,7 @@ void RequestQueue::Impl::RenumberRun(const QueueKey& prefix) {
     key.tiebreak = base + i * kSpacing;
     info.moved = true;  // its tiebreak is no longer Insert's
     Rekey(id, info, key);
+    renumbered.push_back(id);
   }
 }
 
@@ -294,6 +296,16 @@ Status RequestQueue::InsertMoved(RequestId id, WorkspaceId workspace, MovedKey m
   impl_->index.emplace(id, Impl::EntryInfo{key, workspace, moved.pinned, true});
   impl_->tree.insert(TreeKey{key, id});
   return common::OkStatus();
+}
+
+std::vector<RequestId> RequestQueue::TakeRenumbered() {
+  std::vector<RequestId> ids = std::move(impl_->renumbered);
+  impl_->renumbered.clear();
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // An entry removed since it was renumbered has nothing left to store.
+  std::erase_if(ids, [&](RequestId id) { return !impl_->index.contains(id); });
+  return ids;
 }
 
 std::optional<RequestQueue::MovedKey> RequestQueue::MovedKeyOf(RequestId id) const {

@@ -85,6 +85,9 @@ class RequestQueue {
   // the policy's fair-share key for its order time, as any unpinned entry. AlreadyExists if
   // queued; InvalidArgument for a tiebreak outside the queue's band or a NaN fair-share key.
   common::Status InsertMoved(core::RequestId id, core::WorkspaceId workspace, MovedKey moved);
+  // The entries that moves gave new tiebreaks since the last call (a move into a full gap
+  // renumbers the anchor's run), each once; their MovedKeyOf changed, so egsd stores them again.
+  std::vector<core::RequestId> TakeRenumbered();
   // Re-reads the fair-share key of every unpinned entry from the policy (KeyAt with the entry's
   // order time).
   void RefreshFairShare();

@@ -272,6 +272,12 @@ TEST_F(RequestQueueTest, RepeatedMovesIntoOneGapRenumberTheRun) {
     }
   }
   EXPECT_NE(q_.KeyOf(Id(3))->tiebreak, anchor_tiebreak);  // The run was renumbered.
+  // Every entry of the run is reported once, except the one being moved when the gap ran out (5
+  // here: it takes its key from the move itself); the next call has nothing new.
+  std::vector<std::uint64_t> renumbered;
+  for (RequestId id : q_.TakeRenumbered()) renumbered.push_back(id.value());
+  EXPECT_THAT(renumbered, ElementsAre(1, 2, 3, 4, 6));
+  EXPECT_TRUE(q_.TakeRenumbered().empty());
   for (std::size_t i = 0; i + 1 < q_.size(); ++i) {
     EXPECT_LT(q_.KeyOf(*q_.At(i))->tiebreak, q_.KeyOf(*q_.At(i + 1))->tiebreak);
   }
