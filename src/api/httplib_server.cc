@@ -33,15 +33,42 @@ std::string StatusBody(int code, std::string_view reason, std::string_view messa
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The decoded query parameters of the request target, in order. Each "key=value" is split at its
+// first "=" (as Go's url.ParseQuery and so the Kubernetes API server do): an unencoded "=" in a
+// value, as in "labelSelector=team=a", belongs to the value. (httplib keeps only the text after
+// the last "=", which silently turned that selector into "a".) "+" decodes to a space.
+using QueryParams = std::vector<std::pair<std::string, std::string>>;
+QueryParams ParseQuery(const httplib::Request& in) {
+  QueryParams params;
+  const std::size_t q = in.target.find('?');
+  if (q == std::string::npos) return params;
+  std::string_view rest = std::string_view(in.target).substr(q + 1);
+  const std::size_t fragment = rest.find('#');
+  if (fragment != std::string_view::npos) rest = rest.substr(0, fragment);
+  while (!rest.empty()) {
+    const std::size_t amp = rest.find('&');
+    const std::string_view part = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (part.empty()) continue;
+    const std::size_t eq = part.find('=');
+    const std::string key(part.substr(0, eq));
+    const std::string value(eq == std::string_view::npos ? std::string_view()
+                                                         : part.substr(eq + 1));
+    params.emplace_back(httplib::detail::decode_url(key, true),
+                        httplib::detail::decode_url(value, true));
+  }
+  return params;
+}
+
 // Why the decoded path or query of `in` is not valid UTF-8, or nullopt when it is. Handlers put
 // names and selectors from there into JSON, which must be UTF-8: such a request is refused
 // before any handler sees it.
-std::optional<std::string> WhyNotUtf8(const httplib::Request& in) {
+std::optional<std::string> WhyNotUtf8(const httplib::Request& in, const QueryParams& params) {
   if (auto at = common::FindInvalidUtf8(in.path)) {
     return fmt::format("the request path is not valid UTF-8 (byte 0x{:02X} at offset {})",
                        static_cast<unsigned char>(in.path[*at]), *at);
   }
-  for (const auto& [key, value] : in.params) {
+  for (const auto& [key, value] : params) {
     if (!common::IsValidUtf8(key)) return "a query parameter name is not valid UTF-8";
     if (auto at = common::FindInvalidUtf8(value)) {
       return fmt::format("query parameter \"{}\" is not valid UTF-8 (byte 0x{:02X} at offset {})",
@@ -72,11 +99,11 @@ std::string TransportErrorBody(int status) {
   }
 }
 
-HttpRequest ToHttpRequest(const httplib::Request& in) {
+HttpRequest ToHttpRequest(const httplib::Request& in, QueryParams params) {
   HttpRequest out;
   out.method = in.method;
   out.path = in.path;  // httplib has already cut the query and percent-decoded the path
-  for (const auto& [key, value] : in.params) out.query.emplace(key, value);
+  for (auto& [key, value] : params) out.query.emplace(std::move(key), std::move(value));
   for (const auto& [key, value] : in.headers) {
     // Repeated headers are combined as RFC 9110 5.3 allows: "a, b".
     auto [it, inserted] = out.headers.emplace(key, value);
@@ -272,10 +299,26 @@ class HttpServer::Impl {
                                      const httplib::ContentReader& read) {
       if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
         std::string& body = const_cast<httplib::Request&>(req).body;
-        const bool complete = read([&body](const char* data, std::size_t size) {
+        // httplib holds a Content-Length body to the limit, but reads a chunked one whole: the
+        // limit is applied here too, as the chunks arrive, so that no body past it is held.
+        bool too_large = false;
+        const std::size_t limit = options_.max_body_bytes;
+        const bool complete = read([&](const char* data, std::size_t size) {
+          if (size > limit - std::min(limit, body.size())) {
+            too_large = true;
+            return false;
+          }
           body.append(data, size);
           return true;
         });
+        if (too_large) {
+          body.clear();
+          body.shrink_to_fit();
+          res.status = 413;
+          res.set_content(TransportErrorBody(413), "application/json");
+          res.set_header("Connection", "close");  // the rest of the body is still in the socket
+          return;
+        }
         // httplib has set the status (400, or 413 past the size limit); the error handler
         // writes the answer.
         if (!complete) return;
@@ -293,12 +336,13 @@ class HttpServer::Impl {
 
   void Dispatch(const httplib::Request& req, httplib::Response& res) {
     HttpResponse out;
-    if (auto why = WhyNotUtf8(req)) {
+    QueryParams params = ParseQuery(req);
+    if (auto why = WhyNotUtf8(req, params)) {
       out.status = 400;
       out.body = StatusBody(400, "BadRequest", *why);
     } else {
       try {
-        out = handler_(ToHttpRequest(req));
+        out = handler_(ToHttpRequest(req, std::move(params)));
       } catch (const std::exception& e) {
         out = InternalError(e.what());
       } catch (...) {

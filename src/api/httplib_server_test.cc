@@ -293,6 +293,64 @@ TEST(HttpServerTest, OversizedBodyIs413WithStatusJson) {
   EXPECT_EQ(again->status, 200);
 }
 
+// A chunked body has no length up front: the limit applies as its chunks arrive, and the
+// handler never sees a body past it.
+TEST(HttpServerTest, ChunkedBodyPastTheLimitIs413) {
+  std::atomic<int> calls{0};
+  HttpServerOptions options;
+  options.max_body_bytes = 4096;
+  auto server = StartOrDie(
+      [&](const HttpRequest& req) {
+        ++calls;
+        return Echo(req);
+      },
+      options);
+  ASSERT_NE(server, nullptr);
+  // `chunks` chunks of 1 KiB, sent chunked (no Content-Length).
+  auto post = [&](int chunks) {
+    httplib::Client cli("127.0.0.1", server->port());
+    return cli.Post(
+        "/x",
+        [chunks](std::size_t offset, httplib::DataSink& sink) {
+          if (offset >= static_cast<std::size_t>(chunks) * 1024) {
+            sink.done();
+            return true;
+          }
+          const std::string chunk(1024, 'a');
+          return sink.write(chunk.data(), chunk.size());
+        },
+        "text/plain");
+  };
+  auto ok = post(4);
+  ASSERT_TRUE(ok) << httplib::to_string(ok.error());
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(json::parse(ok->body)["body"].get<std::string>().size(), 4096u);
+  EXPECT_EQ(calls.load(), 1);
+
+  auto big = post(4096);  // 4 MiB
+  if (big) {  // else the server closed the connection while the client was still sending
+    EXPECT_EQ(big->status, 413);
+    EXPECT_EQ(json::parse(big->body)["reason"], "RequestEntityTooLarge");
+  }
+  EXPECT_EQ(calls.load(), 1);
+}
+
+// A query value may hold an unencoded "=": "labelSelector=team=a" is the selector "team=a", as
+// Kubernetes reads it, not "a".
+TEST(HttpServerTest, AQueryValueKeepsAnUnencodedEqualsSign) {
+  auto server = StartOrDie(Echo);
+  ASSERT_NE(server, nullptr);
+  httplib::Client cli("127.0.0.1", server->port());
+  cli.set_url_encode(false);  // the target as written
+  auto res = cli.Get("/x?labelSelector=team=a,b!=c&x=1%3D2+3&flag&=v&&y=");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  json j = json::parse(res->body);
+  EXPECT_EQ(j["x"], "1=2 3");
+  EXPECT_EQ(j["query"], json::parse(R"([["", "v"], ["flag", ""], ["labelSelector", "team=a,b!=c"],
+                                       ["x", "1=2 3"], ["y", ""]])"));
+}
+
 TEST(HttpServerTest, HandlerExceptionIs500AndServerKeepsServing) {
   auto server = StartOrDie([](const HttpRequest& req) -> HttpResponse {
     if (req.path == "/boom") throw std::runtime_error("kaboom");
