@@ -628,6 +628,8 @@ common::Result<store::CommitResult> ControlPlaneImpl::CommitAfterChange(
 common::Status ControlPlaneImpl::PersistChange(std::vector<store::WriteOp> ops) {
   std::vector<core::RequestId> touched;
   AddEventWrites(scheduler_.TakeEvents(), ops, &touched);
+  // Requests whose stored queue order changed with another's move or a fair-share refresh.
+  for (core::RequestId id : scheduler_.TakeRekeyedQueueEntries()) touched.push_back(id);
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   std::set<std::pair<std::string, std::string>> written;
@@ -1328,7 +1330,6 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
 
   common::Status st;
   json extra = json::object();
-  std::vector<core::RequestId> renumbered;  // by a move
   if (action == "approve") {
     if (body.contains("changes")) {
       EGS_ASSIGN_OR_RETURN(api::GprSpecDoc changes, api::ParseGprSpec(body["changes"], "changes"));
@@ -1401,7 +1402,7 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
           fmt::format("{}: \"{}\" is the request being moved; name another queued request",
                       before.empty() ? "after" : "before", before.empty() ? after : before));
     }
-    st = scheduler_.Move(id, anchor, !before.empty(), &renumbered);
+    st = scheduler_.Move(id, anchor, !before.empty());
     // The moved request takes the anchor's priority (RequestQueue::MoveBefore).
     if (st.ok()) gprs_.at(id).spec.priority = scheduler_.FindRequest(id)->spec.priority;
   } else {
@@ -1414,8 +1415,6 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
   EGS_RETURN_IF_ERROR(st);
   std::vector<store::WriteOp> ops;
   AddRequestWrites(*scheduler_.FindRequest(id), ops);
-  // A move that renumbered the anchor's run changed those requests' stored queue keys too.
-  for (core::RequestId other : renumbered) AddRequestWrites(*scheduler_.FindRequest(other), ops);
   EGS_RETURN_IF_ERROR(PersistChange(std::move(ops)));
   EGS_ASSIGN_OR_RETURN(json object, ReadBack(kGpr, ns, name));
   if (!extra.empty()) object["result"] = std::move(extra);

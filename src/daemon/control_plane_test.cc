@@ -12,6 +12,7 @@
 
 #include "common/simulated_clock.h"
 #include "daemon/control_plane_impl.h"
+#include "daemon/request_state.h"
 #include "scheduler/fake_cluster_connector.h"
 #include "store/failing_store.h"
 #include "store/fake_store.h"
@@ -650,6 +651,11 @@ TEST(ControlPlaneTest, AnAdminMoveSurvivesARestart) {
     for (const char* name : {"m1", "m2"}) before[name] = where(*a.sched, name);
     auto m2 = json::parse((*store.Get("GPUProvisionRequest", "team-a", "m2"))->data);
     EXPECT_EQ(m2["spec"]["priority"], 100);  // the anchor's
+    // The stored order names the anchor m2 follows when fair share re-ranks m1.
+    auto state = json::parse((*store.Get(kRequestStateKind, "team-a", "m2"))->data);
+    auto state_m1 = json::parse((*store.Get(kRequestStateKind, "team-a", "m1"))->data);
+    EXPECT_EQ(state["queueOrder"]["follows"], state_m1["id"]);
+    EXPECT_TRUE(state["queueOrder"]["pinned"].get<bool>());
     EXPECT_LT(before["m2"].first, before["m1"].first);
     EXPECT_LT(before["m2"].second, before["m1"].second);
   }

@@ -113,6 +113,7 @@ json RequestStateToJson(const scheduler::RequestRecord& r, const Names& names,
                        {"orderUs", Us(moved->key.order_time)},
                        {"tiebreak", moved->key.tiebreak},
                        {"pinned", moved->pinned}};
+    if (moved->follows) j["queueOrder"]["follows"] = moved->follows->value();
   }
   if (r.pending_extension) {
     j["pendingExtension"] = {{"extraUs", Us(r.pending_extension->extra)},
@@ -226,6 +227,12 @@ common::Result<std::optional<queue::RequestQueue::MovedKey>> QueueOrderFromJson(
   moved.key.tiebreak = in.Get<std::int64_t>("tiebreak");
   moved.pinned = in.Get<bool>("pinned");
   EGS_RETURN_IF_ERROR(in.status().WithContext("queueOrder"));
+  if (auto f = it->find("follows"); f != it->end() && !f->is_null()) {
+    if (!f->is_number_unsigned()) {
+      return common::InvalidArgumentError("queueOrder.follows: not a request id");
+    }
+    moved.follows = core::RequestId(f->get<std::uint64_t>());
+  }
   return std::optional<queue::RequestQueue::MovedKey>(moved);
 }
 

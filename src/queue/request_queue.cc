@@ -21,6 +21,7 @@
 #include <numeric>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -130,6 +131,8 @@ struct RequestQueue::Impl {
     bool pinned = false;
     // Set by a move and kept after it: the order time and tiebreak are not Insert's.
     bool moved = false;
+    // Set by a move: the anchor whose fair-share key a pinned entry follows.
+    std::optional<RequestId> follows;
   };
 
   explicit Impl(const FairSharePolicy& p) : policy(&p) {}
@@ -161,11 +164,12 @@ struct RequestQueue::Impl {
   Status Move(RequestId id, RequestId anchor, Side side);
   std::optional<std::int64_t> TiebreakBeside(const TreeKey& anchor, Side side) const;
   void RenumberRun(const QueueKey& prefix);
+  void FollowAnchors();
 
   const FairSharePolicy* policy;
   OrderTree tree;
   std::unordered_map<RequestId, EntryInfo> index;
-  std::vector<RequestId> renumbered;  // since the last TakeRenumbered
+  std::vector<RequestId> rekeyed;  // since the last TakeRekeyed
 };
 
 Status RequestQueue::Impl::Move(RequestId id, RequestId anchor, Side side) {
@@ -198,6 +202,7 @@ Status RequestQueue::Impl::Move(RequestId id, RequestId anchor, Side side) {
   info.key.tiebreak = *tiebreak;
   info.pinned = true;
   info.moved = true;
+  info.follows = anchor;
   tree.insert(TreeKey{info.key, id});
   return common::OkStatus();
 }
@@ -258,7 +263,7 @@ void RequestQueue::Impl::RenumberRun(const QueueKey& prefix) {
     key.tiebreak = base + i * kSpacing;
     info.moved = true;  // its tiebreak is no longer Insert's
     Rekey(id, info, key);
-    renumbered.push_back(id);
+    rekeyed.push_back(id);
   }
 }
 
@@ -274,7 +279,7 @@ Status RequestQueue::Insert(RequestId id, WorkspaceId workspace, int priority,
   }
   const QueueKey key{priority, impl_->FairShareOf(workspace, submit_time), submit_time,
                      DefaultTiebreak(id)};
-  impl_->index.emplace(id, Impl::EntryInfo{key, workspace, false});
+  impl_->index.emplace(id, Impl::EntryInfo{key, workspace, false, false, std::nullopt});
   impl_->tree.insert(TreeKey{key, id});
   return common::OkStatus();
 }
@@ -293,14 +298,16 @@ Status RequestQueue::InsertMoved(RequestId id, WorkspaceId workspace, MovedKey m
   if (std::isnan(key.fair_share)) {
     return common::InvalidArgumentError(Describe(id) + ": the fair-share key is not a number");
   }
-  impl_->index.emplace(id, Impl::EntryInfo{key, workspace, moved.pinned, true});
+  if (moved.follows == id) moved.follows.reset();
+  impl_->index.emplace(id, Impl::EntryInfo{key, workspace, moved.pinned, true,
+                                           moved.pinned ? moved.follows : std::nullopt});
   impl_->tree.insert(TreeKey{key, id});
   return common::OkStatus();
 }
 
-std::vector<RequestId> RequestQueue::TakeRenumbered() {
-  std::vector<RequestId> ids = std::move(impl_->renumbered);
-  impl_->renumbered.clear();
+std::vector<RequestId> RequestQueue::TakeRekeyed() {
+  std::vector<RequestId> ids = std::move(impl_->rekeyed);
+  impl_->rekeyed.clear();
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   // An entry removed since it was renumbered has nothing left to store.
@@ -311,7 +318,8 @@ std::vector<RequestId> RequestQueue::TakeRenumbered() {
 std::optional<RequestQueue::MovedKey> RequestQueue::MovedKeyOf(RequestId id) const {
   auto it = impl_->index.find(id);
   if (it == impl_->index.end() || !it->second.moved) return std::nullopt;
-  return MovedKey{it->second.key, it->second.pinned};
+  return MovedKey{it->second.key, it->second.pinned,
+                  it->second.pinned ? it->second.follows : std::nullopt};
 }
 
 Status RequestQueue::Remove(RequestId id) {
@@ -334,6 +342,7 @@ Status RequestQueue::ChangePriority(RequestId id, int priority) {
   key.priority = priority;
   key.fair_share = impl_->FairShareOf(info.workspace, key.order_time);
   info.pinned = false;
+  info.follows.reset();
   impl_->Rekey(id, info, key);
   return common::OkStatus();
 }
@@ -360,6 +369,51 @@ void RequestQueue::RefreshFairShare() {
     QueueKey key = info.key;
     key.fair_share = fair_share;
     impl_->Rekey(id, info, key);
+  }
+  impl_->FollowAnchors();
+}
+
+// Gives each pinned entry that follows a queued anchor of its priority and order time the
+// anchor's fair-share key. Chains (c follows a, which follows b) are settled from their root, an
+// entry that follows nothing it can; a cycle of follows settles on the key of the entry where the
+// walk came back. Re-keyed entries go to `rekeyed`.
+void RequestQueue::Impl::FollowAnchors() {
+  std::unordered_set<RequestId> settled;
+  std::unordered_set<RequestId> on_walk;
+  std::vector<RequestId> walk;
+  // The entry `e` follows, when it follows one now.
+  auto anchor_of = [&](const EntryInfo& e) -> const EntryInfo* {
+    if (!e.pinned || !e.follows) return nullptr;
+    auto a = index.find(*e.follows);
+    if (a == index.end() || a->second.key.priority != e.key.priority ||
+        a->second.key.order_time != e.key.order_time) {
+      return nullptr;
+    }
+    return &a->second;
+  };
+  for (auto& [first, first_info] : index) {
+    if (settled.contains(first) || anchor_of(first_info) == nullptr) continue;
+    walk.clear();
+    on_walk.clear();
+    RequestId at = first;
+    for (;;) {
+      const EntryInfo& e = index.at(at);
+      if (settled.contains(at) || !on_walk.insert(at).second || anchor_of(e) == nullptr) break;
+      walk.push_back(at);
+      at = *e.follows;
+    }
+    // walk[k] follows walk[k + 1], the last one follows `at`, whose key is final.
+    for (auto it = walk.rbegin(); it != walk.rend(); ++it) {
+      EntryInfo& e = index.at(*it);
+      const double fair_share = anchor_of(e)->key.fair_share;
+      if (fair_share != e.key.fair_share) {
+        QueueKey key = e.key;
+        key.fair_share = fair_share;
+        Rekey(*it, e, key);
+        rekeyed.push_back(*it);
+      }
+      settled.insert(*it);
+    }
   }
 }
 

@@ -69,8 +69,11 @@ class RequestQueue {
   common::Status ChangePriority(core::RequestId id, int priority);
   // Admin reorder: afterwards `id` sits immediately before (after) `anchor` and the relative
   // order of every other entry is unchanged. The moved request adopts the anchor's priority and
-  // fair-share key (it is "pinned": RefreshFairShare leaves it alone until it is moved again or
-  // re-prioritized). NotFound if either is absent; InvalidArgument if id == anchor.
+  // fair-share key (it is "pinned": RefreshFairShare does not read its own workspace's key until
+  // it is moved again or re-prioritized). It follows the anchor: while both are queued with the
+  // same priority and order time, RefreshFairShare gives it the anchor's fair-share key, so
+  // fair share moves the two together and it stays beside the anchor. NotFound if either is
+  // absent; InvalidArgument if id == anchor.
   common::Status MoveBefore(core::RequestId id, core::RequestId anchor);
   common::Status MoveAfter(core::RequestId id, core::RequestId anchor);
   // The key of `id` if an admin moved it (MoveBefore/MoveAfter, even if re-prioritized since),
@@ -79,15 +82,18 @@ class RequestQueue {
   struct MovedKey {
     QueueKey key;
     bool pinned = false;
+    std::optional<core::RequestId> follows;  // the anchor it follows while pinned
   };
   std::optional<MovedKey> MovedKeyOf(core::RequestId id) const;
   // Re-inserts a request that was moved, with the key MovedKeyOf gave. An unpinned key takes
   // the policy's fair-share key for its order time, as any unpinned entry. AlreadyExists if
   // queued; InvalidArgument for a tiebreak outside the queue's band or a NaN fair-share key.
   common::Status InsertMoved(core::RequestId id, core::WorkspaceId workspace, MovedKey moved);
-  // The entries that moves gave new tiebreaks since the last call (a move into a full gap
-  // renumbers the anchor's run), each once; their MovedKeyOf changed, so egsd stores them again.
-  std::vector<core::RequestId> TakeRenumbered();
+  // The queued entries whose MovedKeyOf changed since the last call other than by an operation
+  // on the entry itself: a move into a full gap renumbers the anchor's run, and RefreshFairShare
+  // re-keys the entries that follow an anchor. Each once, in id order; egsd stores them again.
+  // They are collected until taken (only moves make any).
+  std::vector<core::RequestId> TakeRekeyed();
   // Re-reads the fair-share key of every unpinned entry from the policy (KeyAt with the entry's
   // order time).
   void RefreshFairShare();

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -48,6 +49,7 @@ struct ModelEntry {
   double fair_share = 0.0;
   std::int64_t order_time_s = 0;
   bool pinned = false;
+  std::optional<std::uint64_t> follows;  // set by a move, cleared by ChangePriority
   // Tiebreak still derived from the id: never moved and never in a run a move could renumber.
   bool pristine = true;
 };
@@ -160,6 +162,7 @@ class Harness {
     e.priority = priority;
     e.fair_share = policy_.Key(WorkspaceId(e.workspace));
     e.pinned = false;
+    e.follows.reset();
     Place(e);
   }
 
@@ -205,6 +208,7 @@ class Harness {
     e.fair_share = model_[a].fair_share;
     e.order_time_s = model_[a].order_time_s;
     e.pinned = true;
+    e.follows = anchor;
     model_.insert(model_.begin() + static_cast<std::ptrdiff_t>(before ? a : a + 1), e);
     // The move may have renumbered the anchor's run.
     for (ModelEntry& m : model_) {
@@ -244,6 +248,22 @@ class Harness {
       }
       m.fair_share = key;
       rekeyed.insert(m.id);
+    }
+    // A pinned entry takes the key of the anchor it follows, while that is queued with its
+    // priority and order time (to a fixed point: chains follow their root).
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (ModelEntry& m : model_) {
+        if (!m.pinned || !m.follows) continue;
+        const auto a = ModelIndex(*m.follows);
+        if (!a || model_[*a].priority != m.priority || model_[*a].order_time_s != m.order_time_s ||
+            model_[*a].fair_share == m.fair_share) {
+          continue;
+        }
+        m.fair_share = model_[*a].fair_share;
+        rekeyed.insert(m.id);
+        changed = true;
+      }
     }
     // Entries whose key did not change keep their relative order.
     const std::vector<std::uint64_t> actual = Order();

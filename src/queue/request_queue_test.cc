@@ -275,9 +275,9 @@ TEST_F(RequestQueueTest, RepeatedMovesIntoOneGapRenumberTheRun) {
   // Every entry of the run is reported once, except the one being moved when the gap ran out (5
   // here: it takes its key from the move itself); the next call has nothing new.
   std::vector<std::uint64_t> renumbered;
-  for (RequestId id : q_.TakeRenumbered()) renumbered.push_back(id.value());
+  for (RequestId id : q_.TakeRekeyed()) renumbered.push_back(id.value());
   EXPECT_THAT(renumbered, ElementsAre(1, 2, 3, 4, 6));
-  EXPECT_TRUE(q_.TakeRenumbered().empty());
+  EXPECT_TRUE(q_.TakeRekeyed().empty());
   for (std::size_t i = 0; i + 1 < q_.size(); ++i) {
     EXPECT_LT(q_.KeyOf(*q_.At(i))->tiebreak, q_.KeyOf(*q_.At(i + 1))->tiebreak);
   }
@@ -363,26 +363,61 @@ TEST(RequestQueueAgingTest, EntriesTakeTheKeyOfTheirOrderTime) {
   EXPECT_EQ(q.KeyOf(Id(2))->fair_share, 1.0);
 }
 
-TEST_F(RequestQueueTest, PinnedEntryIgnoresRefreshUntilReprioritized) {
+// A moved entry ignores its own workspace's fair share and follows its anchor's, so fair share
+// never separates the two; re-prioritizing it ends both.
+TEST_F(RequestQueueTest, PinnedEntryFollowsItsAnchorUntilReprioritized) {
   Add(1, 0, 1, /*workspace=*/1);
   Add(2, 0, 2, /*workspace=*/2);
   Add(3, 0, 3, /*workspace=*/2);
   ASSERT_OK(q_.MoveBefore(Id(3), Id(1)));
   EXPECT_THAT(Order(q_), ElementsAre(3, 1, 2));
+  EXPECT_EQ(q_.MovedKeyOf(Id(3))->follows, Id(1));
+  EXPECT_TRUE(q_.TakeRekeyed().empty());
   policy_.Set(2, 5.0);
   q_.RefreshFairShare();
-  EXPECT_THAT(Order(q_), ElementsAre(3, 1, 2));  // 3 is pinned at fair share 0.
+  EXPECT_THAT(Order(q_), ElementsAre(3, 1, 2));  // 3 does not take workspace 2's key
+  EXPECT_TRUE(q_.TakeRekeyed().empty());
   policy_.Set(1, 10.0);
   q_.RefreshFairShare();
-  EXPECT_THAT(Order(q_), ElementsAre(3, 2, 1));
-  EXPECT_EQ(q_.KeyOf(Id(3))->fair_share, 0.0);
-  ASSERT_OK(q_.ChangePriority(Id(3), 0));  // Clears the pin; re-reads workspace 2's key.
+  EXPECT_THAT(Order(q_), ElementsAre(2, 3, 1));  // 3 moves with 1, still just before it
+  EXPECT_EQ(q_.KeyOf(Id(3))->fair_share, 10.0);
+  EXPECT_THAT(q_.TakeRekeyed(), ElementsAre(Id(3)));  // its stored key changed
+  ASSERT_OK(q_.ChangePriority(Id(3), 0));             // Clears the pin; re-reads workspace 2's key.
   EXPECT_EQ(q_.KeyOf(Id(3))->fair_share, 5.0);
   EXPECT_EQ(q_.KeyOf(Id(3))->order_time, T(1));  // Keeps the adopted order time.
+  EXPECT_FALSE(q_.MovedKeyOf(Id(3))->follows.has_value());
   EXPECT_THAT(Order(q_), ElementsAre(3, 2, 1));
   policy_.Set(2, 20.0);
   q_.RefreshFairShare();
   EXPECT_THAT(Order(q_), ElementsAre(1, 3, 2));
+  EXPECT_TRUE(q_.TakeRekeyed().empty());
+}
+
+// Chains follow their root: 4 before 3, 3 before 1; and a follower whose anchor left the queue
+// keeps its key.
+TEST_F(RequestQueueTest, FollowersOfFollowersMoveWithTheRoot) {
+  Add(1, 0, 1, /*workspace=*/1);
+  Add(2, 0, 2, /*workspace=*/2);
+  Add(3, 0, 3, /*workspace=*/2);
+  Add(4, 0, 4, /*workspace=*/3);
+  ASSERT_OK(q_.MoveBefore(Id(3), Id(1)));
+  ASSERT_OK(q_.MoveBefore(Id(4), Id(3)));
+  EXPECT_THAT(Order(q_), ElementsAre(4, 3, 1, 2));
+  policy_.Set(1, 10.0);
+  q_.RefreshFairShare();
+  EXPECT_THAT(Order(q_), ElementsAre(2, 4, 3, 1));
+  EXPECT_THAT(q_.TakeRekeyed(), ElementsAre(Id(3), Id(4)));
+  ASSERT_OK(q_.Remove(Id(1)));
+  policy_.Set(1, 0.0);
+  q_.RefreshFairShare();
+  EXPECT_THAT(Order(q_), ElementsAre(2, 4, 3));
+  EXPECT_EQ(q_.KeyOf(Id(4))->fair_share, 10.0);
+  // Moving 1's former follower's anchor in a cycle settles on one key for both.
+  ASSERT_OK(q_.MoveAfter(Id(3), Id(4)));
+  policy_.Set(3, 7.0);
+  q_.RefreshFairShare();
+  EXPECT_THAT(Order(q_), ElementsAre(2, 4, 3));
+  EXPECT_EQ(q_.KeyOf(Id(3))->fair_share, q_.KeyOf(Id(4))->fair_share);
 }
 
 TEST_F(RequestQueueTest, PositionAndAtAgree) {

@@ -577,21 +577,14 @@ Status Scheduler::Reprioritize(core::RequestId id, int priority) {
   return common::OkStatus();
 }
 
-Status Scheduler::Move(core::RequestId id, core::RequestId anchor, bool before,
-                       std::vector<core::RequestId>* renumbered) {
+Status Scheduler::Move(core::RequestId id, core::RequestId anchor, bool before) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   EGS_ASSIGN_OR_RETURN(RequestRecord * a, Find(anchor));
   if (r->phase != RequestPhase::kQueued || a->phase != RequestPhase::kQueued) {
     return common::FailedPreconditionError("both requests must be queued to reorder them");
   }
   std::size_t old_pos = *queue_.Position(id);
-  queue_.TakeRenumbered();  // nothing before this move is reported with it
   EGS_RETURN_IF_ERROR(before ? queue_.MoveBefore(id, anchor) : queue_.MoveAfter(id, anchor));
-  std::vector<core::RequestId> others = queue_.TakeRenumbered();
-  if (renumbered) {
-    std::erase(others, id);
-    *renumbered = std::move(others);
-  }
   r->spec.priority = queue_.KeyOf(id)->priority;
   MarkDirty(std::min(old_pos, *queue_.Position(id)));
   Emit(*r, core::EventType::kNormal, "Moved",

@@ -222,11 +222,13 @@ class Scheduler {
   common::Status Edit(core::RequestId id, core::RequestSpec spec);
   // Admin: new priority for a queued request (outside the workspace range is allowed).
   common::Status Reprioritize(core::RequestId id, int priority);
-  // Admin: place `id` immediately before (or after) `anchor` in the queue. `renumbered`, if
-  // given, receives the other requests whose queue keys the move changed (when the gap beside
-  // the anchor was full, its run of equal keys is renumbered): their stored keys are stale.
-  common::Status Move(core::RequestId id, core::RequestId anchor, bool before,
-                      std::vector<core::RequestId>* renumbered = nullptr);
+  // Admin: place `id` immediately before (or after) `anchor` in the queue; it then follows the
+  // anchor when fair share re-ranks it (RequestQueue::MoveBefore).
+  common::Status Move(core::RequestId id, core::RequestId anchor, bool before);
+  // The queued requests whose stored queue order (RequestQueue::MovedKeyOf) changed since the
+  // last call other than through a command on them: a move that renumbered its anchor's run,
+  // or a fair-share refresh that moved a request following its anchor. egsd writes them.
+  std::vector<core::RequestId> TakeRekeyedQueueEntries() { return queue_.TakeRekeyed(); }
   // Ends an active, provisioning or preempting request now; its nodes are free for the next
   // plan at once.
   common::Status EarlyRelease(core::RequestId id);
