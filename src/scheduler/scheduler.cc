@@ -3,6 +3,7 @@
 #include "scheduler/scheduler.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iterator>
@@ -162,6 +163,38 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
     Emit(r, core::EventType::kNormal, "PendingApproval", reason);
     Decide(DecisionKind::kHold, r, reason);
   }
+  // Requests waiting for an admin are looked at again too: one the new policy allows is queued,
+  // as a submit of the same spec would be now; the others' reasons say what the policy is now.
+  std::vector<core::RequestId> pending;
+  for (const auto& [rid, r] : requests_) {
+    if (r.spec.workspace == id && r.phase == RequestPhase::kPendingApproval &&
+        std::find(held.begin(), held.end(), rid) == held.end()) {
+      pending.push_back(rid);
+    }
+  }
+  std::sort(pending.begin(), pending.end());
+  std::vector<core::RequestId> admitted;
+  for (core::RequestId rid : pending) {
+    RequestRecord& r = requests_.at(rid);
+    std::string reason;
+    const Status allowed = CheckPolicy(r.spec, &reason);
+    if (!allowed.ok()) reason = std::string(allowed.message());
+    if (!reason.empty()) {
+      reason = "workspace policy changed: " + reason;
+      if (reason == r.reason) continue;
+      SetPhase(r, RequestPhase::kPendingApproval, reason);
+      Emit(r, core::EventType::kNormal, "PendingApproval", reason);
+      continue;
+    }
+    Decide(DecisionKind::kApprove, r, "workspace policy changed: now within the workspace policy");
+    Enqueue(r);
+    admitted.push_back(rid);
+  }
+  if (!admitted.empty()) {
+    EnsurePlanned();
+    for (core::RequestId rid : admitted) RecordPromise(requests_.at(rid));
+  }
+  changed_since_publish_ = true;
   return common::OkStatus();
 }
 
@@ -244,6 +277,16 @@ Status Scheduler::CheckPolicy(const core::RequestSpec& spec, std::string* approv
       return common::InvalidArgumentError(
           fmt::format("spec.clusters[{}]: unknown cluster {}", i, spec.clusters[i].value()));
     }
+  }
+  if (!spec.clusters.empty() &&
+      std::none_of(spec.clusters.begin(), spec.clusters.end(),
+                   [&](core::ClusterId c) { return policy.AllowsCluster(c); })) {
+    std::vector<std::string> allowed;
+    for (core::ClusterId c : policy.allowed_clusters) allowed.push_back(ClusterLabel(c));
+    return common::InvalidArgumentError(
+        fmt::format("spec.clusters: workspace {} may not use any of the requested clusters (it "
+                    "may use {})",
+                    ws_it->second.name, fmt::join(allowed, ", ")));
   }
   // Within policy -> auto-approved; otherwise the reasons an admin must approve.
   std::vector<std::string> reasons;

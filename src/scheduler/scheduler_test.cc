@@ -250,6 +250,43 @@ TEST(SchedulerTest, ATighterPolicyHoldsTheQueuedRequestsItNoLongerAllows) {
   ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
   EXPECT_EQ(h.Get(big).phase, RequestPhase::kQueued);
   EXPECT_EQ(h.Get(small).phase, RequestPhase::kQueued);
+  // A change that does not admit it updates the reason of a request still waiting; one that
+  // admits it queues it with a plan and a promise, as a submit would.
+  p.max_duration = common::Hours(5);
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
+  EXPECT_EQ(h.Get(long_one).phase, RequestPhase::kPendingApproval);
+  EXPECT_THAT(h.Get(long_one).reason, ::testing::HasSubstr("exceeds the maximum 5h"));
+  p.max_duration = common::Hours(10);
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
+  EXPECT_EQ(h.Get(long_one).phase, RequestPhase::kQueued);
+  ASSERT_TRUE(h.Get(long_one).plan);
+  EXPECT_EQ(h.Get(long_one).promised_start, h.Get(long_one).plan->start);
+  EXPECT_FALSE(h.Get(long_one).spec.quota_exempt);  // admitted by the policy, not an admin
+}
+
+// Naming only clusters the workspace may not use is refused at submit, as disallowed shapes are.
+TEST(SchedulerTest, RequestsForClustersTheWorkspaceMayNotUseAreRefused) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddCluster(2);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 2, 8);
+  h.AddNodes(2, 1, 2, 8);
+  core::WorkspacePolicy p;
+  p.allowed_clusters = {core::ClusterId(1)};
+  h.AddWorkspace(1, p);
+  core::RequestSpec spec = RequestBuilder().Nodes(1).Hours(1).Build();
+  spec.clusters = {core::ClusterId(2)};
+  auto refused = h.sched->Submit(spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), common::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.error().message(), ::testing::HasSubstr("spec.clusters: workspace"));
+  spec.clusters = {core::ClusterId(2), core::ClusterId(1)};
+  auto ok = h.sched->Submit(spec);
+  ASSERT_TRUE(ok.ok());
+  h.sched->EnsurePlanned();
+  ASSERT_TRUE(h.Get(*ok).plan);
+  EXPECT_EQ(h.Get(*ok).plan->cluster, core::ClusterId(1));
 }
 
 TEST(SchedulerTest, OverPolicyGoesToApprovalAndApprovalQueuesIt) {
