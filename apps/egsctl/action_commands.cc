@@ -189,7 +189,11 @@ common::Status RunQuery(Context& ctx, std::string_view action, const json& body)
   return common::OkStatus();
 }
 
+// With --extension: the extension an active request waits on, not the request.
 common::Status Approve(Context& ctx) {
+  if (ctx.args.GetBool("extension")) {
+    return RunAction(ctx, "approve-extension", json::object(), "extension approved");
+  }
   json body = json::object();
   if (auto r = ctx.args.Get("reason")) body["reason"] = *r;
   return RunAction(ctx, "approve", body, "approved");
@@ -198,6 +202,9 @@ common::Status Approve(Context& ctx) {
 common::Status Reject(Context& ctx) {
   auto reason = ctx.args.Get("reason");
   if (!reason || reason->empty()) return common::InvalidArgumentError("--reason is required");
+  if (ctx.args.GetBool("extension")) {
+    return RunAction(ctx, "reject-extension", {{"reason", *reason}}, "extension rejected");
+  }
   return RunAction(ctx, "reject", {{"reason", *reason}}, "rejected");
 }
 
@@ -306,6 +313,7 @@ common::Status WhatIf(Context& ctx) {
 std::vector<Command> ActionCommands() {
   FlagSpec reason{"reason", 0, true, "why (recorded in events and the audit log)"};
   FlagSpec priority{"priority", 0, true, "priority (higher runs first)"};
+  FlagSpec extension{"extension", 0, false, "the request's pending extension"};
   return {
       {"quote",
        "egsctl quote --shape S[,S2] --nodes N --duration 4h [--gpus-per-node G] [--priority P] "
@@ -320,14 +328,14 @@ std::vector<Command> ActionCommands() {
         {"earliest-start", 0, true, "not before this time (RFC 3339, e.g. 2026-12-01T09:00:00Z)"}},
        &Quote},
       {"approve",
-       "egsctl approve NAME [--reason R]",
-       "Approve a request pending approval",
-       {reason},
+       "egsctl approve NAME [--reason R] | egsctl approve NAME --extension",
+       "Approve a request pending approval, or with --extension the extension it waits on",
+       {reason, extension},
        &Approve},
       {"reject",
-       "egsctl reject NAME --reason R",
-       "Reject a request pending approval",
-       {reason},
+       "egsctl reject NAME --reason R [--extension]",
+       "Reject a request pending approval, or with --extension the extension it waits on",
+       {reason, extension},
        &Reject},
       {"release",
        "egsctl release NAME",

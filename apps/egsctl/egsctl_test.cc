@@ -363,6 +363,25 @@ TEST_F(EgsctlTest, ActionsPostToTheirEndpoints) {
   EXPECT_EQ(reqs[2].Json(), json({{"before", "b"}}));
 }
 
+// A pending extension is approved or rejected with --extension.
+TEST_F(EgsctlTest, ApproveAndRejectAnExtension) {
+  server_.On("POST", std::string(kGprs) + "/a/approve-extension", Ok(Gpr("a", "Active")));
+  server_.On("POST", std::string(kGprs) + "/a/reject-extension", Ok(Gpr("a", "Active")));
+  Outcome r = Egsctl({"approve", "a", "--extension", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out, "gpuprovisionrequest/a extension approved\n");
+  r = Egsctl({"reject", "a", "--extension", "-n", "team-a"});
+  EXPECT_NE(r.exit, 0);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("--reason is required"));
+  r = Egsctl({"reject", "a", "--extension", "--reason", "not now", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out, "gpuprovisionrequest/a extension rejected\n");
+  auto reqs = server_.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].path, std::string(kGprs) + "/a/approve-extension");
+  EXPECT_EQ(reqs[1].Json(), json({{"reason", "not now"}}));
+}
+
 TEST_F(EgsctlTest, WatchPrintsOneLinePerEvent) {
   json added = {{"type", "ADDED"}, {"object", Gpr("a")}};
   json bookmark = {{"type", "BOOKMARK"}, {"object", {{"metadata", {{"resourceVersion", "9"}}}}}};
