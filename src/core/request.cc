@@ -73,8 +73,9 @@ bool IsValidTransition(RequestPhase from, RequestPhase to) {
       return to == P::kReleasing || to == P::kQueued || to == P::kFailed || to == P::kPreempting;
     case P::kPreempting:
       // Released at the end of the notice (or early); Queued or Failed when a node failure
-      // requeues or fails it first.
-      return to == P::kReleasing || to == P::kQueued || to == P::kFailed;
+      // requeues or fails it first; Active again when the request it was evicted for leaves
+      // the queue during the notice.
+      return to == P::kReleasing || to == P::kQueued || to == P::kFailed || to == P::kActive;
     case P::kReleasing:
       return to == P::kCompleted || to == P::kReleased || to == P::kPreempted || to == P::kFailed ||
              to == P::kQueued;

@@ -93,6 +93,7 @@ json RequestStateToJson(const scheduler::RequestRecord& r, const Names& names,
   put_time("promisedP90Us", r.promised_p90);
   put_time("actualStartUs", r.actual_start);
   put_time("finishUs", r.finish_time);
+  put_time("endBeforePreemptionUs", r.end_before_preemption);
   if (r.reservation) j["reservation"] = r.reservation->value();
   if (r.preempted_by.value() != 0) j["preemptedBy"] = r.preempted_by.value();
   if (r.evicted) j["evicted"] = true;
@@ -141,6 +142,7 @@ common::Result<scheduler::RequestRecord> RequestStateFromJson(const json& j, con
   r.promised_p90 = in.OptTime("promisedP90Us");
   r.actual_start = in.OptTime("actualStartUs");
   r.finish_time = in.OptTime("finishUs");
+  r.end_before_preemption = in.OptTime("endBeforePreemptionUs");
   if (auto res = in.Opt<std::uint64_t>("reservation")) r.reservation = core::ReservationId(*res);
   if (auto by = in.Opt<std::uint64_t>("preemptedBy")) r.preempted_by = core::RequestId(*by);
   if (auto evicted = in.Opt<bool>("evicted")) r.evicted = *evicted;

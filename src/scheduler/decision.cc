@@ -29,6 +29,8 @@ std::string_view DecisionKindName(DecisionKind kind) {
       return "Requeue";
     case DecisionKind::kIdleRelease:
       return "IdleRelease";
+    case DecisionKind::kUnpreempt:
+      return "Unpreempt";
   }
   return "Unknown";
 }

@@ -29,6 +29,7 @@ enum class DecisionKind : std::uint8_t {
   kReplaceNode,  // a failed node replaced by a free one of the same pool
   kRequeue,      // back to the queue (failure, preemption)
   kIdleRelease,  // released by idle reclaim
+  kUnpreempt,    // a victim keeps its reservation: the request it was evicted for left
 };
 
 std::string_view DecisionKindName(DecisionKind kind);

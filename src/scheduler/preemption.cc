@@ -352,6 +352,7 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
   for (auto& [victim, end] : old_ends) {
     RequestRecord& v = *victim;
     v.preempted_by = q.id;
+    v.end_before_preemption = end;
     TrackRunning(v, false);
     SetPhase(v, RequestPhase::kPreempting,
              fmt::format("preempted by {}; nodes taken at {}", Label(q.id),
@@ -375,6 +376,52 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
                      common::FormatTime(p.plan->start),
                      q.plan ? common::FormatTime(q.plan->start) : std::string("unplaced")));
   return true;
+}
+
+void Scheduler::CancelPreemptionsFor(const RequestRecord& q, std::string_view why) {
+  std::vector<core::RequestId> victims;
+  for (const auto& [id, v] : requests_) {
+    if (v.phase == RequestPhase::kPreempting && v.preempted_by == q.id && !v.early_release &&
+        !v.evicted && v.end_before_preemption && v.window) {
+      victims.push_back(id);
+    }
+  }
+  if (victims.empty()) return;
+  std::sort(victims.begin(), victims.end());
+  // Plans may use the time the victims were to give up: drop them all first (the next re-plan
+  // places every request again), then give each victim its time back where nothing else holds
+  // it. (Only plans can: a reservation started since fit beside the victim's.)
+  DropAllPlans();
+  reuse_blocked_ = true;
+  MarkDirty(0);
+  preempt_dirty_ = true;
+  for (core::RequestId id : victims) {
+    RequestRecord& v = requests_.at(id);
+    const Time end = *v.end_before_preemption;
+    const Time cut = v.window->end;
+    const common::Status extended =
+        inventory_.Extend({inventory::BookingKind::kReservation, v.id}, end);
+    if (!extended.ok()) {
+      Emit(v, core::EventType::kWarning, "PreemptionKept",
+           fmt::format("{} {}, but the reservation cannot run to {} again ({}): it still ends "
+                       "at {}",
+                       Label(q.id), why, common::FormatTime(end), extended.message(),
+                       common::FormatTime(cut)));
+      continue;
+    }
+    loads_[v.spec.workspace].SetEnd(v.id, end);
+    v.window->end = end;
+    v.end_before_preemption.reset();
+    v.preempted_by = core::RequestId(0);
+    SetPhase(v, RequestPhase::kActive, "");
+    TrackRunning(v, true);
+    ends_.Push(end, v.id, 0, [&](const auto& e) { return IsLiveEnd(e); });
+    ScheduleMilestones(v);
+    Emit(v, core::EventType::kNormal, "PreemptionCancelled",
+         fmt::format("{} {}: this reservation ends at {} again, not at {}", Label(q.id), why,
+                     common::FormatTime(end), common::FormatTime(cut)));
+    Decide(DecisionKind::kUnpreempt, v, fmt::format("{} {}", Label(q.id), why));
+  }
 }
 
 }  // namespace egs::scheduler

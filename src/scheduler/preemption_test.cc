@@ -98,6 +98,56 @@ TEST(PreemptionTest, EvictsLowerPriorityAfterNoticeAndRequeuesIt) {
   EXPECT_EQ(h.Get(*low).phase, RequestPhase::kCompleted);
 }
 
+// A request that leaves the queue during its victims' notice does not take their nodes: the
+// victims run to their old ends, and a later request may preempt them again.
+TEST(PreemptionTest, AVictimKeepsItsReservationWhenThePreemptorLeaves) {
+  for (const char* how : {"delete", "edit", "policy"}) {
+    SCOPED_TRACE(how);
+    SchedulerHarness h;
+    auto low = StartVictim(h);
+    auto high =
+        h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build());
+    ASSERT_TRUE(high.ok());
+    h.Cycle();
+    ASSERT_EQ(h.Get(low).phase, RequestPhase::kPreempting);
+    h.sched->TakeEvents();
+    h.AdvanceTo(T(1) + common::Minutes(5));
+    if (std::string(how) == "delete") {
+      ASSERT_TRUE(h.sched->Cancel(*high).ok());
+    } else if (std::string(how) == "edit") {  // an edit, even to the same spec
+      ASSERT_TRUE(
+          h.sched
+              ->Edit(*high, RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build())
+              .ok());
+    } else {  // its workspace now caps priorities below it: back to approval
+      core::WorkspacePolicy p = Open();
+      p.max_priority = 200;
+      ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(2), p).ok());
+      ASSERT_EQ(h.Get(*high).phase, RequestPhase::kPendingApproval);
+    }
+    const RequestRecord& v = h.Get(low);
+    if (std::string(how) == "edit") {
+      // The edited request decides again: the same spec evicts again, with a new notice.
+      h.Cycle();
+      EXPECT_EQ(h.Get(low).phase, RequestPhase::kPreempting);
+      EXPECT_EQ(h.Get(low).window->end, T(1) + common::Minutes(15));
+      EXPECT_THAT(Reasons(h.sched->TakeEvents(), low),
+                  ::testing::IsSupersetOf({"PreemptionCancelled", "PreemptionNotice"}));
+      continue;
+    }
+    EXPECT_EQ(v.phase, RequestPhase::kActive);
+    EXPECT_EQ(v.window->end, T(10));
+    EXPECT_EQ(v.preempted_by, core::RequestId(0));
+    EXPECT_THAT(Reasons(h.sched->TakeEvents(), low), ::testing::Contains("PreemptionCancelled"));
+    EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+    // Past the old takeover it still runs, and it ends at its own end.
+    h.AdvanceTo(T(2));
+    EXPECT_EQ(h.Get(low).phase, RequestPhase::kActive);
+    h.AdvanceTo(T(10) + common::Minutes(1));
+    EXPECT_EQ(h.Get(low).phase, RequestPhase::kCompleted);
+  }
+}
+
 // A quote tells the start a request gets by preempting, as submitting it at the same instant
 // does after the next cycle, and leaves the running request as it was.
 TEST(PreemptionTest, AQuoteIncludesThePreemptionTheRequestWouldMake) {

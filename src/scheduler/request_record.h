@@ -89,6 +89,9 @@ struct RequestRecord {
   common::OptionalTime idle_warned_at;
   // Rare, so kept out of line (immutable once made; replaced, never modified).
   std::shared_ptr<const PendingExtension> pending_extension;
+  // Preempting: the end its reservation had before the notice cut it, given back if the
+  // request that evicted it leaves the queue before it takes the nodes.
+  common::OptionalTime end_before_preemption;
   // Preempting, and Releasing or Queued after a preemption: the request that evicted it
   // (value 0: never preempted).
   core::RequestId preempted_by;

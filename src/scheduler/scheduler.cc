@@ -162,6 +162,7 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
     SetPhase(r, RequestPhase::kPendingApproval, reason);
     Emit(r, core::EventType::kNormal, "PendingApproval", reason);
     Decide(DecisionKind::kHold, r, reason);
+    CancelPreemptionsFor(r, "went back to approval");
   }
   // Requests waiting for an admin are looked at again too: one the new policy allows is queued,
   // as a submit of the same spec would be now; the others' reasons say what the policy is now.
@@ -575,6 +576,7 @@ Status Scheduler::Cancel(core::RequestId id) {
   r->finish_time = clock_.Now();
   SetPhase(*r, RequestPhase::kCancelled, "cancelled");
   Emit(*r, core::EventType::kNormal, "Cancelled", "deleted while waiting");
+  CancelPreemptionsFor(*r, "was deleted");
   return common::OkStatus();
 }
 
@@ -596,6 +598,8 @@ Status Scheduler::Edit(core::RequestId id, core::RequestSpec spec) {
   Dequeue(*r);
   r->spec = std::move(spec);
   Emit(*r, core::EventType::kNormal, "Edited", "spec changed while waiting");
+  // Evictions made for the old spec are undone; the next cycle decides again for the new one.
+  CancelPreemptionsFor(*r, "was edited");
   if (!approval_reason.empty()) {
     SetPhase(*r, RequestPhase::kPendingApproval, approval_reason);
     Emit(*r, core::EventType::kNormal, "PendingApproval", approval_reason);

@@ -617,6 +617,9 @@ class Scheduler {
     return options_.queue_by_priority ? spec.priority : 0;
   }
   void UnbookPlan(RequestRecord& r);
+  // `q` left the queue without starting (`why`: "was deleted", ...): the requests it had put on
+  // notice run to their old ends again, where nothing else holds that time (preemption.cc).
+  void CancelPreemptionsFor(const RequestRecord& q, std::string_view why);
   // Unbooks the plans of `ids`; with `taken`, their plans are moved there (parallel to ids).
   void UnbookPlans(std::span<const core::RequestId> ids,
                    std::vector<std::optional<Plan>>* taken = nullptr);
