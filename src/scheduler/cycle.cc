@@ -62,7 +62,9 @@ CycleStats Scheduler::RunCycle(Time now) {
     if (!dirty_from_) break;
   }
   // 5. Publish.
-  if (options_.publish_snapshots && changed_since_publish_) Publish(now);
+  //    Commands drained above ran at the clock's time, which may be past `now` (a node failed
+  //    by a command books its replacement from then): the snapshot is of the state after them.
+  if (options_.publish_snapshots && changed_since_publish_) Publish(std::max(now, clock_.Now()));
   return stats;
 }
 

@@ -853,6 +853,25 @@ TEST(SchedulerTest, SnapshotIsPublishedForReaders) {
   EXPECT_EQ(before->FindRequest(id), nullptr);  // old snapshots never change
 }
 
+// A cycle's commands run at the clock's time, which may be past the time the cycle was given:
+// the snapshot is of the state after them. (A node failed by a command was shown with free
+// GPUs, its unavailability not yet begun at the snapshot's time.)
+TEST(SchedulerTest, TheSnapshotIsTakenAfterTheCyclesCommands) {
+  SchedulerHarness h;
+  h.SimpleFleet(2);
+  h.Cycle();
+  const common::Time cycle_time = h.clock.Now();
+  h.clock.AdvanceTo(cycle_time + common::Seconds(2));
+  h.sched->Post([](Scheduler& s) {
+    EGS_CHECK(s.SetNodeHealth(core::NodeId(1), core::NodeHealth::kUnhealthy).ok());
+  });
+  h.sched->RunCycle(cycle_time);  // the loop read its clock before the command came
+  auto snap = h.sched->snapshot();
+  EXPECT_EQ(snap->taken_at, cycle_time + common::Seconds(2));
+  EXPECT_EQ(snap->inventory.FreeGpusAt(core::NodeId(1), snap->taken_at), 0);
+  EXPECT_EQ(snap->inventory.FreeGpusAt(core::NodeId(2), snap->taken_at), 8);
+}
+
 TEST(SchedulerTest, CommandsFromOtherThreadsRunOnTheLoop) {
   SchedulerHarness h;
   h.SimpleFleet(2);
