@@ -20,8 +20,12 @@ bool WorkspacePolicy::AllowsShape(ShapeId s) const {
 }
 
 bool WorkspacePolicy::AllowsCluster(ClusterId c) const {
-  return allowed_clusters.empty() ||
-         std::find(allowed_clusters.begin(), allowed_clusters.end(), c) != allowed_clusters.end();
+  if (!allowed_clusters.empty()) {
+    return std::find(allowed_clusters.begin(), allowed_clusters.end(), c) !=
+           allowed_clusters.end();
+  }
+  return home_clusters.empty() ||
+         std::find(home_clusters.begin(), home_clusters.end(), c) != home_clusters.end();
 }
 
 common::Status ValidatePolicy(const WorkspacePolicy& p) {

@@ -49,7 +49,14 @@ struct WorkspacePolicy {
   // Fair share: GPU-hours held while every GPU of the request is idle (below
   // `idle_threshold_percent`) count twice in the decayed usage.
   bool idle_counts_double = false;
+  // Whether requests may run on clusters of other projects than the workspace's. Without it
+  // (and without allowed_clusters, which, when given, are the clusters it may use), only the
+  // home clusters below are allowed.
   bool may_burst = false;
+  // Derived by the scheduler, never configured: the clusters of the workspace's project when it
+  // may not burst and lists no allowed clusters; empty otherwise, and empty when its project has
+  // no cluster (such a workspace borrows wherever it can).
+  std::vector<ClusterId> home_clusters;
   // Idle reclaim: when every GPU of an active request stays below `idle_threshold_percent` for
   // `idle_timeout`, a warning is emitted; still idle `idle_grace` later, the request is
   // released (reason IdleTimeout). No timeout: never reclaimed.

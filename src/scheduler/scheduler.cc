@@ -82,8 +82,28 @@ Status Scheduler::AddCluster(core::Cluster cluster) {
   }
   if (cluster.name.empty()) return common::InvalidArgumentError("cluster.name: must not be empty");
   clusters_.emplace(cluster.id, std::move(cluster));
+  // A project's new cluster may be the first of its own: its workspaces that may not burst
+  // keep to it from now on.
+  bool narrowed = false;
+  for (auto& [id, ws] : workspaces_) {
+    const std::vector<core::ClusterId> before = ws.policy.home_clusters;
+    SetHomeClusters(ws);
+    narrowed = narrowed || ws.policy.home_clusters != before;
+  }
+  if (narrowed) {
+    reuse_blocked_ = true;
+    MarkDirty(0);
+  }
   changed_since_publish_ = true;
   return common::OkStatus();
+}
+
+void Scheduler::SetHomeClusters(core::Workspace& ws) const {
+  ws.policy.home_clusters.clear();
+  if (ws.policy.may_burst || !ws.policy.allowed_clusters.empty()) return;
+  for (const auto& [id, c] : clusters_) {
+    if (c.project == ws.project) ws.policy.home_clusters.push_back(id);
+  }
 }
 
 Status Scheduler::AddShape(core::GpuShape shape) {
@@ -128,6 +148,7 @@ Status Scheduler::AddWorkspace(core::Workspace workspace) {
   }
   loads_[workspace.id];
   ledger_.SetHalfLife(workspace.id, workspace.policy.fair_share_half_life, clock_.Now());
+  SetHomeClusters(workspace);
   workspaces_.emplace(workspace.id, std::move(workspace));
   changed_since_publish_ = true;
   return common::OkStatus();
@@ -141,6 +162,7 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
   }
   ledger_.SetHalfLife(id, policy.fair_share_half_life, clock_.Now());
   it->second.policy = std::move(policy);
+  SetHomeClusters(it->second);
   reuse_blocked_ = true;  // its requests' pools and rules changed: nothing in the change log
   MarkDirty(0);
   // Queued requests the new policy no longer allows wait for an admin, as a submit or an edit
@@ -283,7 +305,9 @@ Status Scheduler::CheckPolicy(const core::RequestSpec& spec, std::string* approv
       std::none_of(spec.clusters.begin(), spec.clusters.end(),
                    [&](core::ClusterId c) { return policy.AllowsCluster(c); })) {
     std::vector<std::string> allowed;
-    for (core::ClusterId c : policy.allowed_clusters) allowed.push_back(ClusterLabel(c));
+    for (const auto& [c, cluster] : clusters_) {
+      if (policy.AllowsCluster(c)) allowed.push_back(cluster.name);
+    }
     return common::InvalidArgumentError(
         fmt::format("spec.clusters: workspace {} may not use any of the requested clusters (it "
                     "may use {})",

@@ -617,6 +617,8 @@ class Scheduler {
     return options_.queue_by_priority ? spec.priority : 0;
   }
   void UnbookPlan(RequestRecord& r);
+  // Sets ws.policy.home_clusters from its project's clusters (core::WorkspacePolicy).
+  void SetHomeClusters(core::Workspace& ws) const;
   // `q` left the queue without starting (`why`: "was deleted", ...): the requests it had put on
   // notice run to their old ends again, where nothing else holds that time (preemption.cc).
   void CancelPreemptionsFor(const RequestRecord& q, std::string_view why);

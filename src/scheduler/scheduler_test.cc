@@ -264,6 +264,67 @@ TEST(SchedulerTest, ATighterPolicyHoldsTheQueuedRequestsItNoLongerAllows) {
   EXPECT_FALSE(h.Get(long_one).spec.quota_exempt);  // admitted by the policy, not an admin
 }
 
+// A workspace that may not burst keeps to its project's clusters (unless it lists allowed
+// clusters, or its project has none); one that may burst goes wherever it starts first.
+TEST(SchedulerTest, OnlyWorkspacesThatMayBurstUseOtherProjectsClusters) {
+  SchedulerHarness h;
+  for (std::uint32_t id : {1u, 2u}) {
+    core::Cluster c;
+    c.id = core::ClusterId(id);
+    c.name = "cluster-" + std::to_string(id);
+    c.project = core::ProjectId(id);
+    ASSERT_TRUE(h.sched->AddCluster(c).ok());
+  }
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 1, 8);
+  h.AddNodes(2, 1, 1, 8);
+  auto add_workspace = [&](std::uint32_t id, std::uint32_t project, bool may_burst) {
+    core::Workspace w;
+    w.id = core::WorkspaceId(id);
+    w.name = "ws-" + std::to_string(id);
+    w.project = core::ProjectId(project);
+    w.policy.max_active_requests = 10;
+    w.policy.may_burst = may_burst;
+    ASSERT_TRUE(h.sched->AddWorkspace(w).ok());
+  };
+  add_workspace(1, 1, false);
+  add_workspace(2, 1, true);
+  add_workspace(3, 3, false);  // a project with no cluster of its own
+  auto quote_clusters = [&](std::uint32_t ws) {
+    core::RequestSpec spec = RequestBuilder().Workspace(ws).Nodes(1).Hours(1).Build();
+    auto q = h.sched->Quote(spec);
+    EGS_CHECK(q.ok());
+    std::vector<core::ClusterId> out;
+    for (const auto& o : q->options) out.push_back(o.cluster);
+    return out;
+  };
+  EXPECT_THAT(quote_clusters(1), ::testing::ElementsAre(core::ClusterId(1)));
+  EXPECT_THAT(quote_clusters(2),
+              ::testing::UnorderedElementsAre(core::ClusterId(1), core::ClusterId(2)));
+  EXPECT_THAT(quote_clusters(3),
+              ::testing::UnorderedElementsAre(core::ClusterId(1), core::ClusterId(2)));
+  // Naming the other project's cluster is refused, and the message says what it may use.
+  core::RequestSpec away = RequestBuilder().Workspace(1).Nodes(1).Hours(1).Build();
+  away.clusters = {core::ClusterId(2)};
+  auto refused = h.sched->Submit(away);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message(), ::testing::HasSubstr("it may use cluster-1"));
+  // Allowed clusters, when listed, are the ones it may use.
+  core::WorkspacePolicy listed;
+  listed.max_active_requests = 10;
+  listed.allowed_clusters = {core::ClusterId(2)};
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), listed).ok());
+  EXPECT_THAT(quote_clusters(1), ::testing::ElementsAre(core::ClusterId(2)));
+  // Project 3's first cluster makes it workspace 3's only one.
+  core::Cluster c3;
+  c3.id = core::ClusterId(3);
+  c3.name = "cluster-3";
+  c3.project = core::ProjectId(3);
+  ASSERT_TRUE(h.sched->AddCluster(c3).ok());
+  h.AddNodes(3, 1, 1, 8);
+  EXPECT_THAT(quote_clusters(3), ::testing::ElementsAre(core::ClusterId(3)));
+}
+
 // Naming only clusters the workspace may not use is refused at submit, as disallowed shapes are.
 TEST(SchedulerTest, RequestsForClustersTheWorkspaceMayNotUseAreRefused) {
   SchedulerHarness h;
