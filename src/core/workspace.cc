@@ -21,8 +21,7 @@ bool WorkspacePolicy::AllowsShape(ShapeId s) const {
 
 bool WorkspacePolicy::AllowsCluster(ClusterId c) const {
   if (!allowed_clusters.empty()) {
-    return std::find(allowed_clusters.begin(), allowed_clusters.end(), c) !=
-           allowed_clusters.end();
+    return std::find(allowed_clusters.begin(), allowed_clusters.end(), c) != allowed_clusters.end();
   }
   return home_clusters.empty() ||
          std::find(home_clusters.begin(), home_clusters.end(), c) != home_clusters.end();
