@@ -105,9 +105,11 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
   if (free_nodes >= q.spec.nodes || free_nodes + static_cast<int>(needs.size()) < q.spec.nodes) {
     return std::nullopt;  // needs no eviction here, or eviction cannot make it fit
   }
-  // Greedy cover: repeatedly add the victims of the node that frees the most nodes per GPU-hour
-  // lost, until enough nodes are free. Only the cheapest nodes to free are considered (a few
-  // times what is missing), which keeps this small on large pools.
+  // Greedy cover: repeatedly add the victims of the node that frees the most still-missing
+  // nodes per GPU-hour lost (nodes freed beyond what is missing count for nothing), until
+  // enough nodes are free; then drop any victim, costliest first, without which enough are
+  // still free. Only the cheapest nodes to free are considered (a few times what is missing),
+  // which keeps this small on large pools.
   std::map<core::RequestId, double> cost;
   for (const auto& need : needs) {
     for (core::RequestId v : need) cost.emplace(v, cost_of(requests_.Get(v)));
@@ -145,11 +147,12 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
           ++gain;
         }
       }
-      const double ratio = added / gain;  // gain >= 1: node i itself
-      if (!best || ratio < best_ratio || (ratio == best_ratio && gain > best_gain)) {
+      const int useful = std::min(gain, q.spec.nodes - have);  // gain >= 1: node i itself
+      const double ratio = added / useful;
+      if (!best || ratio < best_ratio || (ratio == best_ratio && useful > best_gain)) {
         best = i;
         best_ratio = ratio;
-        best_gain = gain;
+        best_gain = useful;
       }
     }
     chosen.insert(needs[*best].begin(), needs[*best].end());
@@ -160,6 +163,22 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
         ++have;
       }
     }
+  }
+  auto nodes_freed_by = [&](const std::set<core::RequestId>& set) {
+    int n = free_nodes;
+    for (const auto& need : needs) {
+      n += std::includes(set.begin(), set.end(), need.begin(), need.end()) ? 1 : 0;
+    }
+    return n;
+  };
+  std::vector<core::RequestId> by_cost(chosen.begin(), chosen.end());
+  std::sort(by_cost.begin(), by_cost.end(), [&](core::RequestId a, core::RequestId b) {
+    return std::tie(cost.at(b), b) < std::tie(cost.at(a), a);  // costliest first
+  });
+  for (core::RequestId v : by_cost) {
+    std::set<core::RequestId> without = chosen;
+    without.erase(v);
+    if (nodes_freed_by(without) >= q.spec.nodes) chosen = std::move(without);
   }
   VictimChoice choice;
   choice.takeover = takeover;

@@ -271,6 +271,28 @@ TEST(PreemptionTest, ChoosesTheVictimThatLosesTheFewestGpuHours) {
   EXPECT_EQ(h.Get(*high).plan->nodes, h.Get(*newest).plan->nodes);
 }
 
+// Freeing more nodes than are missing is worth nothing: with one node free and one missing, the
+// two-node victim goes, not the three-node one that started at the same time (more work lost).
+TEST(PreemptionTest, NodesFreedBeyondWhatIsMissingDoNotCount) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 6, 8);
+  h.AddWorkspace(1, Preemptible());
+  h.AddWorkspace(2, Open());
+  auto three =
+      h.sched->Submit(RequestBuilder().Workspace(1).Nodes(3).Hours(20).Priority(1).Build());
+  auto two = h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(20).Priority(1).Build());
+  h.AdvanceTo(T(1));
+  ASSERT_EQ(h.Get(*three).phase, RequestPhase::kActive);
+  ASSERT_EQ(h.Get(*two).phase, RequestPhase::kActive);
+  auto high = h.sched->Submit(RequestBuilder().Workspace(2).Nodes(2).Hours(1).Priority(9).Build());
+  h.Cycle();
+  EXPECT_EQ(h.Get(*two).phase, RequestPhase::kPreempting);
+  EXPECT_EQ(h.Get(*three).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(*high).plan->start, h.clock.Now() + common::Minutes(10));
+}
+
 TEST(PreemptionTest, EvictsEnoughForAMultiNodeRequestAndNoMore) {
   SchedulerHarness h;
   h.AddCluster(1);
