@@ -203,6 +203,18 @@ Status RequestQueue::Impl::Move(RequestId id, RequestId anchor, Side side) {
   info.pinned = true;
   info.moved = true;
   info.follows = anchor;
+  // Keep the follows forest acyclic: if the anchor's chain leads back to `id`, the entry that
+  // follows `id` there stops following (it keeps its key), so every chain has a root.
+  RequestId at = anchor;
+  for (std::size_t steps = 0; steps <= index.size(); ++steps) {
+    auto e = index.find(at);
+    if (e == index.end() || !e->second.follows) break;
+    if (*e->second.follows == id) {
+      e->second.follows.reset();
+      break;
+    }
+    at = *e->second.follows;
+  }
   tree.insert(TreeKey{info.key, id});
   return common::OkStatus();
 }
@@ -375,8 +387,8 @@ void RequestQueue::RefreshFairShare() {
 
 // Gives each pinned entry that follows a queued anchor of its priority and order time the
 // anchor's fair-share key. Chains (c follows a, which follows b) are settled from their root, an
-// entry that follows nothing it can; a cycle of follows settles on the key of the entry where the
-// walk came back. Re-keyed entries go to `rekeyed`.
+// entry that follows nothing it can. Move keeps the follows acyclic; the walk still stops where
+// it comes back (as a root) rather than loop. Re-keyed entries go to `rekeyed`.
 void RequestQueue::Impl::FollowAnchors() {
   std::unordered_set<RequestId> settled;
   std::unordered_set<RequestId> on_walk;

@@ -209,6 +209,16 @@ class Harness {
     e.order_time_s = model_[a].order_time_s;
     e.pinned = true;
     e.follows = anchor;
+    // The entry whose chain from the anchor leads back to `id` stops following (no cycles).
+    for (std::uint64_t at = anchor;;) {
+      const auto k = ModelIndex(at);
+      if (!k || !model_[*k].follows) break;
+      if (*model_[*k].follows == id) {
+        model_[*k].follows.reset();
+        break;
+      }
+      at = *model_[*k].follows;
+    }
     model_.insert(model_.begin() + static_cast<std::ptrdiff_t>(before ? a : a + 1), e);
     // The move may have renumbered the anchor's run.
     for (ModelEntry& m : model_) {

@@ -412,12 +412,16 @@ TEST_F(RequestQueueTest, FollowersOfFollowersMoveWithTheRoot) {
   q_.RefreshFairShare();
   EXPECT_THAT(Order(q_), ElementsAre(2, 4, 3));
   EXPECT_EQ(q_.KeyOf(Id(4))->fair_share, 10.0);
-  // Moving 1's former follower's anchor in a cycle settles on one key for both.
+  // Moving 3 after 4, which follows 3, would close a cycle: 4 stops following (keeping its key)
+  // and 3 follows 4.
   ASSERT_OK(q_.MoveAfter(Id(3), Id(4)));
+  EXPECT_FALSE(q_.MovedKeyOf(Id(4))->follows.has_value());
+  EXPECT_EQ(q_.MovedKeyOf(Id(3))->follows, Id(4));
   policy_.Set(3, 7.0);
   q_.RefreshFairShare();
   EXPECT_THAT(Order(q_), ElementsAre(2, 4, 3));
-  EXPECT_EQ(q_.KeyOf(Id(3))->fair_share, q_.KeyOf(Id(4))->fair_share);
+  EXPECT_EQ(q_.KeyOf(Id(3))->fair_share, 10.0);
+  EXPECT_EQ(q_.KeyOf(Id(4))->fair_share, 10.0);
 }
 
 TEST_F(RequestQueueTest, PositionAndAtAgree) {
