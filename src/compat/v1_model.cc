@@ -691,9 +691,12 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
              common::ToHours(end - *start);
     }
   }
+  // Queued without a plan (it fits no pool it may use, or only past the planning horizon):
+  // no estimate, and the reason says why rather than a wait of zero.
+  const bool unplaced = phase == "Queued" && !estimated;
   std::string failure;
   if (phase == "Failed" || phase == "Rejected" || phase == "Preempted" ||
-      phase == "PendingApproval") {
+      phase == "PendingApproval" || unplaced) {
     failure = status.value("reason", "");
     if (failure.empty()) failure = status.value("message", "");
   }
@@ -716,7 +719,7 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
        gpus_per_node_spec > 0 && shape && gpus_per_node_spec < shape->gpus_per_node ? "Shared"
                                                                                     : "Exclusive"},
       {"estimatedStartTime", estimated ? api::FormatTime(*estimated) : ""},
-      {"estimatedWaitTime", FormatV1Duration(wait)},
+      {"estimatedWaitTime", unplaced ? std::string() : FormatV1Duration(wait)},
       {"exitDuration", FormatV1Duration(duration)},
       {"earlyRelease", phase == "Released"},
       {"gpuShape", shape ? shape->gpu_model : ""},

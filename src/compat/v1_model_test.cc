@@ -400,6 +400,15 @@ TEST(V1MappingTest, ServesOurGprAsV1) {
   v1 = ToV1Gpr(moved, shapes, now);
   EXPECT_EQ(v1["estimatedStartTime"], "2026-11-22T10:00:00Z");
   EXPECT_EQ(v1["estimatedWaitTime"], "0d0h0m");
+  // Queued with no plan: no estimate (not a wait of zero), and the reason why.
+  json unplaced = moved;
+  unplaced["status"] = {{"phase", "Queued"},
+                        {"reason", "the h100x8 nodes of east cannot hold 100 node(s) x 8 GPU(s)"}};
+  v1 = ToV1Gpr(unplaced, shapes, now);
+  EXPECT_EQ(v1["estimatedStartTime"], "");
+  EXPECT_EQ(v1["estimatedWaitTime"], "");
+  EXPECT_EQ(v1["status"]["failureReason"],
+            "the h100x8 nodes of east cannot hold 100 node(s) x 8 GPU(s)");
 
   json released = queued;
   released["status"] = {{"phase", "Released"},
