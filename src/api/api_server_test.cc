@@ -356,6 +356,15 @@ class ApiServerTest : public ::testing::Test {
     return sink.Events();
   }
 
+  // What a watch of the GPRs labelled team=x from revision `rv` sends in 5 s.
+  std::vector<json> WatchTeamXFrom(const std::string& rv) {
+    return WatchToEnd({{"watch", "1"},
+                       {"resourceVersion", rv},
+                       {"labelSelector", "team=x"},
+                       {"timeoutSeconds", "5"}},
+                      5);
+  }
+
   common::SimulatedClock clock_;
   std::unique_ptr<store::FakeStore> store_;
   FakeControlPlane cp_;
@@ -1337,11 +1346,7 @@ TEST_F(ApiServerTest, WatchFromResourceVersionIsSilentAboutObjectsThatNeverMatch
   std::string rv = json::parse(Get(kGprs).body)["metadata"]["resourceVersion"];
   ASSERT_EQ(Patch(std::string(kGprs) + "/other", R"({"spec":{"nodes":5}})").status, 200);
   ASSERT_EQ(Delete(std::string(kGprs) + "/gone").status, 200);
-  auto events = WatchToEnd({{"watch", "1"},
-                            {"resourceVersion", rv},
-                            {"labelSelector", "team=x"},
-                            {"timeoutSeconds", "5"}},
-                           5);
+  auto events = WatchTeamXFrom(rv);
   EXPECT_THAT(events, ::testing::IsEmpty());
 }
 
@@ -1353,11 +1358,7 @@ TEST_F(ApiServerTest, WatchFromResourceVersionReportsAnObjectThatMatchedThenLeft
   ASSERT_EQ(Patch(std::string(kGprs) + "/a", R"({"spec":{"nodes":5}})").status, 200);
   ASSERT_EQ(Patch(std::string(kGprs) + "/a", R"({"metadata":{"labels":{"team":"y"}}})").status,
             200);
-  auto events = WatchToEnd({{"watch", "1"},
-                            {"resourceVersion", rv},
-                            {"labelSelector", "team=x"},
-                            {"timeoutSeconds", "5"}},
-                           5);
+  auto events = WatchTeamXFrom(rv);
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0]["type"], "MODIFIED");
   EXPECT_EQ(events[0]["object"]["metadata"]["name"], "a");
@@ -1375,11 +1376,7 @@ TEST_F(ApiServerTest, WatchFromResourceVersionReportsObjectsCreatedSinceAsAdded)
   ASSERT_EQ(Post(kGprs, GprJson("late", {{"team", "y"}}).dump()).status, 201);
   ASSERT_EQ(Patch(std::string(kGprs) + "/late", R"({"metadata":{"labels":{"team":"x"}}})").status,
             200);
-  auto events = WatchToEnd({{"watch", "1"},
-                            {"resourceVersion", rv},
-                            {"labelSelector", "team=x"},
-                            {"timeoutSeconds", "5"}},
-                           5);
+  auto events = WatchTeamXFrom(rv);
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0]["type"], "ADDED");
   EXPECT_EQ(events[0]["object"]["metadata"]["name"], "new");

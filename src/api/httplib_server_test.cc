@@ -257,16 +257,21 @@ TEST(HttpServerTest, SendsStatusHeadersAndContentType) {
   EXPECT_EQ(res->get_header_value("Retry-After"), "3");
 }
 
-TEST(HttpServerTest, OversizedBodyIs413WithStatusJson) {
-  std::atomic<int> calls{0};
+// A server whose handler echoes and counts the requests it is handed, with a body limit.
+std::unique_ptr<HttpServer> StartCountingEcho(std::atomic<int>& calls, std::size_t max_body_bytes) {
   HttpServerOptions options;
-  options.max_body_bytes = 1024;
-  auto server = StartOrDie(
-      [&](const HttpRequest& req) {
+  options.max_body_bytes = max_body_bytes;
+  return StartOrDie(
+      [&calls](const HttpRequest& req) {
         ++calls;
         return Echo(req);
       },
       options);
+}
+
+TEST(HttpServerTest, OversizedBodyIs413WithStatusJson) {
+  std::atomic<int> calls{0};
+  auto server = StartCountingEcho(calls, 1024);
   ASSERT_NE(server, nullptr);
   httplib::Client cli("127.0.0.1", server->port());
 
@@ -297,14 +302,7 @@ TEST(HttpServerTest, OversizedBodyIs413WithStatusJson) {
 // handler never sees a body past it.
 TEST(HttpServerTest, ChunkedBodyPastTheLimitIs413) {
   std::atomic<int> calls{0};
-  HttpServerOptions options;
-  options.max_body_bytes = 4096;
-  auto server = StartOrDie(
-      [&](const HttpRequest& req) {
-        ++calls;
-        return Echo(req);
-      },
-      options);
+  auto server = StartCountingEcho(calls, 4096);
   ASSERT_NE(server, nullptr);
   // `chunks` chunks of 1 KiB, sent chunked (no Content-Length).
   auto post = [&](int chunks) {
