@@ -203,8 +203,9 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
     const Status allowed = CheckPolicy(r.spec, &reason);
     if (!allowed.ok()) reason = std::string(allowed.message());
     if (!reason.empty()) {
+      // Unchanged (a change of some other part of the policy): no new reason, no event.
+      if (r.reason == reason || r.reason == "workspace policy changed: " + reason) continue;
       reason = "workspace policy changed: " + reason;
-      if (reason == r.reason) continue;
       SetPhase(r, RequestPhase::kPendingApproval, reason);
       Emit(r, core::EventType::kNormal, "PendingApproval", reason);
       continue;

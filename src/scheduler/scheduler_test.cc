@@ -256,6 +256,14 @@ TEST(SchedulerTest, ATighterPolicyHoldsTheQueuedRequestsItNoLongerAllows) {
   ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
   EXPECT_EQ(h.Get(long_one).phase, RequestPhase::kPendingApproval);
   EXPECT_THAT(h.Get(long_one).reason, ::testing::HasSubstr("exceeds the maximum 5h"));
+  // A change of another part of the policy leaves its reason, and sends no event.
+  h.sched->TakeEvents();
+  p.idle_grace = common::Minutes(20);
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
+  EXPECT_THAT(h.Get(long_one).reason, ::testing::HasSubstr("exceeds the maximum 5h"));
+  for (const core::Event& e : h.sched->TakeEvents()) {
+    EXPECT_NE(e.object.id, long_one.value()) << e.reason;
+  }
   p.max_duration = common::Hours(10);
   ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
   EXPECT_EQ(h.Get(long_one).phase, RequestPhase::kQueued);
