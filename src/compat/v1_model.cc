@@ -719,7 +719,9 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
        gpus_per_node_spec > 0 && shape && gpus_per_node_spec < shape->gpus_per_node ? "Shared"
                                                                                     : "Exclusive"},
       {"estimatedStartTime", estimated ? api::FormatTime(*estimated) : ""},
-      {"estimatedWaitTime", unplaced ? std::string() : FormatV1Duration(wait)},
+      {"estimatedWaitTime", unplaced || (phase == "PendingApproval" && !estimated)
+                                ? std::string()
+                                : FormatV1Duration(wait)},
       {"exitDuration", FormatV1Duration(duration)},
       {"earlyRelease", phase == "Released"},
       {"gpuShape", shape ? shape->gpu_model : ""},

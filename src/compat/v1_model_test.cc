@@ -409,6 +409,13 @@ TEST(V1MappingTest, ServesOurGprAsV1) {
   EXPECT_EQ(v1["estimatedWaitTime"], "");
   EXPECT_EQ(v1["status"]["failureReason"],
             "the h100x8 nodes of east cannot hold 100 node(s) x 8 GPU(s)");
+  // Waiting for approval: no plan yet, so no estimate either.
+  unplaced["status"] = {{"phase", "PendingApproval"},
+                        {"reason", "100 nodes exceed the maximum of 8 per request"}};
+  v1 = ToV1Gpr(unplaced, shapes, now);
+  EXPECT_EQ(v1["estimatedStartTime"], "");
+  EXPECT_EQ(v1["estimatedWaitTime"], "");
+  EXPECT_EQ(v1["status"]["failureReason"], "100 nodes exceed the maximum of 8 per request");
 
   json released = queued;
   released["status"] = {{"phase", "Released"},

@@ -1239,6 +1239,15 @@ common::Result<json> ControlPlaneImpl::DeleteOnLoop(std::string_view kind, std::
     // Persist the cancellation's events while the name still resolves, then forget the name.
     std::vector<core::RequestId> touched;
     AddEventWrites(scheduler_.TakeEvents(), ops, &touched);
+    // Other requests the cancellation changed (victims of a preemption it undid) are written
+    // too, or a restart would bring back their old state.
+    for (core::RequestId t : scheduler_.TakeRekeyedQueueEntries()) touched.push_back(t);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (core::RequestId t : touched) {
+      const RequestRecord* other = scheduler_.FindRequest(t);
+      if (t != id && other != nullptr && gprs_.contains(t)) AddRequestWrites(*other, ops);
+    }
     names_.EraseRequest(id);
     gprs_.erase(id);
   }

@@ -665,6 +665,49 @@ TEST(ControlPlaneTest, AnAdminMoveSurvivesARestart) {
   for (const char* name : {"m1", "m2"}) EXPECT_EQ(where(*b.sched, name), before[name]) << name;
 }
 
+// Deleting a preemptor during its victim's notice gives the victim its reservation back, and
+// the victim's stored state says so: a restart keeps it running to its old end.
+TEST(ControlPlaneTest, AVictimKeptByADeletedPreemptorStaysActiveAcrossARestart) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  {
+    Instance a(store, clock);
+    CreateFleet(a.cp);
+    ASSERT_OK(a.cp.Create(
+        kAdmin, "Workspace", "",
+        Obj("Workspace", "team-b",
+            {{"project", "research"},
+             {"policy", {{"maxActiveRequests", 4}, {"preemptible", true}, {"minRuntime", "1m"}}}}),
+        false));
+    ASSERT_OK(a.cp.Create(
+        kAdmin, "GPUProvisionRequest", "team-b",
+        Obj("GPUProvisionRequest", "victim",
+            {{"shape", "h100"}, {"nodes", 4}, {"duration", "6h"}, {"priority", 10}}, "team-b"),
+        false));
+    a.Cycle(clock.Now());
+    clock.AdvanceTo(clock.Now() + common::Minutes(5));
+    a.Cycle(clock.Now());
+    ASSERT_EQ(json::parse(
+                  (*store.Get("GPUProvisionRequest", "team-b", "victim"))->data)["status"]["phase"],
+              "Active");
+    ASSERT_OK(
+        a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("urgent", 2, "1h", 400), false));
+    a.Cycle(clock.Now());
+    ASSERT_EQ(json::parse(
+                  (*store.Get("GPUProvisionRequest", "team-b", "victim"))->data)["status"]["phase"],
+              "Preempting");
+    ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "urgent", std::nullopt));
+    auto stored = json::parse((*store.Get("GPUProvisionRequest", "team-b", "victim"))->data);
+    EXPECT_EQ(stored["status"]["phase"], "Active");
+  }
+  Instance b(store, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  clock.AdvanceTo(clock.Now() + common::Minutes(30));  // past the cancelled takeover
+  b.Cycle(clock.Now());
+  auto after = json::parse((*store.Get("GPUProvisionRequest", "team-b", "victim"))->data);
+  EXPECT_EQ(after["status"]["phase"], "Active");
+}
+
 // Moving two requests in turn before the same one fills the gap beside it, and the queue then
 // renumbers the run of requests that share its key: their stored keys change too, and the
 // order (every position and plan) is the same after a restart.
