@@ -199,7 +199,14 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
       continue;
     }
     if (!node) return Attempt::Retry(node.error());
-    const bool ours = Label(*node, kLabelRequest) == request;
+    const std::string holder = Label(*node, kLabelRequest);
+    const bool ours = holder == request;
+    // A node still being released by its previous request (draining, or its release not begun
+    // yet) is waited for: its pre-check would fail on the holder's labels and pods, and the
+    // failure would keep a healthy node out of the pool.
+    if (!ours && !holder.empty() && BeingReleased(*node, holder)) {
+      return Attempt::Wait(options_.retry_initial);
+    }
     nodes.emplace_back(*name, ours);
     if (ours) continue;
     auto reason = PreCheck(*node, order);
@@ -272,6 +279,24 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
     callbacks_.on_provisioned({order.request, true, {}, ""});
   }
   return Attempt::Done();
+}
+
+bool KubernetesConnector::BeingReleased(const json& node, const std::string& holder) {
+  if (Label(node, kLabelState) == "releasing") return true;
+  std::vector<core::NodeId> replaced;  // the holder's nodes being replaced
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, task] : queue_) {
+      if (const auto* r = std::get_if<core::ReleaseOrder>(&task.order)) {
+        if (std::to_string(r->request.value()) == holder) return true;
+      } else if (const auto* o = std::get_if<core::NodeReplacementOrder>(&task.order)) {
+        if (std::to_string(o->request.value()) == holder) replaced.push_back(o->failed);
+      }
+    }
+  }
+  const std::string name = Str(node, "/metadata/name");  // NodeName locks mu_ itself
+  return std::any_of(replaced.begin(), replaced.end(),
+                     [&](core::NodeId id) { return NodeName(id) == name; });
 }
 
 common::Result<std::string> KubernetesConnector::PreCheck(const json& node,

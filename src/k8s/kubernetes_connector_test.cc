@@ -211,6 +211,42 @@ TEST_F(KubernetesConnectorTest, EarlyReleaseWaitsForPodDisruptionBudget) {
   EXPECT_FALSE(NodeLabels("gpu-1").contains("egs.dev/workspace"));
 }
 
+// The next request's order for a node still draining (a PodDisruptionBudget holds the eviction)
+// waits for the release instead of failing its pre-check: the node is not "held by" anyone once
+// the release is done, and a failed pre-check would keep it out of the pool for good.
+TEST_F(KubernetesConnectorTest, ProvisionWaitsForANodeStillBeingReleased) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  auto first = Order(9, {1});
+  connector->Provision(first);
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  server_.Put(Pod("team-7", "serve-0", "gpu-1", 8, {{"app", "serve"}}));
+  server_.Put(
+      {{"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "serve"}, {"namespace", "team-7"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "serve"}}}}}}}});
+  connector->Release(ReleaseOf(first));
+  auto next = Order(11, {1, 2});
+  connector->Provision(next);
+  const std::string eviction = "/api/v1/namespaces/team-7/pods/serve-0/eviction";
+  ASSERT_TRUE(rec.WaitFor([&] { return server_.RequestCount("POST", eviction) >= 3; }));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_TRUE(rec.released.empty());
+    EXPECT_EQ(rec.provisioned.size(), 1u);  // the next order waits, and has failed nothing
+  }
+  EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/request"], "9");
+  EXPECT_FALSE(NodeLabels("gpu-2").contains("egs.dev/request"));
+  server_.Remove("PodDisruptionBudget", "team-7", "serve");
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.provisioned.size() == 2; }));
+  std::lock_guard lock(rec.mu);
+  ASSERT_EQ(rec.released.size(), 1u);
+  EXPECT_TRUE(rec.provisioned[1].ok) << rec.provisioned[1].message;
+  EXPECT_TRUE(rec.health.empty());
+  EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/request"], "11");
+  EXPECT_EQ(NodeLabels("gpu-2")["egs.dev/request"], "11");
+}
+
 TEST_F(KubernetesConnectorTest, PodStillProtectedAtTheEvictionDeadlineIsDeleted) {
   Recorder rec;
   auto connector = MakeConnector(rec, /*eviction_deadline=*/100ms);
