@@ -630,7 +630,8 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   }
   KubeClusters* kube = p->kube.get();
   auto simulated = [kube](core::ClusterId c) { return kube == nullptr || !kube->Owns(c); };
-  // Alerts and remediation (started with the loop); pre-check failures reach it from the fleet.
+  // Alerts and remediation (started with the loop); pre-check failures reach it from the
+  // simulated fleet and the Kubernetes connectors.
   alerts::AlertConfig alert_config = config.alerts;
   // A simulated node reports once per telemetry interval: silence shorter than a few intervals
   // is not a failure.
@@ -639,6 +640,16 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->alerts = std::make_unique<AlertMonitor>(
       *p->clock, std::move(alert_config),
       MakeAlertMonitorSources(*p->control_plane, *p->scheduler, *p->hub, *p->store));
+  if (p->kube) {
+    // Pre-check failures on Kubernetes nodes raise the same alert as on simulated ones, whose
+    // remediation fails the node (visible, persisted) and recovers it when the alert clears.
+    p->kube->SetPrecheckObserver(
+        [raw, cp = p->control_plane.get()](core::NodeId n, const std::string& message) {
+          if (auto name = cp->NodeName(n); name && raw->alerts) {
+            raw->alerts->RecordPrecheckFailure(*name, message);
+          }
+        });
+  }
 
   // The simulated fleet, over the nodes now known; orders held since the restore go to it.
   cluster::FleetCallbacks callbacks;
@@ -698,8 +709,20 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
            [fleet_raw, simulated](const core::Node& n) {
              return simulated(n.cluster) ? fleet_raw->AddNode(n) : common::OkStatus();
            },
-       .fail_node = [fleet_raw](core::NodeId n) { return fleet_raw->InjectNodeFailure(n); },
-       .recover_node = [fleet_raw](core::NodeId n) { return fleet_raw->RecoverNode(n); }});
+       // A Kubernetes cluster's node is failed and recovered in EGS only (the simulated fleet
+       // does not know it): out of the pool, and back.
+       .fail_node =
+           [fleet_raw, simulated, sched = p->scheduler.get()](core::NodeId n) {
+             const core::Node* node = sched->inventory().FindNode(n);
+             return node == nullptr || simulated(node->cluster) ? fleet_raw->InjectNodeFailure(n)
+                                                                : common::OkStatus();
+           },
+       .recover_node =
+           [fleet_raw, simulated, sched = p->scheduler.get()](core::NodeId n) {
+             const core::Node* node = sched->inventory().FindNode(n);
+             return node == nullptr || simulated(node->cluster) ? fleet_raw->RecoverNode(n)
+                                                                : common::OkStatus();
+           }});
 
   p->tokens = std::make_unique<api::TokenService>(*p->store, *p->clock);
   p->limiter =

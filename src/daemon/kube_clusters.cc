@@ -238,6 +238,9 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
       self->BackOffPool(*m, pool, request, message);
     };
     cb.on_provisioned = [self](const core::ProvisionOutcome& o) {
+      if (self->precheck_observer_) {
+        for (core::NodeId n : o.failed_nodes) self->precheck_observer_(n, o.message);
+      }
       self->post_([o](scheduler::Scheduler& s) { s.OnProvisioned(o); });
     };
     cb.on_released = [self](core::RequestId r) {

@@ -94,6 +94,12 @@ class KubeClusters {
 
   // Whether `cluster` is a Kubernetes cluster of this egsd.
   bool Owns(core::ClusterId cluster) const;
+  // Told (on a connector's thread) of each node that failed a provisioning pre-check, with the
+  // reasons, before the outcome reaches the scheduler: the alert monitor's `precheck` rule.
+  // Set before Start.
+  void SetPrecheckObserver(std::function<void(core::NodeId, const std::string&)> observer) {
+    precheck_observer_ = std::move(observer);
+  }
   // The connector for the scheduler: Kubernetes clusters' orders to their connectors, the rest to
   // `fallback` (the simulated fleet; must outlive this).
   core::ClusterConnector& Router(core::ClusterConnector* fallback);
@@ -182,6 +188,7 @@ class KubeClusters {
   scheduler::Scheduler& scheduler_;
   store::Store& store_;
   std::function<void(std::function<void(scheduler::Scheduler&)>)> post_;
+  std::function<void(core::NodeId, const std::string&)> precheck_observer_;
   std::map<core::ClusterId, std::unique_ptr<Member>> members_;
   std::unique_ptr<OrderRouter> router_;
   std::unique_ptr<api::HttpServer> webhook_;

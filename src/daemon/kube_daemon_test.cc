@@ -750,8 +750,11 @@ TEST_F(KubeDaemonTest, GprSpecChangesAreForwardedOrRefusedInStatus) {
 }
 
 // The pre-check Job from egsd's config: a failing Job marks its node failed and the request goes
-// back to the queue and onto the other node, whose Job passes.
+// back to the queue and onto the other node, whose Job passes. The failure raises the precheck
+// alert, whose remediation shows the node Unhealthy (so that `recover` and the alert's clearing
+// bring it back).
 TEST_F(KubeDaemonTest, FailedPreCheckJobSendsTheRequestToAnotherNode) {
+  config_.alerts.evaluation_interval = 50ms;
   config_.kubernetes.clusters[0].precheck_job.image = "registry.local/gpu-check:1";
   config_.kubernetes.clusters[0].precheck_job.poll_interval = 20ms;
   kube_.Put({{"kind", "Namespace"}, {"metadata", {{"name", "egs-system"}}}});
@@ -788,6 +791,18 @@ TEST_F(KubeDaemonTest, FailedPreCheckJobSendsTheRequestToAnotherNode) {
                       .get<std::string>());
   EXPECT_EQ(recorded["result"], "failed");
   EXPECT_NE(recorded["message"].get<std::string>().find("XID 79"), std::string::npos);
+  const std::string node_path = "/apis/egs.dev/v1alpha1/nodes/" + bad_node;
+  ASSERT_TRUE(WaitFor([&] {
+    return Get(node_path).value("/status/health"_json_pointer, "") == "Unhealthy";
+  })) << Get(node_path).dump();
+  const json alerts = Get("/apis/egs.dev/v1alpha1/alerts?node=" + bad_node);
+  ASSERT_EQ(alerts["items"].size(), 1u) << alerts.dump();
+  EXPECT_EQ(alerts["items"][0]["rule"], "precheck");
+  // An admin recovers it (the Kubernetes node is not the simulated fleet's: EGS alone acts).
+  auto r = Client().Post(node_path + "/recover", "{}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Get(node_path).value("/status/health"_json_pointer, ""), "Healthy");
 }
 
 }  // namespace

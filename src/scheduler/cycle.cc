@@ -242,6 +242,8 @@ void Scheduler::OnProvisioned(const core::ProvisionOutcome& outcome) {
   Time now = clock_.Now();
   for (core::NodeId n : outcome.failed_nodes) {
     inventory_.MarkUnavailable(n, {now, common::kInfiniteFuture}).IgnoreError();  // known node
+    // Unhealthy until someone says otherwise: SetNodeHealth(kHealthy) brings it back.
+    if (inventory_.FindNode(n) != nullptr) node_health_[n] = core::NodeHealth::kUnhealthy;
     EmitNode(n, core::EventType::kWarning, "PrecheckFailed", outcome.message);
   }
   Requeue(r, fmt::format("provisioning failed: {}", outcome.message));

@@ -645,6 +645,9 @@ TEST(SchedulerTest, FailedPrecheckRequeuesOnAnotherNode) {
   EXPECT_EQ(h.Get(a).plan->nodes[0], core::NodeId(2));
   EXPECT_EQ(h.Get(a).requeue_count, 1);
   EXPECT_FALSE(h.sched->inventory().IsAvailable(core::NodeId(1), {T(0), T(1)}));
+  // The failed node is unhealthy until recovered: recovering it makes it available again.
+  ASSERT_TRUE(h.sched->SetNodeHealth(core::NodeId(1), core::NodeHealth::kHealthy).ok());
+  EXPECT_TRUE(h.sched->inventory().IsAvailable(core::NodeId(1), {T(0), T(1)}));
 }
 
 // A request requeued after a failed pre-check keeps its submit time and so its place: ahead of
