@@ -128,15 +128,16 @@ ControlPlaneImpl::ControlPlaneImpl(scheduler::Scheduler& scheduler, store::Store
 }
 
 template <typename F>
-auto ControlPlaneImpl::OnLoop(F fn) -> std::invoke_result_t<F> {
+auto ControlPlaneImpl::OnLoop(F fn, bool read_only) -> std::invoke_result_t<F> {
   if (loop_ == nullptr || loop_->OnLoopThread()) {
     FlushGroup();
     return fn();
   }
-  return loop_->Call([this, &fn](scheduler::Scheduler&) {
+  auto on_loop = [this, &fn](scheduler::Scheduler&) {
     FlushGroup();
     return fn();
-  });
+  };
+  return read_only ? loop_->Call(on_loop) : loop_->CallAndAwaitCycle(on_loop);
 }
 
 common::Result<json> ControlPlaneImpl::OnLoopGrouped(std::function<common::Result<json>()> fn) {
@@ -1480,7 +1481,7 @@ common::Result<json> ControlPlaneImpl::NodeAction(std::string_view name, std::st
 
 common::Result<json> ControlPlaneImpl::Quote(const api::Principal&, std::string_view ns,
                                              json spec) {
-  return OnLoop([&] { return QuoteOnLoop(ns, spec); });
+  return OnLoop([&] { return QuoteOnLoop(ns, spec); }, /*read_only=*/true);
 }
 
 common::Result<json> ControlPlaneImpl::QuoteOnLoop(std::string_view ns, const json& body) {

@@ -160,9 +160,11 @@ class ControlPlaneImpl final : public api::ControlPlane {
 
   // Runs `fn` on the loop thread (directly when already there or before the loop exists).
   // First commits what grouped commands of this cycle left pending, so that `fn` sees the
-  // Store as the scheduler has it.
+  // Store as the scheduler has it. From another thread, returns once that cycle has finished
+  // (SchedulerLoop::CallAndAwaitCycle) unless `read_only`: a client that reads after a change
+  // was acknowledged sees its effect on the live fields too (queue positions, planned starts).
   template <typename F>
-  auto OnLoop(F fn) -> std::invoke_result_t<F>;
+  auto OnLoop(F fn, bool read_only = false) -> std::invoke_result_t<F>;
   // Group commit (used for GPR creates, the high-rate mutation): runs `fn` on the loop thread
   // in group mode, where PersistChange only appends to the cycle's pending ops and ReadBack is
   // deferred; the loop commits all of the cycle's grouped changes once, after the cycle (see

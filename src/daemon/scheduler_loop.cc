@@ -26,6 +26,7 @@ void SchedulerLoop::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  done_cv_.notify_all();
   if (thread_.joinable() && !OnLoopThread()) thread_.join();
 }
 
@@ -41,10 +42,13 @@ void SchedulerLoop::Run() {
   for (;;) {
     const common::Time now = clock_.Now();
     const common::Time began = timing_clock_ != nullptr ? timing_clock_->Now() : now;
+    ++cycles_begun_;
     scheduler::CycleStats stats = scheduler_.RunCycle(now);
     if (after_cycle_) after_cycle_(stats);
     if (observe_cycle_) observe_cycle_(timing_clock_->Now() - began);
     std::unique_lock lock(mu_);
+    cycles_done_ = cycles_begun_;
+    done_cv_.notify_all();
     if (stopping_) break;
     if (wake_ || stats.commands > 0) {
       // Outcomes posted by commands of this cycle (connector callbacks) run next cycle.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -49,6 +50,22 @@ class SchedulerLoop {
     Wake();
     return future.get();
   }
+  // Call, then waits until the cycle in which `fn` ran has finished: re-planned, published its
+  // snapshot and run the after-cycle hook (or the loop is stopping). For changes: a read after
+  // this returns sees them in the live fields (queue position, planned start) too.
+  template <typename F>
+  auto CallAndAwaitCycle(F fn) -> std::invoke_result_t<F, scheduler::Scheduler&> {
+    std::uint64_t cycle = 0;
+    auto future = scheduler_.Invoke([this, &fn, &cycle](scheduler::Scheduler& s) {
+      cycle = cycles_begun_;  // on the loop thread
+      return fn(s);
+    });
+    Wake();
+    auto result = future.get();
+    std::unique_lock lock(mu_);
+    done_cv_.wait(lock, [&] { return cycles_done_ >= cycle || stopping_; });
+    return result;
+  }
   // Makes the loop run a cycle now.
   void Wake();
   bool OnLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -64,8 +81,11 @@ class SchedulerLoop {
   common::Duration max_idle_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool wake_ = false;      // GUARDED_BY(mu_)
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  bool wake_ = false;               // GUARDED_BY(mu_)
+  bool stopping_ = false;           // GUARDED_BY(mu_)
+  std::uint64_t cycles_begun_ = 0;  // loop thread only: the cycle running (from 1)
+  std::uint64_t cycles_done_ = 0;   // GUARDED_BY(mu_): cycles finished, hook included
+  std::condition_variable done_cv_;
   std::thread thread_;
 };
 
