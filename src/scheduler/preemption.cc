@@ -397,11 +397,13 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
   return true;
 }
 
-void Scheduler::CancelPreemptionsFor(const RequestRecord& q, std::string_view why) {
+void Scheduler::CancelPreemptionsFor(const RequestRecord& q, std::string_view why,
+                                     bool outranked_only) {
   std::vector<core::RequestId> victims;
   for (const auto& [id, v] : requests_) {
     if (v.phase == RequestPhase::kPreempting && v.preempted_by == q.id && !v.early_release &&
-        !v.evicted && v.end_before_preemption && v.window) {
+        !v.evicted && v.end_before_preemption && v.window &&
+        (!outranked_only || v.spec.priority >= q.spec.priority)) {
       victims.push_back(id);
     }
   }

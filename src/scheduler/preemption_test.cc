@@ -148,6 +148,49 @@ TEST(PreemptionTest, AVictimKeepsItsReservationWhenThePreemptorLeaves) {
   }
 }
 
+// A preemptor re-prioritized (or moved) to a priority that no longer outranks its victim gives
+// the victim its reservation back; one that still outranks it keeps the eviction as it was.
+TEST(PreemptionTest, APreemptorNoLongerOutrankingItsVictimGivesItBack) {
+  for (const char* how : {"still-above", "reprioritize", "move"}) {
+    SCOPED_TRACE(how);
+    SchedulerHarness h;
+    auto low = StartVictim(h);  // priority 100
+    auto high =
+        h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build());
+    ASSERT_TRUE(high.ok());
+    // Queued behind high at priority 50, on the workspace of the victim (it cannot preempt).
+    auto other =
+        h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(1).Priority(50).Build());
+    ASSERT_TRUE(other.ok());
+    h.Cycle();
+    ASSERT_EQ(h.Get(low).phase, RequestPhase::kPreempting);
+    h.sched->TakeEvents();
+    h.AdvanceTo(T(1) + common::Minutes(5));
+    if (std::string(how) == "still-above") {
+      ASSERT_TRUE(h.sched->Reprioritize(*high, 200).ok());
+    } else if (std::string(how) == "reprioritize") {
+      ASSERT_TRUE(h.sched->Reprioritize(*high, 100).ok());  // equal: never evicts
+    } else {
+      ASSERT_TRUE(h.sched->Move(*high, *other, /*before=*/false).ok());  // takes priority 50
+    }
+    const RequestRecord& v = h.Get(low);
+    if (std::string(how) == "still-above") {
+      EXPECT_EQ(v.phase, RequestPhase::kPreempting);
+      EXPECT_EQ(v.window->end, T(1) + common::Minutes(10));
+      EXPECT_THAT(Reasons(h.sched->TakeEvents(), low),
+                  ::testing::Not(::testing::Contains("PreemptionCancelled")));
+      continue;
+    }
+    EXPECT_EQ(v.phase, RequestPhase::kActive);
+    EXPECT_EQ(v.window->end, T(10));
+    EXPECT_EQ(v.preempted_by, core::RequestId(0));
+    EXPECT_THAT(Reasons(h.sched->TakeEvents(), low), ::testing::Contains("PreemptionCancelled"));
+    EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+    h.AdvanceTo(T(2));
+    EXPECT_EQ(h.Get(low).phase, RequestPhase::kActive);  // and it is not evicted again
+  }
+}
+
 // A quote tells the start a request gets by preempting, as submitting it at the same instant
 // does after the next cycle, and leaves the running request as it was.
 TEST(PreemptionTest, AQuoteIncludesThePreemptionTheRequestWouldMake) {

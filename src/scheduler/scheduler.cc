@@ -642,10 +642,17 @@ Status Scheduler::Reprioritize(core::RequestId id, int priority) {
                     core::PhaseName(r->phase)));
   }
   std::size_t before = *queue_.Position(id);
+  const int old_priority = r->spec.priority;
   r->spec.priority = priority;
-  EGS_RETURN_IF_ERROR(queue_.ChangePriority(id, QueuePriority(r->spec)));
+  if (const Status st = queue_.ChangePriority(id, QueuePriority(r->spec)); !st.ok()) {
+    r->spec.priority = old_priority;
+    return st;
+  }
   MarkDirty(std::min(before, *queue_.Position(id)));
   Emit(*r, core::EventType::kNormal, "Reprioritized", fmt::format("priority {}", priority));
+  // Requests it put on notice that it no longer outranks keep their reservations.
+  CancelPreemptionsFor(*r, fmt::format("was re-prioritized to {}", priority),
+                       /*outranked_only=*/true);
   return common::OkStatus();
 }
 
@@ -661,6 +668,8 @@ Status Scheduler::Move(core::RequestId id, core::RequestId anchor, bool before) 
   MarkDirty(std::min(old_pos, *queue_.Position(id)));
   Emit(*r, core::EventType::kNormal, "Moved",
        fmt::format("moved {} {} by an admin", before ? "before" : "after", Label(anchor)));
+  CancelPreemptionsFor(*r, fmt::format("was moved to priority {}", r->spec.priority),
+                       /*outranked_only=*/true);
   return common::OkStatus();
 }
 

@@ -621,7 +621,9 @@ class Scheduler {
   void SetHomeClusters(core::Workspace& ws) const;
   // `q` left the queue without starting (`why`: "was deleted", ...): the requests it had put on
   // notice run to their old ends again, where nothing else holds that time (preemption.cc).
-  void CancelPreemptionsFor(const RequestRecord& q, std::string_view why);
+  // With `outranked_only`, only the victims q no longer outranks (q's priority changed).
+  void CancelPreemptionsFor(const RequestRecord& q, std::string_view why,
+                            bool outranked_only = false);
   // Unbooks the plans of `ids`; with `taken`, their plans are moved there (parallel to ids).
   void UnbookPlans(std::span<const core::RequestId> ids,
                    std::vector<std::optional<Plan>>* taken = nullptr);
