@@ -203,7 +203,8 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
     const bool ours = holder == request;
     // A node still being released by its previous request (draining, or its release not begun
     // yet) is waited for: its pre-check would fail on the holder's labels and pods, and the
-    // failure would keep a healthy node out of the pool.
+    // failure would keep a healthy node out of the pool. The release ends by its eviction
+    // deadline, or retries while the cluster is out of reach (and so would this).
     if (!ours && !holder.empty() && BeingReleased(*node, holder)) {
       return Attempt::Wait(options_.retry_initial);
     }
@@ -282,7 +283,9 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
 }
 
 bool KubernetesConnector::BeingReleased(const json& node, const std::string& holder) {
-  if (Label(node, kLabelState) == "releasing") return true;
+  // The queue alone says so (the one worker runs this attempt, so a release under way waits
+  // there for its next attempt): a node left labelled "releasing" with no release to finish it
+  // would be waited for forever.
   std::vector<core::NodeId> replaced;  // the holder's nodes being replaced
   {
     std::lock_guard lock(mu_);

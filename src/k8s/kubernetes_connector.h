@@ -16,7 +16,7 @@
 //   ok = true is reported.
 //   With `precheck_job` set, a node that passes the built-in pre-checks also runs the pre-check
 //   Job (node_checks.h) first; its failure fails the node's pre-check the same way. A node that
-//   its previous request still holds while being released (draining, or its release queued) is
+//   its previous request still holds while being released (its release order not done) is
 //   waited for, polled every `retry_initial`, before anything is checked or changed.
 // - Release(order): each node held by the request is marked releasing, the workspace's pods on it
 //   are evicted through the Eviction API (a PodDisruptionBudget's 429 is retried until
@@ -242,8 +242,8 @@ class KubernetesConnector final : public core::ClusterConnector {
                                                              Task& task);
   // Post-checks of a released node; the failures (empty: passed). Errors reading: passed.
   std::vector<std::string> PostCheck(const std::string& node, core::WorkspaceId workspace);
-  // Whether `node`, labelled for request `holder`, is being released: its state says so, or a
-  // release of it (or of the holder) waits in the queue.
+  // Whether `node`, labelled for request `holder`, is being released: a release of the holder
+  // (or a replacement of that node) waits in the queue.
   bool BeingReleased(const nlohmann::json& node, const std::string& holder);
   Attempt TryRelease(core::RequestId request, core::WorkspaceId workspace,
                      const std::vector<core::NodeId>& nodes, Task& task);
