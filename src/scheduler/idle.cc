@@ -29,6 +29,9 @@ common::Status Scheduler::RecordUtilization(core::NodeId node,
     }
   }
   std::vector<double> sorted = gpu_percent;
+  // GPUs without a value (an agent that sees fewer of them) count as busy.
+  const std::size_t gpus = inventory_.FindNode(node)->gpus.size();
+  if (sorted.size() < gpus) sorted.resize(gpus, 100.0);
   std::sort(sorted.begin(), sorted.end(), std::greater<>());
   for (const inventory::Booking& b : inventory_.BookingsOf(node)) {
     if (b.owner.kind != inventory::BookingKind::kReservation || !b.window.Contains(at)) continue;
@@ -41,10 +44,16 @@ common::Status Scheduler::RecordUtilization(core::NodeId node,
     const std::size_t mine = std::min<std::size_t>(static_cast<std::size_t>(b.gpus), sorted.size());
     bool idle = std::all_of(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(mine),
                             [&](double u) { return u < policy.idle_threshold_percent; });
-    node_idle_[{r.id, node}] = idle;
+    // A sample older than the one already taken for this node (a backlog arriving late) is
+    // history: it must not override a newer reading.
+    auto [seen, added] = node_idle_.try_emplace({r.id, node}, NodeIdleness{idle, at});
+    if (!added) {
+      if (at < seen->second.at) continue;
+      seen->second = {idle, at};
+    }
     bool all_idle = std::all_of(r.plan->nodes.begin(), r.plan->nodes.end(), [&](core::NodeId n) {
       auto it = node_idle_.find({r.id, n});
-      return it != node_idle_.end() && it->second;
+      return it != node_idle_.end() && it->second.idle;
     });
     if (all_idle && !r.idle_since) {
       r.idle_since = at;
@@ -100,11 +109,13 @@ void Scheduler::ReclaimIdle(Time now) {
     RequestRecord& r = requests_.at(e.request);
     const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
     if (e.tag == kWarn) {
-      r.idle_warned_at = e.when;
+      // The grace runs from the warning the user gets, even when the idleness was reported
+      // late (samples dated long before now).
+      r.idle_warned_at = std::max(e.when, now);
       Emit(r, core::EventType::kWarning, "IdleWarning",
            fmt::format("every GPU below {}% for {}; released at {} unless used",
                        policy.idle_threshold_percent, common::FormatDuration(*policy.idle_timeout),
-                       common::FormatTime(e.when + policy.idle_grace)));
+                       common::FormatTime(*r.idle_warned_at + policy.idle_grace)));
       ScheduleIdleCheck(r);
       continue;
     }

@@ -668,7 +668,11 @@ class Scheduler {
   // Idle checks: tag 0 = warn at idle_since + timeout, tag 1 = release after the grace.
   mutable TimerHeap idle_checks_;
   // Latest "all GPUs idle" verdict per (request, node) for requests holding nodes.
-  std::map<std::pair<core::RequestId, core::NodeId>, bool> node_idle_;
+  struct NodeIdleness {
+    bool idle = false;
+    core::Time at;  // the time of the sample it was judged from
+  };
+  std::map<std::pair<core::RequestId, core::NodeId>, NodeIdleness> node_idle_;
   std::size_t placements_ = 0;
   std::size_t kept_plans_ = 0;
   std::size_t moved_plans_ = 0;

@@ -249,6 +249,48 @@ TEST_F(IdleTest, OneBusyNodeKeepsTheRequest) {
   EXPECT_EQ(h_.Get(id_).phase, RequestPhase::kActive);
 }
 
+// A sample older than one already taken for the node (an agent's buffered backlog arriving
+// late) changes nothing: it does not override the newer busy reading.
+TEST_F(IdleTest, AnOlderSampleDoesNotOverrideANewerOne) {
+  Sample(T(1), 80.0);
+  for (std::uint32_t n = 1; n <= 2; ++n) {
+    ASSERT_TRUE(h_.sched
+                    ->RecordUtilization(core::NodeId(n), std::vector<double>(8, 1.0),
+                                        T(1) - common::Minutes(45))
+                    .ok());
+  }
+  h_.AdvanceTo(T(3));
+  EXPECT_EQ(h_.Get(id_).phase, RequestPhase::kActive);
+  EXPECT_THAT(Reasons(), ::testing::Not(::testing::Contains("IdleWarning")));
+}
+
+// Idleness reported late (samples dated 45 minutes back, past the 30-minute timeout) warns at
+// once, and the grace runs from the warning: the user still gets all of it.
+TEST_F(IdleTest, ALateReportStillGivesTheWholeGrace) {
+  h_.AdvanceTo(T(1) + common::Minutes(45));
+  for (std::uint32_t n = 1; n <= 2; ++n) {
+    ASSERT_TRUE(
+        h_.sched->RecordUtilization(core::NodeId(n), std::vector<double>(8, 1.0), T(1)).ok());
+  }
+  h_.Cycle();
+  EXPECT_THAT(Reasons(), ::testing::Contains("IdleWarning"));
+  h_.AdvanceTo(T(1) + common::Minutes(54));
+  EXPECT_EQ(h_.Get(id_).phase, RequestPhase::kActive);
+  h_.AdvanceTo(T(1) + common::Minutes(56));
+  EXPECT_EQ(h_.Get(id_).phase, RequestPhase::kReleased);
+}
+
+// GPUs a sample has no value for count as busy: a node reporting 2 of its 8 GPUs idle is not.
+TEST_F(IdleTest, GpusWithoutAValueCountAsBusy) {
+  h_.AdvanceTo(T(1));
+  for (std::uint32_t n = 1; n <= 2; ++n) {
+    ASSERT_TRUE(h_.sched->RecordUtilization(core::NodeId(n), {1.0, 1.0}, T(1)).ok());
+  }
+  h_.AdvanceTo(T(3));
+  EXPECT_EQ(h_.Get(id_).phase, RequestPhase::kActive);
+  EXPECT_THAT(Reasons(), ::testing::Not(::testing::Contains("IdleWarning")));
+}
+
 TEST_F(IdleTest, BadSamplesAreRejected) {
   EXPECT_FALSE(h_.sched->RecordUtilization(core::NodeId(9), {1.0}, T(0)).ok());
   EXPECT_FALSE(h_.sched->RecordUtilization(core::NodeId(1), {101.0}, T(0)).ok());
