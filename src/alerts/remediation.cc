@@ -42,7 +42,12 @@ std::vector<NodeAction> Remediation::Decide(const std::vector<AlertTransition>& 
       }
       continue;
     }
-    failing_[node].insert(a.id);
+    std::set<std::uint64_t>& open = failing_[node];
+    const bool new_failure = open.empty();
+    open.insert(a.id);
+    // Alerts raised while the node already has one open (the other GPUs of one XID burst, say)
+    // are the same failure.
+    if (!new_failure) continue;
     // 1. Count the failure within the window.
     std::deque<common::Time>& times = failures_[node];
     times.push_back(now);

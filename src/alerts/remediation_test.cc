@@ -68,6 +68,22 @@ TEST(RemediationTest, CordonsANodeThatKeepsFailingWithinTheWindow) {
   EXPECT_THAT(r.Decide({Tr(id, "xid", "n1", true)}, kT0 + Hours(31)), IsEmpty());
 }
 
+// One burst raising failing alerts on several GPUs of a node at once is one failure: it fails
+// the node once and does not count towards cordonAfter three times.
+TEST(RemediationTest, AlertsOnSeveralGpusOfOneBurstAreOneFailure) {
+  Remediation r(RemediationPolicy{.cordon_after = 3, .window = Hours(24)});
+  auto actions =
+      r.Decide({Tr(1, "xid", "n1", true), Tr(2, "xid", "n1", true), Tr(3, "xid", "n1", true)}, kT0);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].kind, NodeActionKind::kFail);
+  EXPECT_EQ(r.failures("n1"), 1u);
+  // All three clear: the node is recovered, not cordoned.
+  r.Decide({Tr(1, "xid", "n1", false), Tr(2, "xid", "n1", false)}, kT0 + Minutes(15));
+  auto recover = r.Decide({Tr(3, "xid", "n1", false)}, kT0 + Minutes(15));
+  ASSERT_EQ(recover.size(), 1u);
+  EXPECT_EQ(recover[0].kind, NodeActionKind::kRecover);
+}
+
 TEST(RemediationTest, DisabledDoesNothing) {
   Remediation r(RemediationPolicy{.enabled = false});
   EXPECT_THAT(r.Decide({Tr(1, "xid", "n1", true)}, kT0), IsEmpty());
