@@ -22,6 +22,7 @@ std::optional<std::int64_t> MicrosOf(const std::optional<common::Time>& t) {
 
 json StatusToState(const SubscriptionStatus& s) {
   json j = {{"uid", s.uid},
+            {"since", s.since},
             {"delivered", s.delivered},
             {"failures", s.failures},
             {"consecutiveFailures", s.consecutive_failures},
@@ -36,6 +37,7 @@ json StatusToState(const SubscriptionStatus& s) {
 SubscriptionStatus StatusFromState(const json& j) {
   SubscriptionStatus s;
   s.uid = j.value("uid", "");
+  s.since = j.value("since", std::int64_t{0});
   s.delivered = j.value("delivered", std::int64_t{0});
   s.failures = j.value("failures", std::int64_t{0});
   s.consecutive_failures = j.value("consecutiveFailures", std::int64_t{0});
@@ -122,9 +124,13 @@ Status Dispatcher::Restore() {
       if (sub != subs_.end() && sub->second.ref.uid == st.uid) status_[key] = st;
     }
     // A subscription written after the cursor comes back with its put when the feed is
-    // replayed; until then it must not match events from before it was written.
+    // replayed; until then it must not match events from before it was written. One that
+    // existed at the cursor and was only edited since keeps them (with its latest spec).
     for (auto it = subs_.begin(); it != subs_.end();) {
-      it = it->second.written > *cursor ? subs_.erase(it) : std::next(it);
+      const auto st = status_.find(it->first);
+      const bool existed = st != status_.end() && st->second.uid == it->second.ref.uid &&
+                           st->second.since > 0 && st->second.since <= *cursor;
+      it = it->second.written > *cursor && !existed ? subs_.erase(it) : std::next(it);
     }
     feed_revision_ = std::min(*cursor, revision);
   } else {
@@ -157,7 +163,11 @@ void Dispatcher::UpsertSubscription(const store::StoredObject& object) {
   auto old = subs_.find(key);
   if (old != subs_.end() && old->second.ref.uid != object.uid) RemoveSubscription(key);
   subs_[key] = std::move(sub);
-  StatusFor(key, object.uid);
+  SubscriptionStatus& st = StatusFor(key, object.uid);
+  if (st.since == 0) {
+    st.since = object.resource_version;
+    dirty_ = true;
+  }
   Touch();
 }
 

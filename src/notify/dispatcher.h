@@ -67,6 +67,9 @@ struct DispatcherOptions {
 // What a subscription's status section shows.
 struct SubscriptionStatus {
   std::string uid;
+  // The store revision of the first write of this uid seen (0: unknown). A subscription edited
+  // after the cursor still existed before it: a replay gives it the events since the cursor.
+  std::int64_t since = 0;
   std::int64_t delivered = 0;
   std::int64_t failures = 0;  // failed attempts
   std::int64_t consecutive_failures = 0;

@@ -40,9 +40,11 @@ class DispatcherTest : public ::testing::Test {
     return d;
   }
 
+  // A new subscription, or (with `uid`) a new spec of an existing one.
   std::string PutSub(const std::string& ns, const std::string& name, const std::string& url,
-                     std::vector<std::string> reasons = {}, const std::string& format = "JSON") {
-    const std::string uid = "uid-" + name + "-" + std::to_string(++uids_);
+                     std::vector<std::string> reasons = {}, const std::string& format = "JSON",
+                     std::string uid = "") {
+    if (uid.empty()) uid = "uid-" + name + "-" + std::to_string(++uids_);
     json j = {{"apiVersion", "egs.dev/v1alpha1"},
               {"kind", "NotificationSubscription"},
               {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}}},
@@ -291,6 +293,25 @@ TEST_F(DispatcherTest, ASubscriptionWrittenAfterTheCursorDoesNotSeeOlderEventsOn
   DeliverAll(*again);
   EXPECT_THAT(Sent(), ::testing::UnorderedElementsAre("old.example Active", "old.example Completed",
                                                       "new.example Completed"));
+}
+
+// A subscription edited after the cursor (its URL fixed while deliveries were pending) existed
+// before it: after a restart the replay delivers the pending events to the new URL.
+TEST_F(DispatcherTest, ASubscriptionEditedAfterTheCursorKeepsItsEventsOnReplay) {
+  auto d = Make();
+  const std::string uid = PutSub("team-a", "ops", "http://dead.example/hook");
+  ASSERT_OK(d->PollOnce());
+  ASSERT_OK(d->PersistState());
+  PutEvent("team-a", "train", "Active");
+  ASSERT_OK(d->PollOnce());
+  ASSERT_OK(d->PersistState());  // cursor before Active: it is still queued
+  PutSub("team-a", "ops", "http://fixed.example/hook", {}, "JSON", uid);
+  ASSERT_OK(d->PollOnce());  // seen, but the state is not written again before the crash
+  d.reset();
+  auto again = Make();
+  ASSERT_OK(again->PollOnce());
+  DeliverAll(*again);
+  EXPECT_THAT(Sent(), ElementsAre("fixed.example Active"));
 }
 
 TEST_F(DispatcherTest, ACompactedFeedIsCountedAsMissed) {
