@@ -23,6 +23,7 @@ std::optional<std::int64_t> MicrosOf(const std::optional<common::Time>& t) {
 json StatusToState(const SubscriptionStatus& s) {
   json j = {{"uid", s.uid},
             {"since", s.since},
+            {"doneThrough", s.done_through},
             {"delivered", s.delivered},
             {"failures", s.failures},
             {"consecutiveFailures", s.consecutive_failures},
@@ -38,6 +39,7 @@ SubscriptionStatus StatusFromState(const json& j) {
   SubscriptionStatus s;
   s.uid = j.value("uid", "");
   s.since = j.value("since", std::int64_t{0});
+  s.done_through = j.value("doneThrough", std::int64_t{0});
   s.delivered = j.value("delivered", std::int64_t{0});
   s.failures = j.value("failures", std::int64_t{0});
   s.consecutive_failures = j.value("consecutiveFailures", std::int64_t{0});
@@ -208,6 +210,11 @@ void Dispatcher::ApplyChange(const store::Change& change) {
   for (; it != subs_.end() && it->first.starts_with(prefix); ++it) {
     const Subscription& sub = it->second;
     if (!sub.reasons.empty() && !sub.reasons.contains(event->reason)) continue;
+    // Replayed after a restart, but done for this subscription before it.
+    if (auto st = status_.find(it->first); st != status_.end() && st->second.uid == sub.ref.uid &&
+                                           event->revision <= st->second.done_through) {
+      continue;
+    }
     Enqueue(sub, *event);
   }
 }
@@ -276,6 +283,7 @@ void Dispatcher::Enqueue(const Subscription& sub, const NotificationEvent& event
   d.event = event;
   d.due = clock_.Now();
   open_revisions_.insert(event.revision);
+  open_by_key_[key].insert(event.revision);
   queue_.emplace(std::make_pair(d.due, d.seq), std::move(d));
   ++stats_.enqueued;
   Touch();
@@ -285,6 +293,11 @@ void Dispatcher::Enqueue(const Subscription& sub, const NotificationEvent& event
 void Dispatcher::Finish(const Delivery& d) {
   auto it = open_revisions_.find(d.event.revision);
   if (it != open_revisions_.end()) open_revisions_.erase(it);
+  if (auto mine = open_by_key_.find(d.key); mine != open_by_key_.end()) {
+    if (auto r = mine->second.find(d.event.revision); r != mine->second.end())
+      mine->second.erase(r);
+    if (mine->second.empty()) open_by_key_.erase(mine);
+  }
   dirty_ = true;
 }
 
@@ -388,7 +401,13 @@ Status Dispatcher::PersistState() {
     std::lock_guard lock(mu_);
     if (!dirty_) return common::OkStatus();
     json subs = json::object();
-    for (const auto& [key, st] : status_) subs[key] = StatusToState(st);
+    for (auto& [key, st] : status_) {
+      const auto open = open_by_key_.find(key);
+      st.done_through = open == open_by_key_.end()
+                            ? feed_revision_
+                            : std::min(feed_revision_, *open->second.begin() - 1);
+      subs[key] = StatusToState(st);
+    }
     data = json{{"cursor", Cursor()}, {"subscriptions", std::move(subs)}}.dump();
     dirty_ = false;
   }

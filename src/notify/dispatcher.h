@@ -70,6 +70,10 @@ struct SubscriptionStatus {
   // The store revision of the first write of this uid seen (0: unknown). A subscription edited
   // after the cursor still existed before it: a replay gives it the events since the cursor.
   std::int64_t since = 0;
+  // Every event of the feed at or before this revision was delivered, abandoned or dropped for
+  // this subscription (0: unknown). A replay from the global cursor, held back by another
+  // subscription's retries, skips them: a healthy receiver is not sent them twice.
+  std::int64_t done_through = 0;
   std::int64_t delivered = 0;
   std::int64_t failures = 0;  // failed attempts
   std::int64_t consecutive_failures = 0;
@@ -180,7 +184,9 @@ class Dispatcher {
   std::map<std::pair<common::Time, std::uint64_t>, Delivery> queue_;  // GUARDED_BY(mu_)
   std::size_t in_flight_ = 0;                                         // GUARDED_BY(mu_)
   // Revisions of the events behind queued or in-flight deliveries (one entry per delivery).
-  std::multiset<std::int64_t> open_revisions_;      // GUARDED_BY(mu_)
+  std::multiset<std::int64_t> open_revisions_;  // GUARDED_BY(mu_)
+  // The same per subscription key, for its own cursor (SubscriptionStatus::done_through).
+  std::map<std::string, std::multiset<std::int64_t>, std::less<>> open_by_key_;  // GUARDED_BY(mu_)
   std::int64_t feed_revision_ = 0;                  // GUARDED_BY(mu_): read up to here
   std::uint64_t next_seq_ = 1;                      // GUARDED_BY(mu_)
   bool dirty_ = false;                              // GUARDED_BY(mu_): state to persist
