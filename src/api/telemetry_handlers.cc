@@ -151,6 +151,18 @@ Result<telemetry::GpuReading> ParseSample(const json& s, std::size_t i, int gpus
   EGS_ASSIGN_OR_RETURN(r.sample.ecc_sbe_total, Counter(s, i, "eccSbeTotal"));
   EGS_ASSIGN_OR_RETURN(r.sample.ecc_dbe_total, Counter(s, i, "eccDbeTotal"));
   EGS_ASSIGN_OR_RETURN(r.sample.xid_errors_total, Counter(s, i, "xidErrorsTotal"));
+  using F = telemetry::GpuSample::Field;
+  r.sample.present = 0;
+  for (const auto& [field, bit] : {std::pair{"memoryUsedMiB", F::kMemUsed},
+                                   {"memoryTotalMiB", F::kMemTotal},
+                                   {"powerW", F::kPower},
+                                   {"temperatureC", F::kTemp},
+                                   {"smClockMHz", F::kSmClock},
+                                   {"eccSbeTotal", F::kEccSbe},
+                                   {"eccDbeTotal", F::kEccDbe},
+                                   {"xidErrorsTotal", F::kXid}}) {
+    if (s.contains(field)) r.sample.present |= bit;
+  }
   EGS_ASSIGN_OR_RETURN(r.info.uuid, Text(s, i, "uuid"));
   EGS_ASSIGN_OR_RETURN(r.info.model, Text(s, i, "model"));
   return r;
@@ -454,9 +466,12 @@ HttpResponse HotspotList(const TelemetrySources& src, const Principal& who,
                  {"model", h.gpu.info.model},
                  {"value", h.value},
                  {"time", FormatTime(h.gpu.latest.at)},
-                 {"utilization", h.gpu.latest.util_percent},
-                 {"powerW", h.gpu.latest.power_w},
-                 {"temperatureC", h.gpu.latest.temp_c}};
+                 {"utilization", h.gpu.latest.util_percent}};
+    // Readings the agent did not report are left out, not shown as 0.
+    if (h.gpu.latest.Has(telemetry::GpuSample::kPower)) item["powerW"] = h.gpu.latest.power_w;
+    if (h.gpu.latest.Has(telemetry::GpuSample::kTemp)) {
+      item["temperatureC"] = h.gpu.latest.temp_c;
+    }
     if (h.assignment) {
       item["workspace"] = h.assignment->workspace;
       item["gpr"] = h.assignment->gpr;

@@ -90,6 +90,14 @@ TEST_F(TelemetryHandlersTest, NodeTokenPostsForItsOwnNodeOnly) {
   ASSERT_TRUE(series.ok());
   EXPECT_EQ(series->info.uuid, "GPU-b");
   EXPECT_EQ(series->points.at(0).start, kNow - common::Minutes(1));
+  // What the sample carried is recorded, so that /metrics leaves the rest out.
+  bool found = false;
+  for (const telemetry::GpuStatus& g : hub_.Latest(kNow - common::Hours(1))) {
+    if (g.key.node != "n1" || g.key.gpu != 1) continue;
+    found = true;
+    EXPECT_EQ(g.latest.present, telemetry::GpuSample::kPower | telemetry::GpuSample::kTemp);
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST_F(TelemetryHandlersTest, BadInputIsRejectedNamingTheField) {

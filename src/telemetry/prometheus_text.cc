@@ -78,26 +78,31 @@ void WriteGpuMetrics(const std::vector<GpuStatus>& gpus, const Assignments& assi
     const char* help;
     const char* type;
     double (*value)(const GpuSample&);
+    std::uint16_t needs;  // GpuSample fields it is made of (0: utilization only)
   };
+  using F = GpuSample::Field;
   static const Metric kMetrics[] = {
       {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge",
-       [](const GpuSample& s) { return s.util_percent; }},
+       [](const GpuSample& s) { return s.util_percent; }, 0},
       {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "gauge",
-       [](const GpuSample& s) { return s.power_w; }},
+       [](const GpuSample& s) { return s.power_w; }, F::kPower},
       {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "gauge",
-       [](const GpuSample& s) { return s.temp_c; }},
+       [](const GpuSample& s) { return s.temp_c; }, F::kTemp},
       {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge",
-       [](const GpuSample& s) { return s.mem_used_mib; }},
+       [](const GpuSample& s) { return s.mem_used_mib; }, F::kMemUsed},
       {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "gauge",
-       [](const GpuSample& s) { return std::max(0.0, s.mem_total_mib - s.mem_used_mib); }},
+       [](const GpuSample& s) { return std::max(0.0, s.mem_total_mib - s.mem_used_mib); },
+       F::kMemUsed | F::kMemTotal},
       {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "gauge",
-       [](const GpuSample& s) { return s.sm_clock_mhz; }},
+       [](const GpuSample& s) { return s.sm_clock_mhz; }, F::kSmClock},
       {"DCGM_FI_DEV_XID_ERRORS", "Number of XID errors reported since the agent started.", "gauge",
-       [](const GpuSample& s) { return static_cast<double>(s.xid_errors_total); }},
+       [](const GpuSample& s) { return static_cast<double>(s.xid_errors_total); }, F::kXid},
       {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.",
-       "counter", [](const GpuSample& s) { return static_cast<double>(s.ecc_sbe_total); }},
+       "counter", [](const GpuSample& s) { return static_cast<double>(s.ecc_sbe_total); },
+       F::kEccSbe},
       {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.",
-       "counter", [](const GpuSample& s) { return static_cast<double>(s.ecc_dbe_total); }},
+       "counter", [](const GpuSample& s) { return static_cast<double>(s.ecc_dbe_total); },
+       F::kEccDbe},
   };
   // Labels of each fresh GPU, built once for all metrics.
   std::vector<std::pair<const GpuStatus*, std::vector<std::string>>> rows;
@@ -118,6 +123,7 @@ void WriteGpuMetrics(const std::vector<GpuStatus>& gpus, const Assignments& assi
   for (const Metric& m : kMetrics) {
     out.Family(m.name, m.help, m.type);
     for (const auto& [g, values] : rows) {
+      if ((g->latest.present & m.needs) != m.needs) continue;  // not reported: no series
       Labels labels;
       for (std::size_t i = 0; i < values.size(); ++i) labels.emplace_back(kNames[i], values[i]);
       out.Sample(m.name, labels, m.value(g->latest));

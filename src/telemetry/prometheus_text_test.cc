@@ -55,6 +55,29 @@ TEST(GpuMetricsTest, DcgmNamesAndLabelsWithWorkspaceWhenReserved) {
   EXPECT_THAT(t, Not(HasSubstr("node-c")));
 }
 
+// Readings an agent did not report (NVML without power or ECC on the GPU) have no series, as
+// with DCGM-exporter, rather than a 0 that dashboards would take for a reading.
+TEST(GpuMetricsTest, UnreportedReadingsHaveNoSeries) {
+  GpuStatus g;
+  g.key = GpuKey{"node-a", 0};
+  g.info = GpuInfo{"GPU-aaa", "L4"};
+  g.latest.at = kT0;
+  g.latest.util_percent = 3;
+  g.latest.temp_c = 41;
+  g.latest.present = GpuSample::kTemp | GpuSample::kMemUsed;  // no total: no free either
+  TextWriter w;
+  WriteGpuMetrics({g}, {}, kT0 - common::Minutes(5), w);
+  const std::string& t = w.text();
+  EXPECT_THAT(t, HasSubstr("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""));
+  EXPECT_THAT(t, HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\""));
+  EXPECT_THAT(t, HasSubstr("DCGM_FI_DEV_FB_USED{gpu=\"0\""));
+  for (const char* name : {"DCGM_FI_DEV_POWER_USAGE{", "DCGM_FI_DEV_FB_FREE{",
+                           "DCGM_FI_DEV_SM_CLOCK{", "DCGM_FI_DEV_XID_ERRORS{",
+                           "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{"}) {
+    EXPECT_THAT(t, Not(HasSubstr(name))) << name;
+  }
+}
+
 TEST(CounterVecTest, AddsPerLabelValues) {
   CounterVec c("egs_requests_total", "Requests.", {"verb", "code"});
   c.Add({"get", "200"});

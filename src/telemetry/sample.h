@@ -29,6 +29,23 @@ struct GpuInfo {
 // One reading of one GPU. Error counters are totals since the GPU (or its agent) started, as
 // NVML reports them; the rest are instantaneous.
 struct GpuSample {
+  // Which of the optional readings below were reported (an agent leaves out what NVML does not
+  // support, such as power or ECC on some GPUs): /metrics leaves those series out instead of
+  // showing 0. Utilization is always there.
+  enum Field : std::uint16_t {
+    kMemUsed = 1 << 0,
+    kMemTotal = 1 << 1,
+    kPower = 1 << 2,
+    kTemp = 1 << 3,
+    kSmClock = 1 << 4,
+    kEccSbe = 1 << 5,
+    kEccDbe = 1 << 6,
+    kXid = 1 << 7,
+  };
+  static constexpr std::uint16_t kAllFields = 0xff;
+
+  bool Has(Field f) const { return (present & f) != 0; }
+
   common::Time at;
   double util_percent = 0;  // [0, 100]
   double mem_used_mib = 0;
@@ -39,6 +56,7 @@ struct GpuSample {
   std::uint64_t ecc_sbe_total = 0;  // single-bit (corrected) ECC errors
   std::uint64_t ecc_dbe_total = 0;  // double-bit (uncorrected) ECC errors
   std::uint64_t xid_errors_total = 0;
+  std::uint16_t present = kAllFields;  // Field bits
   friend bool operator==(const GpuSample&, const GpuSample&) = default;
 };
 
