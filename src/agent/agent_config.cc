@@ -36,9 +36,14 @@ common::Result<common::Duration> ParseDurationFlag(const std::string& flag, cons
   auto d = ParseAgentDuration(text);
   if (!d.ok()) return d.error().WithContext(flag);
   if (*d < lo || *d > hi) {
-    return common::InvalidArgumentError(fmt::format("{}: {} is outside [{}, {}]", flag, text,
-                                                    common::FormatDuration(lo),
-                                                    common::FormatDuration(hi)));
+    // Bounds as the flag is written (100ms, not 100000us).
+    auto text_of = [](common::Duration b) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(b);
+      if (b < common::Seconds(1) && b == ms) return fmt::format("{}ms", ms.count());
+      return common::FormatDuration(b);
+    };
+    return common::InvalidArgumentError(
+        fmt::format("{}: {} is outside [{}, {}]", flag, text, text_of(lo), text_of(hi)));
   }
   return d;
 }

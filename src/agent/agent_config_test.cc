@@ -83,7 +83,7 @@ TEST(AgentConfigTest, BadFlagsNameTheFlagAndTheReason) {
       {{"--token", "t"}, "--server: is required"},
       {{"--server", "http://e"}, "--token or --token-file"},
       {with({"--interval", "fast"}), "--interval: \"fast\" is not a duration"},
-      {with({"--interval", "10ms"}), "--interval: 10ms is outside"},
+      {with({"--interval", "10ms"}), "--interval: 10ms is outside [100ms, 1h]"},
       {with({"--interval"}), "--interval: needs a value"},
       {with({"--interval", "99999999999999h"}), "--interval: \"99999999999999h\" is out of range"},
       {with({"--synthetic-gpus", "65"}), "--synthetic-gpus: 65 is outside [0, 64]"},

@@ -99,12 +99,36 @@ HttpAgentChannel::HttpAgentChannel(HttpChannelOptions options,
 
 HttpAgentChannel::~HttpAgentChannel() = default;
 
+namespace {
+
+// httplib's names ("Connection", "Read") say little on their own.
+std::string TransportError(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "connection failed (refused, or no route to the host)";
+    case httplib::Error::ConnectionTimeout:
+      return "connection timed out";
+    case httplib::Error::Read:
+      return "reading the answer failed (connection closed or timed out)";
+    case httplib::Error::Write:
+      return "sending the report failed (connection closed)";
+    case httplib::Error::SSLConnection:
+      return "TLS connection failed";
+    case httplib::Error::SSLServerVerification:
+      return "TLS: the server's certificate could not be verified";
+    default:
+      return httplib::to_string(e);
+  }
+}
+
+}  // namespace
+
 common::Result<ReportAnswer> HttpAgentChannel::Send(const NodeReport& report) {
   const std::string body = ReportJson(report);
   httplib::Result res = client_->Post(path_, body, "application/json");
   if (!res) {
-    return common::UnavailableError(fmt::format("cannot reach egsd at {}: {}", options_.server,
-                                                httplib::to_string(res.error())));
+    return common::UnavailableError(
+        fmt::format("cannot reach egsd at {}: {}", options_.server, TransportError(res.error())));
   }
   if (res->status == 202 || res->status == 200) return ParseReportAnswer(res->body);
   std::string what;

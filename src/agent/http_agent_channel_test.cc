@@ -121,6 +121,7 @@ TEST(HttpAgentChannelNoServerTest, NoServerIsUnavailable) {
   auto r = (*channel)->Send(NodeReport{});
   EXPECT_THAT(r, testing::StatusIs(common::StatusCode::kUnavailable));
   EXPECT_THAT(r.error().message(), HasSubstr("cannot reach egsd"));
+  EXPECT_THAT(r.error().message(), HasSubstr("connection failed (refused"));
 }
 
 TEST(HttpAgentChannelCreateTest, BadServerUrlNamesTheFlag) {

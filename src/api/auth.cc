@@ -254,6 +254,14 @@ Result<IssuedToken> TokenService::IssueWith(std::string user, Role role,
     return common::InvalidArgumentError(
         fmt::format("spec.user: a node token's user must be \"{}<node name>\"", kNodeUserPrefix));
   }
+  if (role == Role::kNode && !workspaces.empty()) {
+    return common::InvalidArgumentError(
+        "spec.workspaces: a node token posts its node's telemetry only; it takes no workspace");
+  }
+  if (role == Role::kNode && !projects.empty()) {
+    return common::InvalidArgumentError(
+        "spec.projects: a node token posts its node's telemetry only; it takes no project");
+  }
   if (role == Role::kProjectAdmin && projects.empty()) {
     return common::InvalidArgumentError("spec.projects: a project-admin token needs a project");
   }

@@ -211,6 +211,12 @@ TEST_F(TokenServiceTest, NodeTokensActForOneNodeAndMayDoNothingElse) {
   EXPECT_THAT(bad.error().message(), HasSubstr("spec.user"));
   EXPECT_THAT(tokens_.Issue("system:node:", Role::kNode, {}, {}, std::nullopt),
               StatusIs(StatusCode::kInvalidArgument));
+  // A workspace or project would be ignored: refused rather than accepted silently.
+  auto scoped = tokens_.Issue("system:node:gpu-7", Role::kNode, {"team-a"}, {}, std::nullopt);
+  EXPECT_THAT(scoped, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(scoped.error().message(), HasSubstr("spec.workspaces"));
+  EXPECT_THAT(tokens_.Issue("system:node:gpu-7", Role::kNode, {}, {"research"}, std::nullopt),
+              StatusIs(StatusCode::kInvalidArgument));
   auto issued = tokens_.Issue("system:node:gpu-7", Role::kNode, {}, {}, std::nullopt);
   ASSERT_OK(issued);
   auto who = tokens_.Authenticate("Bearer " + issued->token);
