@@ -25,6 +25,25 @@ std::vector<NodeAction> Remediation::Decide(const std::vector<AlertTransition>& 
                                             common::Time now) {
   std::vector<NodeAction> out;
   if (!policy_.enabled) return out;
+  // Failures adopted at a restart clear at their time, like an alert that saw no new growth.
+  for (auto it = adopted_.begin(); it != adopted_.end();) {
+    if (it->second > now) {
+      ++it;
+      continue;
+    }
+    const std::string node = it->first;
+    it = adopted_.erase(it);
+    auto open = failing_.find(node);
+    if (open == failing_.end()) continue;
+    open->second.erase(kAdoptedAlert);
+    if (!open->second.empty()) continue;
+    failing_.erase(open);
+    if (policy_.recover_when_cleared && failed_.contains(node) && !cordoned_.contains(node)) {
+      failed_.erase(node);
+      out.push_back({NodeActionKind::kRecover, node,
+                     "no failing alert since egsd restarted; node recovered"});
+    }
+  }
   for (const AlertTransition& t : transitions) {
     const Alert& a = t.alert;
     if (!IsFailing(a)) continue;
@@ -73,6 +92,17 @@ std::vector<NodeAction> Remediation::Decide(const std::vector<AlertTransition>& 
 void Remediation::Forget(const std::string& node) {
   failed_.erase(node);
   cordoned_.erase(node);
+  adopted_.erase(node);
+  if (auto open = failing_.find(node); open != failing_.end()) {
+    open->second.erase(kAdoptedAlert);
+    if (open->second.empty()) failing_.erase(open);
+  }
+}
+
+void Remediation::Adopt(const std::string& node, common::Time clear_at) {
+  failed_.insert(node);
+  failing_[node].insert(kAdoptedAlert);
+  adopted_[node] = clear_at;
 }
 
 std::size_t Remediation::failures(const std::string& node) const {

@@ -45,6 +45,13 @@ class Remediation {
   std::vector<NodeAction> Decide(const std::vector<AlertTransition>& transitions, common::Time now);
   // An action could not be carried out (e.g. the node is gone): forget what it assumed.
   void Forget(const std::string& node);
+  // After a restart (alert state is not kept): `node` was failed by remediation before it and is
+  // still Unhealthy. It counts as failed by an alert that clears at `clear_at` unless a failing
+  // alert of the node is raised meanwhile; then, as for any other, it is recovered when the last
+  // one clears.
+  void Adopt(const std::string& node, common::Time clear_at);
+  // The nodes failed by remediation and not recovered yet (to keep across a restart).
+  const std::set<std::string>& failed() const { return failed_; }
 
   // Failures of `node` counted within the window as of the last Decide.
   std::size_t failures(const std::string& node) const;
@@ -55,6 +62,8 @@ class Remediation {
   std::map<std::string, std::set<std::uint64_t>> failing_;    // firing failing alert ids
   std::set<std::string> failed_;                              // failed by us, not recovered
   std::set<std::string> cordoned_;                            // cordoned by us
+  std::map<std::string, common::Time> adopted_;               // Adopt: when its failure clears
+  static constexpr std::uint64_t kAdoptedAlert = UINT64_MAX;  // its stand-in alert id
 };
 
 }  // namespace egs::alerts

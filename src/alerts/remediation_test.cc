@@ -84,6 +84,25 @@ TEST(RemediationTest, AlertsOnSeveralGpusOfOneBurstAreOneFailure) {
   EXPECT_EQ(recover[0].kind, NodeActionKind::kRecover);
 }
 
+// A node failed before a restart (alert state is not kept) is recovered when its adopted
+// failure clears, unless a failing alert is raised meanwhile: then when that one clears.
+TEST(RemediationTest, AnAdoptedFailureIsRecoveredWhenItClears) {
+  Remediation r(RemediationPolicy{});
+  r.Adopt("n1", kT0 + Minutes(15));
+  r.Adopt("n2", kT0 + Minutes(15));
+  EXPECT_THAT(r.Decide({}, kT0 + Minutes(14)), IsEmpty());
+  // n2 fails again meanwhile: not a new failure, not failed twice.
+  EXPECT_THAT(r.Decide({Tr(7, "xid", "n2", true)}, kT0 + Minutes(14)), IsEmpty());
+  auto at15 = r.Decide({}, kT0 + Minutes(15));
+  ASSERT_EQ(at15.size(), 1u);
+  EXPECT_EQ(at15[0].kind, NodeActionKind::kRecover);
+  EXPECT_EQ(at15[0].node, "n1");
+  auto later = r.Decide({Tr(7, "xid", "n2", false)}, kT0 + Minutes(30));
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].node, "n2");
+  EXPECT_TRUE(r.failed().empty());
+}
+
 TEST(RemediationTest, DisabledDoesNothing) {
   Remediation r(RemediationPolicy{.enabled = false});
   EXPECT_THAT(r.Decide({Tr(1, "xid", "n1", true)}, kT0), IsEmpty());

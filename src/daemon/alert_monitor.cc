@@ -13,6 +13,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// Store metadata: the nodes remediation failed and has not recovered (a JSON array of names).
+constexpr std::string_view kRemediatedKey = "alerts.remediated";
+
 // Remediation acts as this admin principal (audit shows who did it).
 const api::Principal kRemediator{"system:egs-alerts", api::Role::kAdmin, {}, {}, "alerts"};
 
@@ -103,6 +106,7 @@ void AlertMonitor::Start() {
   } else {
     spdlog::warn("telemetry history not restored: {}", n.error().ToString());
   }
+  RestoreRemediated();
   thread_ = std::thread([this] {
     std::unique_lock lock(mu_);
     while (!stopping_) {
@@ -113,6 +117,34 @@ void AlertMonitor::Start() {
       lock.lock();
     }
   });
+}
+
+void AlertMonitor::RestoreRemediated() {
+  // Alert state is not kept across a restart: a node failed by remediation before it would stay
+  // Unhealthy for good. It is adopted instead, as failed by an alert that clears after the
+  // longest clearAfter of xid, ecc and precheck unless the node fails again meanwhile.
+  if (auto saved = store::GetMeta(*sources_.store, kRemediatedKey); saved.ok() && *saved) {
+    const json nodes = json::parse(**saved, nullptr, false);
+    const alerts::AlertConfig& c = engine_.config();
+    const common::Duration quiet =
+        std::max({c.defaults.xid.clear_after, c.defaults.ecc.clear_after, c.precheck.clear_after});
+    const common::Time now = clock_.Now();
+    if (nodes.is_array()) {
+      for (const json& n : nodes) {
+        if (!n.is_string()) continue;
+        const std::string node = n.get<std::string>();
+        if (sources_.node_health(node) != "Unhealthy") continue;
+        remediation_.Adopt(node, now + quiet);
+        remediated_written_.insert(node);
+        spdlog::info(
+            "remediation: node {} was failed before the restart; recovered at {} "
+            "unless it fails again",
+            node, common::FormatTime(now + quiet));
+      }
+    }
+  } else if (!saved.ok()) {
+    spdlog::warn("remediated nodes not restored: {}", saved.error().ToString());
+  }
 }
 
 void AlertMonitor::Stop() {
@@ -244,10 +276,17 @@ void AlertMonitor::Remediate(const std::vector<alerts::AlertTransition>& transit
                "AlertRemediation", fmt::format("{}: {}", action, a.reason),
                json{{"action", action}, {"node", a.node}}, now, ops);
   }
+  if (remediation_.failed() != remediated_written_) {
+    json nodes = json::array();
+    for (const std::string& n : remediation_.failed()) nodes.push_back(n);
+    ops.push_back(store::MetaPut(std::string(kRemediatedKey), nodes.dump()));
+  }
   if (ops.empty()) return;
   if (auto r = sources_.store->Commit(std::move(ops), {}); !r.ok()) {
     spdlog::warn("remediation events not stored: {}", r.error().ToString());
+    return;
   }
+  remediated_written_ = remediation_.failed();
 }
 
 void AlertMonitor::WriteMetrics(telemetry::TextWriter& out) const {

@@ -80,8 +80,12 @@ class AlertMonitor {
   AlertMonitor(const AlertMonitor&) = delete;
   AlertMonitor& operator=(const AlertMonitor&) = delete;
 
-  // Restores the telemetry history from the store, then starts the timer thread.
+  // Restores the telemetry history from the store, adopts the nodes remediation had failed
+  // before a restart that are still Unhealthy (recovered after the longest clearAfter of
+  // xid, ecc and precheck unless they fail again meanwhile), then starts the timer thread.
   void Start();
+  // The adoption part of Start (before the thread runs; for tests that Tick by hand).
+  void RestoreRemediated();
   // Stops the thread after a last history flush. Idempotent.
   void Stop();
   // One round: evaluate, write events, remediate, flush history when a minute has passed.
@@ -109,6 +113,9 @@ class AlertMonitor {
   std::map<std::string, common::Time, std::less<>> expected_since_;  // monitor thread only
   std::optional<common::Time> last_flush_;                           // monitor thread only
   std::uint64_t next_event_ = 1;                                     // monitor thread only
+  // The nodes remediation has failed and not recovered, as last written to the store (store
+  // metadata kRemediatedKey), so that a restart recovers them when their failure clears.
+  std::set<std::string> remediated_written_;  // monitor thread only
   telemetry::CounterVec actions_{
       "egs_remediation_actions_total", "Node actions taken by alert remediation.", {"action"}};
 

@@ -185,6 +185,30 @@ TEST(AlertMonitorTest, XidOnAReservedNodeRaisesAnEventAndTheSchedulerReplacesThe
   EXPECT_EQ(f.Health(failed), "Healthy");
 }
 
+// Alert state is lost with a restart, but not the node remediation failed: the new monitor
+// adopts it and recovers it once the failure would have cleared.
+TEST(AlertMonitorTest, ANodeFailedBeforeARestartIsRecoveredAfterIt) {
+  Fixture f;
+  f.StartMonitor(alerts::BuiltinAlertConfig());
+  const std::string node = f.TrainNode();
+  f.xid[node] = 1;
+  f.Step(Seconds(15));
+  f.xid[node] = 2;
+  f.Step(Seconds(15));
+  ASSERT_EQ(f.Health(node), "Unhealthy");
+  // "Restart": a new monitor over the same store, with no alert state.
+  f.StartMonitor(alerts::BuiltinAlertConfig());
+  f.monitor->RestoreRemediated();
+  // Adopted as failed until the longest clearAfter of xid, ecc and precheck (30 minutes).
+  f.Step(Minutes(29));
+  EXPECT_EQ(f.Health(node), "Unhealthy");
+  f.Step(Minutes(2));
+  EXPECT_EQ(f.Health(node), "Healthy");
+  auto remediation = f.Events("default", "AlertRemediation");
+  ASSERT_THAT(remediation, SizeIs(2));
+  EXPECT_THAT(remediation[1]["message"].get<std::string>(), HasSubstr("recover"));
+}
+
 TEST(AlertMonitorTest, ANodeThatKeepsFailingIsCordonedWithTheReason) {
   Fixture f;
   auto config = alerts::ParseAlertConfig("remediation: {cordonAfter: 2, window: 6h}");
