@@ -69,6 +69,15 @@ class KubernetesConnectorTest : public ::testing::Test {
     return {p.request, p.reservation, p.workspace, p.cluster, p.nodes};
   }
 
+  // A workspace pod on gpu-1 that a PodDisruptionBudget keeps from being evicted.
+  void PutServingPodUnderABudget() {
+    server_.Put(Pod("team-7", "serve-0", "gpu-1", 8, {{"app", "serve"}}));
+    server_.Put(
+        {{"kind", "PodDisruptionBudget"},
+         {"metadata", {{"name", "serve"}, {"namespace", "team-7"}}},
+         {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "serve"}}}}}}}});
+  }
+
   json NodeLabels(const std::string& name) {
     return server_.Get("Node", "", name)["metadata"].value("labels", json::object());
   }
@@ -190,11 +199,7 @@ TEST_F(KubernetesConnectorTest, EarlyReleaseWaitsForPodDisruptionBudget) {
   auto order = Order(9, {1});
   connector->Provision(order);
   ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
-  server_.Put(Pod("team-7", "serve-0", "gpu-1", 8, {{"app", "serve"}}));
-  server_.Put(
-      {{"kind", "PodDisruptionBudget"},
-       {"metadata", {{"name", "serve"}, {"namespace", "team-7"}}},
-       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "serve"}}}}}}}});
+  PutServingPodUnderABudget();
   connector->Release(ReleaseOf(order));
   const std::string eviction = "/api/v1/namespaces/team-7/pods/serve-0/eviction";
   ASSERT_TRUE(rec.WaitFor([&] { return server_.RequestCount("POST", eviction) >= 3; }));
@@ -220,11 +225,7 @@ TEST_F(KubernetesConnectorTest, ProvisionWaitsForANodeStillBeingReleased) {
   auto first = Order(9, {1});
   connector->Provision(first);
   ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
-  server_.Put(Pod("team-7", "serve-0", "gpu-1", 8, {{"app", "serve"}}));
-  server_.Put(
-      {{"kind", "PodDisruptionBudget"},
-       {"metadata", {{"name", "serve"}, {"namespace", "team-7"}}},
-       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "serve"}}}}}}}});
+  PutServingPodUnderABudget();
   connector->Release(ReleaseOf(first));
   auto next = Order(11, {1, 2});
   connector->Provision(next);

@@ -56,6 +56,16 @@ std::vector<std::string> Reasons(std::vector<core::Event> events, core::RequestI
 
 // Two nodes, both held from T(0) to T(10) by a priority-100 request of preemptible workspace 1,
 // run for an hour: the victim of the tests below.
+// StartVictim's request, after a preemption of it was called off: Active again, to its old end.
+void ExpectVictimRunsToItsOldEnd(SchedulerHarness& h, core::RequestId low) {
+  const RequestRecord& v = h.Get(low);
+  EXPECT_EQ(v.phase, RequestPhase::kActive);
+  EXPECT_EQ(v.window->end, T(10));
+  EXPECT_EQ(v.preempted_by, core::RequestId(0));
+  EXPECT_THAT(Reasons(h.sched->TakeEvents(), low), ::testing::Contains("PreemptionCancelled"));
+  EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+}
+
 core::RequestId StartVictim(SchedulerHarness& h) {
   TwoNodes(h);
   auto low =
@@ -125,7 +135,6 @@ TEST(PreemptionTest, AVictimKeepsItsReservationWhenThePreemptorLeaves) {
       ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(2), p).ok());
       ASSERT_EQ(h.Get(*high).phase, RequestPhase::kPendingApproval);
     }
-    const RequestRecord& v = h.Get(low);
     if (std::string(how) == "edit") {
       // The edited request decides again: the same spec evicts again, with a new notice.
       h.Cycle();
@@ -135,11 +144,7 @@ TEST(PreemptionTest, AVictimKeepsItsReservationWhenThePreemptorLeaves) {
                   ::testing::IsSupersetOf({"PreemptionCancelled", "PreemptionNotice"}));
       continue;
     }
-    EXPECT_EQ(v.phase, RequestPhase::kActive);
-    EXPECT_EQ(v.window->end, T(10));
-    EXPECT_EQ(v.preempted_by, core::RequestId(0));
-    EXPECT_THAT(Reasons(h.sched->TakeEvents(), low), ::testing::Contains("PreemptionCancelled"));
-    EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+    ExpectVictimRunsToItsOldEnd(h, low);
     // Past the old takeover it still runs, and it ends at its own end.
     h.AdvanceTo(T(2));
     EXPECT_EQ(h.Get(low).phase, RequestPhase::kActive);
@@ -181,11 +186,7 @@ TEST(PreemptionTest, APreemptorNoLongerOutrankingItsVictimGivesItBack) {
                   ::testing::Not(::testing::Contains("PreemptionCancelled")));
       continue;
     }
-    EXPECT_EQ(v.phase, RequestPhase::kActive);
-    EXPECT_EQ(v.window->end, T(10));
-    EXPECT_EQ(v.preempted_by, core::RequestId(0));
-    EXPECT_THAT(Reasons(h.sched->TakeEvents(), low), ::testing::Contains("PreemptionCancelled"));
-    EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+    ExpectVictimRunsToItsOldEnd(h, low);
     h.AdvanceTo(T(2));
     EXPECT_EQ(h.Get(low).phase, RequestPhase::kActive);  // and it is not evicted again
   }
