@@ -174,9 +174,9 @@ HttpResponse Ingest(const TelemetrySources& src, const Principal& who, const Htt
   // 1. Who: an admin, or this node's own agent.
   if (who.role != Role::kAdmin && NodeOf(who) != node) {
     return error(common::PermissionDeniedError(fmt::format(
-        "user \"{}\" cannot post telemetry for node \"{}\" (needs an admin token or the node's "
-        "token, user \"{}{}\")",
-        who.user, node, kNodeUserPrefix, node)));
+        "user \"{}\" (role {}) cannot post telemetry for node \"{}\" (needs an admin token or the "
+        "node's token: role node, user \"{}{}\")",
+        who.user, RoleName(who.role), node, kNodeUserPrefix, node)));
   }
   // 2. The node must exist.
   std::optional<std::vector<telemetry::GpuInfo>> gpus = src.node_gpus(node);

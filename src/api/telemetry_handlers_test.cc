@@ -81,7 +81,10 @@ TEST_F(TelemetryHandlersTest, NodeTokenPostsForItsOwnNodeOnly) {
   ASSERT_EQ(ok.status, 202) << ok.body;
   EXPECT_EQ(Body(ok)["accepted"], 1);
   EXPECT_EQ(Call(node1_, Req("POST", "nodes/n2/telemetry", body)).status, 403);
-  EXPECT_EQ(Call(viewer_, Req("POST", "nodes/n1/telemetry", body)).status, 403);
+  HttpResponse viewer = Call(viewer_, Req("POST", "nodes/n1/telemetry", body));
+  EXPECT_EQ(viewer.status, 403);
+  EXPECT_NE(viewer.body.find("(role viewer)"), std::string::npos) << viewer.body;
+  EXPECT_NE(viewer.body.find("role node, user"), std::string::npos) << viewer.body;
   EXPECT_EQ(Call(admin_, Req("POST", "nodes/n2/telemetry", body)).status, 202);
   // The node's token reads nothing.
   EXPECT_EQ(Call(node1_, Req("GET", "nodes/n1/telemetry")).status, 403);

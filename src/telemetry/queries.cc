@@ -38,9 +38,11 @@ std::vector<Hotspot> Hotspots(const std::vector<GpuStatus>& gpus, const Assignme
     double value = 0;
     switch (order) {
       case HotspotOrder::kPower:
+        if (!g.latest.Has(GpuSample::kPower)) continue;  // never ranked as 0 W
         value = g.latest.power_w;
         break;
       case HotspotOrder::kTemperature:
+        if (!g.latest.Has(GpuSample::kTemp)) continue;
         value = g.latest.temp_c;
         break;
       case HotspotOrder::kLowUtilization:

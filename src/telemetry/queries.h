@@ -40,7 +40,8 @@ struct Hotspot {
 };
 
 // At most `limit` GPUs in `order`; ties by GPU key. kLowUtilization ranks by util_avg_recent
-// (the latest sample when there is no recent bucket) and skips GPUs on unassigned nodes.
+// (the latest sample when there is no recent bucket) and skips GPUs on unassigned nodes; kPower
+// and kTemperature skip GPUs whose latest sample did not carry that reading.
 std::vector<Hotspot> Hotspots(const std::vector<GpuStatus>& gpus, const Assignments& assignments,
                               HotspotOrder order, std::size_t limit);
 

@@ -35,6 +35,17 @@ TEST(HotspotsTest, PowerAndTemperatureDescendingWithTiesByKey) {
   EXPECT_DOUBLE_EQ(temp[0].value, 80);
 }
 
+// A GPU whose latest sample carried no power (or temperature) reading is not ranked by it.
+TEST(HotspotsTest, GpusWithoutTheReadingAreNotRanked) {
+  GpuStatus silent = Gpu("a", 0, 50, 0, 0);
+  silent.latest.present = GpuSample::kTemp;  // a temperature of 0 C, no power
+  std::vector<GpuStatus> gpus = {silent, Gpu("b", 0, 50, 0, 0)};
+  auto power = Hotspots(gpus, {}, HotspotOrder::kPower, 10);
+  ASSERT_EQ(power.size(), 1u);
+  EXPECT_EQ(power[0].gpu.key, (GpuKey{"b", 0}));
+  EXPECT_EQ(Hotspots(gpus, {}, HotspotOrder::kTemperature, 10).size(), 2u);
+}
+
 TEST(HotspotsTest, LowUtilizationOnlyReservedAndPrefersTheRecentAverage) {
   std::vector<GpuStatus> gpus = {Gpu("free", 0, 0, 60, 30), Gpu("r1", 0, 90, 600, 70, 5.0),
                                  Gpu("r2", 0, 20, 300, 50)};
