@@ -73,7 +73,7 @@ std::vector<NodeAction> Remediation::Decide(const std::vector<AlertTransition>& 
     while (!times.empty() && now - times.front() >= policy_.window) times.pop_front();
     // 2. Fail the node (once while failing): the scheduler replaces it under a reservation.
     if (!failed_.contains(node) && !cordoned_.contains(node)) {
-      failed_.insert(node);
+      failed_.emplace(node, now);
       out.push_back({NodeActionKind::kFail, node, a.message});
     }
     // 3. A node that keeps failing is taken out until an admin looks at it.
@@ -99,8 +99,8 @@ void Remediation::Forget(const std::string& node) {
   }
 }
 
-void Remediation::Adopt(const std::string& node, common::Time clear_at) {
-  failed_.insert(node);
+void Remediation::Adopt(const std::string& node, common::Time failed_at, common::Time clear_at) {
+  failed_[node] = failed_at;
   failing_[node].insert(kAdoptedAlert);
   adopted_[node] = clear_at;
 }

@@ -49,9 +49,10 @@ class Remediation {
   // still Unhealthy. It counts as failed by an alert that clears at `clear_at` unless a failing
   // alert of the node is raised meanwhile; then, as for any other, it is recovered when the last
   // one clears.
-  void Adopt(const std::string& node, common::Time clear_at);
-  // The nodes failed by remediation and not recovered yet (to keep across a restart).
-  const std::set<std::string>& failed() const { return failed_; }
+  // `failed_at`: when remediation failed it (kept as such).
+  void Adopt(const std::string& node, common::Time failed_at, common::Time clear_at);
+  // The nodes failed by remediation and not recovered yet, with when (to keep across a restart).
+  const std::map<std::string, common::Time>& failed() const { return failed_; }
 
   // Failures of `node` counted within the window as of the last Decide.
   std::size_t failures(const std::string& node) const;
@@ -60,7 +61,7 @@ class Remediation {
   const RemediationPolicy policy_;
   std::map<std::string, std::deque<common::Time>> failures_;  // per node, within the window
   std::map<std::string, std::set<std::uint64_t>> failing_;    // firing failing alert ids
-  std::set<std::string> failed_;                              // failed by us, not recovered
+  std::map<std::string, common::Time> failed_;                // failed by us (when), not recovered
   std::set<std::string> cordoned_;                            // cordoned by us
   std::map<std::string, common::Time> adopted_;               // Adopt: when its failure clears
   static constexpr std::uint64_t kAdoptedAlert = UINT64_MAX;  // its stand-in alert id

@@ -88,8 +88,8 @@ TEST(RemediationTest, AlertsOnSeveralGpusOfOneBurstAreOneFailure) {
 // failure clears, unless a failing alert is raised meanwhile: then when that one clears.
 TEST(RemediationTest, AnAdoptedFailureIsRecoveredWhenItClears) {
   Remediation r(RemediationPolicy{});
-  r.Adopt("n1", kT0 + Minutes(15));
-  r.Adopt("n2", kT0 + Minutes(15));
+  r.Adopt("n1", kT0 - Minutes(1), kT0 + Minutes(15));
+  r.Adopt("n2", kT0 - Minutes(1), kT0 + Minutes(15));
   EXPECT_THAT(r.Decide({}, kT0 + Minutes(14)), IsEmpty());
   // n2 fails again meanwhile: not a new failure, not failed twice.
   EXPECT_THAT(r.Decide({Tr(7, "xid", "n2", true)}, kT0 + Minutes(14)), IsEmpty());

@@ -13,7 +13,8 @@ namespace {
 
 using json = nlohmann::json;
 
-// Store metadata: the nodes remediation failed and has not recovered (a JSON array of names).
+// Store metadata: the nodes remediation failed and has not recovered (a JSON object: node name ->
+// when it was failed, in Unix microseconds).
 constexpr std::string_view kRemediatedKey = "alerts.remediated";
 
 // Remediation acts as this admin principal (audit shows who did it).
@@ -129,17 +130,20 @@ void AlertMonitor::RestoreRemediated() {
     const common::Duration quiet =
         std::max({c.defaults.xid.clear_after, c.defaults.ecc.clear_after, c.precheck.clear_after});
     const common::Time now = clock_.Now();
-    if (nodes.is_array()) {
-      for (const json& n : nodes) {
-        if (!n.is_string()) continue;
-        const std::string node = n.get<std::string>();
+    if (nodes.is_object()) {
+      for (auto it = nodes.begin(); it != nodes.end(); ++it) {
+        if (!it->is_number_integer()) continue;
+        const std::string& node = it.key();
         if (sources_.node_health(node) != "Unhealthy") continue;
-        remediation_.Adopt(node, now + quiet);
-        remediated_written_.insert(node);
+        // From when it was failed, so that restarts do not push the recovery back.
+        const common::Time failed_at = common::FromUnixMicros(it->get<std::int64_t>());
+        const common::Time clear_at = std::max(now, failed_at + quiet);
+        remediation_.Adopt(node, failed_at, clear_at);
+        remediated_written_[node] = failed_at;
         spdlog::info(
-            "remediation: node {} was failed before the restart; recovered at {} "
+            "remediation: node {} was failed at {}, before the restart; recovered at {} "
             "unless it fails again",
-            node, common::FormatTime(now + quiet));
+            node, common::FormatTime(failed_at), common::FormatTime(clear_at));
       }
     }
   } else if (!saved.ok()) {
@@ -277,8 +281,8 @@ void AlertMonitor::Remediate(const std::vector<alerts::AlertTransition>& transit
                json{{"action", action}, {"node", a.node}}, now, ops);
   }
   if (remediation_.failed() != remediated_written_) {
-    json nodes = json::array();
-    for (const std::string& n : remediation_.failed()) nodes.push_back(n);
+    json nodes = json::object();
+    for (const auto& [n, at] : remediation_.failed()) nodes[n] = common::ToUnixMicros(at);
     ops.push_back(store::MetaPut(std::string(kRemediatedKey), nodes.dump()));
   }
   if (ops.empty()) return;

@@ -81,8 +81,9 @@ class AlertMonitor {
   AlertMonitor& operator=(const AlertMonitor&) = delete;
 
   // Restores the telemetry history from the store, adopts the nodes remediation had failed
-  // before a restart that are still Unhealthy (recovered after the longest clearAfter of
-  // xid, ecc and precheck unless they fail again meanwhile), then starts the timer thread.
+  // before a restart that are still Unhealthy (recovered once the longest clearAfter of xid, ecc
+  // and precheck has passed since they were failed, unless they fail again meanwhile), then
+  // starts the timer thread.
   void Start();
   // The adoption part of Start (before the thread runs; for tests that Tick by hand).
   void RestoreRemediated();
@@ -115,7 +116,7 @@ class AlertMonitor {
   std::uint64_t next_event_ = 1;                                     // monitor thread only
   // The nodes remediation has failed and not recovered, as last written to the store (store
   // metadata kRemediatedKey), so that a restart recovers them when their failure clears.
-  std::set<std::string> remediated_written_;  // monitor thread only
+  std::map<std::string, common::Time> remediated_written_;  // monitor thread only
   telemetry::CounterVec actions_{
       "egs_remediation_actions_total", "Node actions taken by alert remediation.", {"action"}};
 
