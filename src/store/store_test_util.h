@@ -2,6 +2,7 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -35,6 +36,22 @@ inline LogRecord Log(std::string stream, std::string data, std::int64_t at_unix_
   r.at = common::FromUnixMicros(at_unix_us);
   r.data = std::move(data);
   return r;
+}
+
+// After a store of an older schema (change row 1: a put of Pod a/p "v1", without the previous
+// state) was migrated: a second put of "v2" is the next change, whose previous state is known; row
+// 1 keeps an unknown one.
+inline void ExpectMigratedChangeRowsKeepAnUnknownPreviousState(Store& store) {
+  ASSERT_TRUE(store.Commit({WriteOp::Put(Obj("Pod", "a", "p", "v2"), 1)}, {}).ok());
+  auto changes = store.ChangesSince(0, 10);
+  ASSERT_TRUE(changes.ok()) << changes.error().ToString();
+  ASSERT_EQ(changes->size(), 2u);
+  EXPECT_EQ((*changes)[0].object.data, "v1");
+  EXPECT_FALSE((*changes)[0].previous_known);
+  EXPECT_EQ((*changes)[0].previous_data, std::nullopt);
+  EXPECT_GT((*changes)[1].revision, (*changes)[0].revision);
+  EXPECT_TRUE((*changes)[1].previous_known);
+  EXPECT_EQ((*changes)[1].previous_data, "v1");
 }
 
 }  // namespace egs::store::testing

@@ -28,6 +28,7 @@ namespace {
 
 using common::StatusCode;
 using egs::testing::StatusIs;
+using testing::ExpectMigratedChangeRowsKeepAnUnknownPreviousState;
 using ::testing::HasSubstr;
 using testing::Log;
 using testing::Obj;
@@ -267,15 +268,7 @@ TEST_F(PostgresStoreTest, ChangesOfAnOlderSchemaHaveAnUnknownPreviousState) {
             "");
   auto store = MustOpen();
   ASSERT_NE(store, nullptr);
-  ASSERT_OK(store->Commit({WriteOp::Put(Obj("Pod", "a", "p", "v2"), 1)}, {}));
-  auto changes = store->ChangesSince(0, 10);
-  ASSERT_OK(changes);
-  ASSERT_EQ(changes->size(), 2u);
-  EXPECT_EQ((*changes)[0].object.data, "v1");
-  EXPECT_FALSE((*changes)[0].previous_known);
-  EXPECT_EQ((*changes)[0].previous_data, std::nullopt);
-  EXPECT_TRUE((*changes)[1].previous_known);
-  EXPECT_EQ((*changes)[1].previous_data, "v1");
+  ExpectMigratedChangeRowsKeepAnUnknownPreviousState(*store);
 }
 
 TEST_F(PostgresStoreTest, DroppedConnectionsFailOnceThenReconnect) {
