@@ -263,21 +263,28 @@ Result<Window> ParseWindow(const HttpRequest& req, common::Time now, common::Tim
 }
 
 json PointJson(const Point& p) {
-  return {{"time", FormatTime(p.start)},
-          {"widthSeconds", common::ToSeconds(p.width)},
-          {"count", p.count},
-          {"utilAvg", p.util_avg},
-          {"utilMax", p.util_max},
-          {"memoryUsedMiB", p.mem_used_avg},
-          {"memoryTotalMiB", p.mem_total_mib},
-          {"powerAvgW", p.power_avg},
-          {"powerMaxW", p.power_max},
-          {"temperatureAvgC", p.temp_avg},
-          {"temperatureMaxC", p.temp_max},
-          {"smClockMHz", p.sm_clock_avg},
-          {"eccSbeTotal", p.ecc_sbe_total},
-          {"eccDbeTotal", p.ecc_dbe_total},
-          {"xidErrorsTotal", p.xid_errors_total}};
+  using F = telemetry::GpuSample;
+  json j = {{"time", FormatTime(p.start)},
+            {"widthSeconds", common::ToSeconds(p.width)},
+            {"count", p.count},
+            {"utilAvg", p.util_avg},
+            {"utilMax", p.util_max}};
+  // A reading the GPU did not report (in every sample of the point) is left out, not shown as 0.
+  if (p.Has(F::kMemUsed)) j["memoryUsedMiB"] = p.mem_used_avg;
+  if (p.Has(F::kMemTotal)) j["memoryTotalMiB"] = p.mem_total_mib;
+  if (p.Has(F::kPower)) {
+    j["powerAvgW"] = p.power_avg;
+    j["powerMaxW"] = p.power_max;
+  }
+  if (p.Has(F::kTemp)) {
+    j["temperatureAvgC"] = p.temp_avg;
+    j["temperatureMaxC"] = p.temp_max;
+  }
+  if (p.Has(F::kSmClock)) j["smClockMHz"] = p.sm_clock_avg;
+  if (p.Has(F::kEccSbe)) j["eccSbeTotal"] = p.ecc_sbe_total;
+  if (p.Has(F::kEccDbe)) j["eccDbeTotal"] = p.ecc_dbe_total;
+  if (p.Has(F::kXid)) j["xidErrorsTotal"] = p.xid_errors_total;
+  return j;
 }
 
 json SeriesJson(const Series& s) {
@@ -297,26 +304,41 @@ json GpuJson(const std::optional<GpuKey>& key) {
 }
 
 json SummaryJson(const telemetry::UsageSummary& s) {
+  // Peaks are null when no GPU reported the reading.
+  auto or_null = [](const std::optional<GpuKey>& gpu, double v) -> json {
+    return gpu ? json(v) : json(nullptr);
+  };
   return {{"gpus", s.gpus},
           {"samples", s.samples},
           {"utilAvg", s.util_avg},
-          {"peakPowerW", s.peak_power_w},
+          {"peakPowerW", or_null(s.peak_power_gpu, s.peak_power_w)},
           {"peakPowerGpu", GpuJson(s.peak_power_gpu)},
-          {"maxTemperatureC", s.max_temp_c},
+          {"maxTemperatureC", or_null(s.hottest_gpu, s.max_temp_c)},
           {"hottestGpu", GpuJson(s.hottest_gpu)}};
 }
 
 json CombinedJson(const std::vector<Series>& series) {
   json out = json::array();
   for (const telemetry::GroupPoint& p : telemetry::Combine(series)) {
-    out.push_back({{"time", FormatTime(p.start)},
-                   {"widthSeconds", common::ToSeconds(p.width)},
-                   {"gpus", p.gpus},
-                   {"utilAvg", p.util_avg},
-                   {"powerSumW", p.power_sum_w},
-                   {"powerMaxW", p.power_max_w},
-                   {"temperatureMaxC", p.temp_max_c},
-                   {"memoryUsedMiB", p.mem_used_mib}});
+    json j = {{"time", FormatTime(p.start)},
+              {"widthSeconds", common::ToSeconds(p.width)},
+              {"gpus", p.gpus},
+              {"utilAvg", p.util_avg}};
+    // Over the GPUs that reported each reading (their count beside it when not all did).
+    if (p.power_gpus > 0) {
+      j["powerSumW"] = p.power_sum_w;
+      j["powerMaxW"] = p.power_max_w;
+      if (p.power_gpus < p.gpus) j["powerGpus"] = p.power_gpus;
+    }
+    if (p.temp_gpus > 0) {
+      j["temperatureMaxC"] = p.temp_max_c;
+      if (p.temp_gpus < p.gpus) j["temperatureGpus"] = p.temp_gpus;
+    }
+    if (p.mem_gpus > 0) {
+      j["memoryUsedMiB"] = p.mem_used_mib;
+      if (p.mem_gpus < p.gpus) j["memoryGpus"] = p.mem_gpus;
+    }
+    out.push_back(std::move(j));
   }
   return out;
 }

@@ -163,6 +163,12 @@ TEST_F(TelemetryHandlersTest, SeriesHotspotsAndGprSummary) {
   ASSERT_EQ(node.status, 200) << node.body;
   EXPECT_EQ(Body(node)["series"].size(), 2u);
   EXPECT_EQ(Body(node)["series"][0]["points"].size(), 20u);
+  // GPU 0 reports no temperature: its points leave it out instead of showing 0 C.
+  const json p0 = Body(node)["series"][0]["points"][0];
+  EXPECT_FALSE(p0.contains("temperatureAvgC")) << p0;
+  EXPECT_FALSE(p0.contains("temperatureMaxC")) << p0;
+  EXPECT_DOUBLE_EQ(p0["powerAvgW"].get<double>(), 100);
+  EXPECT_DOUBLE_EQ(Body(node)["series"][1]["points"][0]["temperatureAvgC"].get<double>(), 80);
 
   HttpRequest one = Req("GET", "nodes/n2/telemetry");
   one.query.emplace("gpu", "1");
@@ -192,7 +198,13 @@ TEST_F(TelemetryHandlersTest, SeriesHotspotsAndGprSummary) {
   EXPECT_DOUBLE_EQ(summary["utilAvg"].get<double>(), 50);
   EXPECT_DOUBLE_EQ(summary["peakPowerW"].get<double>(), 650);
   EXPECT_EQ(summary["hottestGpu"]["gpu"], 1);
-  EXPECT_FALSE(Body(gpr)["combined"].empty());
+  const json combined = Body(gpr)["combined"];
+  ASSERT_FALSE(combined.empty());
+  // The hottest of the GPUs that report a temperature, and how many do.
+  EXPECT_DOUBLE_EQ(combined[0]["temperatureMaxC"].get<double>(), 80);
+  EXPECT_EQ(combined[0]["temperatureGpus"], 1);
+  EXPECT_DOUBLE_EQ(combined[0]["powerSumW"].get<double>(), 750);
+  EXPECT_FALSE(combined[0].contains("powerGpus"));  // both report power
 
   HttpResponse ws = Call(viewer_, Req("GET", "namespaces/team-a/telemetry"));
   ASSERT_EQ(ws.status, 200) << ws.body;
@@ -200,6 +212,26 @@ TEST_F(TelemetryHandlersTest, SeriesHotspotsAndGprSummary) {
   EXPECT_EQ(Call(viewer_, Req("GET", "namespaces/nobody/telemetry")).status, 404);
   EXPECT_EQ(Call(viewer_, Req("GET", "namespaces/team-a/gpuprovisionrequests/x/telemetry")).status,
             404);
+}
+
+TEST_F(TelemetryHandlersTest, ASummaryOfGpusWithoutPowerHasNoPeakPower) {
+  const std::string t = common::FormatTime(kNow - common::Minutes(5));
+  ASSERT_EQ(Call(admin_, Req("POST", "nodes/n2/telemetry",
+                             R"({"samples":[{"gpu":0,"utilization":30,"time":")" + t + R"("}]})"))
+                .status,
+            202);
+  HttpResponse gpr =
+      Call(viewer_, Req("GET", "namespaces/team-a/gpuprovisionrequests/train/telemetry"));
+  ASSERT_EQ(gpr.status, 200) << gpr.body;
+  const json summary = Body(gpr)["summary"];
+  EXPECT_EQ(summary["gpus"], 1);
+  EXPECT_TRUE(summary["peakPowerW"].is_null()) << summary;
+  EXPECT_TRUE(summary["peakPowerGpu"].is_null()) << summary;
+  EXPECT_TRUE(summary["maxTemperatureC"].is_null()) << summary;
+  const json combined = Body(gpr)["combined"];
+  ASSERT_EQ(combined.size(), 1u);
+  EXPECT_FALSE(combined[0].contains("powerSumW")) << combined[0];
+  EXPECT_FALSE(combined[0].contains("temperatureMaxC")) << combined[0];
 }
 
 TEST_F(TelemetryHandlersTest, BadQueriesNameTheParameter) {

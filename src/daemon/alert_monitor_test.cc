@@ -429,6 +429,8 @@ TEST(TelemetryArchiveTest, HistorySurvivesAStoreReopen) {
       r.sample.at = t;
       r.sample.util_percent = static_cast<double>((t - t0) / Minutes(1));
       r.sample.power_w = 500;
+      // No temperature reported: the restored history must not show one.
+      r.sample.present = telemetry::GpuSample::kAllFields & ~telemetry::GpuSample::kTemp;
       ASSERT_OK(hub.Ingest("n1", {r}));
       // Flushed once a minute, as egsd does.
       if ((t - t0) % Minutes(1) == common::Duration(0)) {
@@ -457,6 +459,8 @@ TEST(TelemetryArchiveTest, HistorySurvivesAStoreReopen) {
     EXPECT_EQ(minute->points[i].start, minute_before[i].start);
     EXPECT_EQ(minute->points[i].count, 4u);
     EXPECT_DOUBLE_EQ(minute->points[i].util_avg, minute_before[i].util_avg);
+    EXPECT_TRUE(minute->points[i].Has(telemetry::GpuSample::kPower));
+    EXPECT_FALSE(minute->points[i].Has(telemetry::GpuSample::kTemp));
   }
   auto ten = hub.Read({"n1", 3}, all, telemetry::Resolution::kTenMinute);
   ASSERT_EQ(ten->points.size(), ten_before.size());

@@ -34,13 +34,14 @@ std::optional<telemetry::GpuKey> ParseKey(const std::string& key) {
 std::string Encode(const Point& p) {
   return json::array({p.count, p.util_avg, p.util_max, p.mem_used_avg, p.mem_total_mib, p.power_avg,
                       p.power_max, p.temp_avg, p.temp_max, p.sm_clock_avg, p.ecc_sbe_total,
-                      p.ecc_dbe_total, p.xid_errors_total})
+                      p.ecc_dbe_total, p.xid_errors_total, p.present})
       .dump();
 }
 
 std::optional<Point> Decode(const store::SeriesRecord& r, common::Duration width) {
   json j = json::parse(r.data, nullptr, false);
-  if (!j.is_array() || j.size() != 13) return std::nullopt;
+  // 13 elements: written before the readings' presence was kept (every reading counted).
+  if (!j.is_array() || (j.size() != 13 && j.size() != 14)) return std::nullopt;
   try {
     Point p;
     p.start = r.at;
@@ -58,6 +59,7 @@ std::optional<Point> Decode(const store::SeriesRecord& r, common::Duration width
     p.ecc_sbe_total = j[10].get<std::uint64_t>();
     p.ecc_dbe_total = j[11].get<std::uint64_t>();
     p.xid_errors_total = j[12].get<std::uint64_t>();
+    if (j.size() == 14) p.present = j[13].get<std::uint16_t>();
     return p;
   } catch (const json::exception&) {
     return std::nullopt;  // a damaged record is skipped, not fatal

@@ -8,7 +8,9 @@
 //
 // Series (store/store.h SeriesRecord): "telemetry.1m" and "telemetry.10m" keyed "<node>/<gpu>"
 // at the bucket start, data a JSON array [count, utilAvg, utilMax, memUsedAvg, memTotalMiB,
-// powerAvg, powerMax, tempAvg, tempMax, smClockAvg, eccSbeTotal, eccDbeTotal, xidErrorsTotal];
+// powerAvg, powerMax, tempAvg, tempMax, smClockAvg, eccSbeTotal, eccDbeTotal, xidErrorsTotal,
+// present] (present: the GpuSample::Field bits of the readings the bucket has; records of 13
+// elements, from before it was kept, are read as having every reading);
 // "telemetry.gpu" keyed the same at time 0, data {"uuid", "model"}.
 //
 // Thread-safety: not thread-safe; one thread (egsd's alert timer) calls Flush; Load runs before.

@@ -6,6 +6,9 @@
 
 namespace egs::telemetry {
 
+// The readings' presence fits in what was padding: a bucket is no larger for it.
+static_assert(sizeof(GpuHistory::Bucket) <= 80);
+
 namespace {
 
 using common::Duration;
@@ -26,7 +29,9 @@ void Accumulate(GpuHistory::Bucket& b, const GpuSample& s) {
     b.util_max = f(s.util_percent);
     b.power_max = f(s.power_w);
     b.temp_max = f(s.temp_c);
+    b.present = s.present;
   }
+  b.present &= s.present;
   ++b.count;
   b.util_sum += f(s.util_percent);
   b.util_max = std::max(b.util_max, f(s.util_percent));
@@ -60,6 +65,7 @@ Point ToPoint(const GpuHistory::Bucket& b, Duration width) {
   p.ecc_sbe_total = b.ecc_sbe;
   p.ecc_dbe_total = b.ecc_dbe;
   p.xid_errors_total = b.xid;
+  p.present = b.present;
   return p;
 }
 
@@ -81,6 +87,7 @@ GpuHistory::Bucket FromPoint(const Point& p) {
   b.ecc_sbe = p.ecc_sbe_total;
   b.ecc_dbe = p.ecc_dbe_total;
   b.xid = p.xid_errors_total;
+  b.present = p.present;
   return b;
 }
 
@@ -97,6 +104,7 @@ Point RawPoint(const GpuSample& s) {
   p.ecc_sbe_total = s.ecc_sbe_total;
   p.ecc_dbe_total = s.ecc_dbe_total;
   p.xid_errors_total = s.xid_errors_total;
+  p.present = s.present;
   return p;
 }
 

@@ -13,10 +13,12 @@
 // evicted) is dropped from that tier. Raw keeps samples in time order: one older than the newest
 // raw sample is not kept raw (it still goes into the tiers). A bucket holds count, sums and
 // maxima, so its averages are exact over its samples (sums in float: about 7 significant
-// digits) and error counters are the latest sample's.
+// digits) and error counters are the latest sample's. An optional reading (GpuSample::present)
+// counts in a bucket only when every sample of the bucket reported it: averaging in the 0 of a
+// sample that left it out would be a false value, so such a bucket's point leaves it out.
 //
-// Memory grows with the history kept, up to about 0.4 MB per GPU at full capacity (5760
-// buckets of 72 bytes, plus kRawCapacity samples).
+// Memory grows with the history kept, up to about 0.5 MB per GPU at full capacity (5760
+// buckets of 80 bytes, plus kRawCapacity samples).
 //
 // Not thread-safe: TelemetryHub guards each history with its shard's mutex.
 #pragma once
@@ -92,6 +94,7 @@ class GpuHistory {
   struct Bucket {
     std::int64_t start_unix_us = 0;
     std::uint32_t count = 0;
+    std::uint16_t present = 0;  // the readings every sample had (GpuSample::Field bits)
     float util_sum = 0, util_max = 0;
     float mem_used_sum = 0, mem_total = 0;
     float power_sum = 0, power_max = 0;

@@ -118,6 +118,41 @@ TEST(GpuHistoryTest, BucketsRoundTripThroughRestore) {
   EXPECT_EQ(restored.Read(Resolution::kMinute, all).back().count, 5u);
 }
 
+TEST(GpuHistoryTest, AReadingLeftOutOfASampleIsLeftOutOfItsBuckets) {
+  GpuHistory h;
+  GpuSample no_power = At(kT0, 40, 0, 55);
+  no_power.present = GpuSample::kAllFields & ~GpuSample::kPower;
+  h.Add(no_power);
+  h.Add(At(kT0 + Seconds(30), 60, 300, 65));  // power reported in the same minute
+  h.Add(At(kT0 + Minutes(1), 20, 200, 45));
+  GpuSample later = no_power;
+  later.at = kT0 + Minutes(2);
+  h.Add(later);
+  const Interval all{kT0, kT0 + Minutes(10)};
+  auto minute = h.Read(Resolution::kMinute, all);
+  ASSERT_EQ(minute.size(), 3u);
+  // Not every sample of the first minute had power: its average of 150 W would be false.
+  EXPECT_FALSE(minute[0].Has(GpuSample::kPower));
+  EXPECT_TRUE(minute[0].Has(GpuSample::kTemp));
+  EXPECT_DOUBLE_EQ(minute[0].temp_avg, 60);
+  EXPECT_DOUBLE_EQ(minute[0].util_avg, 50);
+  EXPECT_TRUE(minute[1].Has(GpuSample::kPower));
+  EXPECT_DOUBLE_EQ(minute[1].power_avg, 200);
+  EXPECT_FALSE(minute[2].Has(GpuSample::kPower));
+  auto raw = h.Read(Resolution::kRaw, all);
+  ASSERT_EQ(raw.size(), 4u);
+  EXPECT_FALSE(raw[0].Has(GpuSample::kPower));
+  EXPECT_TRUE(raw[1].Has(GpuSample::kPower));
+  EXPECT_FALSE(h.Read(Resolution::kTenMinute, all)[0].Has(GpuSample::kPower));
+  // The presence survives persistence.
+  GpuHistory restored;
+  restored.RestoreBuckets(Resolution::kMinute, h.Buckets(Resolution::kMinute));
+  auto back = restored.Read(Resolution::kMinute, all);
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_FALSE(back[0].Has(GpuSample::kPower));
+  EXPECT_TRUE(back[1].Has(GpuSample::kPower));
+}
+
 TEST(GpuHistoryTest, UtilAverageSinceUsesRecentMinuteBuckets) {
   GpuHistory h;
   EXPECT_FALSE(h.UtilAverageSince(kT0).has_value());

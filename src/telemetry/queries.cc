@@ -76,11 +76,11 @@ UsageSummary Summarize(const std::vector<Series>& series) {
     for (const Point& p : one.points) {
       s.samples += p.count;
       util_weighted += p.util_avg * p.count;
-      if (!s.peak_power_gpu || p.power_max > s.peak_power_w) {
+      if (p.Has(GpuSample::kPower) && (!s.peak_power_gpu || p.power_max > s.peak_power_w)) {
         s.peak_power_w = p.power_max;
         s.peak_power_gpu = one.gpu;
       }
-      if (!s.hottest_gpu || p.temp_max > s.max_temp_c) {
+      if (p.Has(GpuSample::kTemp) && (!s.hottest_gpu || p.temp_max > s.max_temp_c)) {
         s.max_temp_c = p.temp_max;
         s.hottest_gpu = one.gpu;
       }
@@ -107,10 +107,19 @@ std::vector<GroupPoint> Combine(const std::vector<Series>& series) {
       ++a.point.gpus;
       a.util_weighted += p.util_avg * p.count;
       a.samples += p.count;
-      a.point.power_sum_w += p.power_avg;
-      a.point.power_max_w = std::max(a.point.power_max_w, p.power_max);
-      a.point.temp_max_c = std::max(a.point.temp_max_c, p.temp_max);
-      a.point.mem_used_mib += p.mem_used_avg;
+      if (p.Has(GpuSample::kPower)) {
+        ++a.point.power_gpus;
+        a.point.power_sum_w += p.power_avg;
+        a.point.power_max_w = std::max(a.point.power_max_w, p.power_max);
+      }
+      if (p.Has(GpuSample::kTemp)) {
+        ++a.point.temp_gpus;
+        a.point.temp_max_c = std::max(a.point.temp_max_c, p.temp_max);
+      }
+      if (p.Has(GpuSample::kMemUsed)) {
+        ++a.point.mem_gpus;
+        a.point.mem_used_mib += p.mem_used_avg;
+      }
     }
   }
   std::vector<GroupPoint> out;

@@ -50,9 +50,9 @@ struct UsageSummary {
   int gpus = 0;               // series with at least one point
   std::uint64_t samples = 0;  // samples behind the points
   double util_avg = 0;        // sample-weighted mean utilization, %
-  double peak_power_w = 0;    // highest power of any sample
-  std::optional<GpuKey> peak_power_gpu;
-  double max_temp_c = 0;  // highest temperature of any sample
+  double peak_power_w = 0;    // highest power of any sample (of the GPUs that report power)
+  std::optional<GpuKey> peak_power_gpu;  // nullopt: no point had power
+  double max_temp_c = 0;                 // highest temperature of any sample (likewise)
   std::optional<GpuKey> hottest_gpu;
 };
 UsageSummary Summarize(const std::vector<Series>& series);
@@ -62,11 +62,15 @@ struct GroupPoint {
   common::Time start;
   common::Duration width{0};
   int gpus = 0;
-  double util_avg = 0;      // sample-weighted mean over the GPUs
-  double power_sum_w = 0;   // sum of the GPUs' average power
-  double power_max_w = 0;   // highest single-GPU power
-  double temp_max_c = 0;    // hottest GPU
+  double util_avg = 0;  // sample-weighted mean over the GPUs
+  // Each of the optional readings over the GPUs whose point has it (see Point), and how many.
+  double power_sum_w = 0;  // sum of the GPUs' average power
+  double power_max_w = 0;  // highest single-GPU power
+  int power_gpus = 0;
+  double temp_max_c = 0;  // hottest GPU
+  int temp_gpus = 0;
   double mem_used_mib = 0;  // sum of the GPUs' average memory used
+  int mem_gpus = 0;
 };
 // By start, ascending.
 std::vector<GroupPoint> Combine(const std::vector<Series>& series);

@@ -61,7 +61,9 @@ struct GpuSample {
 };
 
 // One point of a series: the samples of one GPU in [start, start + width). A raw point is one
-// sample (count 1, width 0). Averages are over the samples; counters are the latest value.
+// sample (count 1, width 0). Averages are over the samples; counters are the latest value. An
+// optional reading is in the point (its GpuSample::Field bit set in `present`) only when every
+// sample of the point reported it; otherwise its fields here are 0 and mean nothing.
 struct Point {
   common::Time start;
   common::Duration width{0};
@@ -78,6 +80,9 @@ struct Point {
   std::uint64_t ecc_sbe_total = 0;
   std::uint64_t ecc_dbe_total = 0;
   std::uint64_t xid_errors_total = 0;
+  std::uint16_t present = GpuSample::kAllFields;  // GpuSample::Field bits
+
+  bool Has(GpuSample::Field f) const { return (present & f) != 0; }
 };
 
 // Which history a series is read from.
