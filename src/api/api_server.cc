@@ -930,6 +930,64 @@ std::string ApiServer::ProjectOf(std::string_view kind, const json& object) {
   return "";
 }
 
+Status ApiServer::CheckPolicyReach(const Principal& who, std::string_view kind, const json* stored,
+                                   const json& object) {
+  if (kind != "Workspace" || who.role == Role::kAdmin) return common::OkStatus();
+  auto policy_of = [](const json* o) -> const json* {
+    if (o == nullptr || !o->is_object()) return nullptr;
+    auto spec = o->find("spec");
+    if (spec == o->end() || !spec->is_object()) return nullptr;
+    auto policy = spec->find("policy");
+    return policy != spec->end() && policy->is_object() ? &*policy : nullptr;
+  };
+  const json* now = policy_of(&object);
+  if (now == nullptr) return common::OkStatus();
+  const json* before = policy_of(stored);
+  auto burst = [](const json* p) {
+    if (p == nullptr) return false;
+    auto it = p->find("mayBurst");
+    return it != p->end() && it->is_boolean() && it->get<bool>();
+  };
+  if (burst(now) && !burst(before)) {
+    return common::PermissionDeniedError(
+        fmt::format("spec.policy.mayBurst: user \"{}\" ({}) cannot let a workspace burst to other "
+                    "projects' clusters; an admin can",
+                    who.user, RoleName(who.role)));
+  }
+  auto clusters = now->find("allowedClusters");
+  if (clusters == now->end() || !clusters->is_array()) return common::OkStatus();
+  std::vector<std::string> kept;
+  if (before != nullptr) {
+    auto it = before->find("allowedClusters");
+    if (it != before->end() && it->is_array()) {
+      for (const json& c : *it) {
+        if (c.is_string()) kept.push_back(c.get<std::string>());
+      }
+    }
+  }
+  for (std::size_t i = 0; i < clusters->size(); ++i) {
+    const json& c = (*clusters)[i];
+    if (!c.is_string()) continue;  // validation names it
+    const std::string name = c.get<std::string>();
+    if (std::find(kept.begin(), kept.end(), name) != kept.end()) continue;
+    auto got = store_.Get("Cluster", "", name);
+    if (!got) return got.error();
+    if (!got->has_value()) continue;  // validation refuses an unknown cluster
+    json cluster = json::parse((*got)->data, nullptr, /*allow_exceptions=*/false);
+    const std::string project = cluster.is_object() ? StringAt(cluster, "spec", "project") : "";
+    if (std::find(who.projects.begin(), who.projects.end(), project) != who.projects.end()) {
+      continue;
+    }
+    return common::PermissionDeniedError(fmt::format(
+        "spec.policy.allowedClusters[{}]: user \"{}\" ({}) cannot give a workspace cluster "
+        "\"{}\", which belongs to {} (its projects: {})",
+        i, who.user, RoleName(who.role), name,
+        project.empty() ? std::string("no project") : fmt::format("project \"{}\"", project),
+        fmt::join(who.projects, ", ")));
+  }
+  return common::OkStatus();
+}
+
 void ApiServer::Audit(const HttpRequest& req, const Target& t, const std::optional<Principal>& who,
                       const HttpResponse& resp) {
   common::Time now = clock_.Now();
@@ -1577,6 +1635,9 @@ HttpResponse ApiServer::CreateObject(const HttpRequest& req, const Target& t,
   if (Status s = Authorize(who, "create", t, ProjectOf(r.kind, *body)); !s.ok()) {
     return ErrorResponse(s, ctx);
   }
+  if (Status s = CheckPolicyReach(who, r.kind, nullptr, *body); !s.ok()) {
+    return ErrorResponse(s, ctx);
+  }
   if (Status s = ValidateObject(r.kind, *body); !s.ok()) return ErrorResponse(s, ctx);
   auto created = control_plane_.Create(who, r.kind, t.scope_ns(), std::move(*body), dry_run);
   if (!created) return ErrorResponse(created.error(), ctx);
@@ -1606,6 +1667,9 @@ HttpResponse ApiServer::UpdateObject(const HttpRequest& req, const Target& t,
   // Moving an object to another project needs the right to write there too.
   if (std::string to = ProjectOf(r.kind, *body); to != project) {
     if (Status s = Authorize(who, "update", t, to); !s.ok()) return ErrorResponse(s, t.context());
+  }
+  if (Status s = CheckPolicyReach(who, r.kind, &**stored, *body); !s.ok()) {
+    return ErrorResponse(s, t.context());
   }
   if (Status s = ValidateObject(r.kind, *body); !s.ok()) return ErrorResponse(s, t.context());
   // As Kubernetes does for custom resources: a PUT replaces the whole object, so it must say
@@ -1693,6 +1757,9 @@ HttpResponse ApiServer::PatchObject(const HttpRequest& req, const Target& t, con
     bool explicit_rv = meta["resourceVersion"] != current_rv;
     if (std::string to = ProjectOf(r.kind, merged); to != project) {
       if (Status s = Authorize(who, "patch", t, to); !s.ok()) return ErrorResponse(s, t.context());
+    }
+    if (Status s = CheckPolicyReach(who, r.kind, &current, merged); !s.ok()) {
+      return ErrorResponse(s, t.context());
     }
     if (Status s = ValidateObject(r.kind, merged); !s.ok()) return ErrorResponse(s, t.context());
     auto updated =

@@ -147,6 +147,12 @@ class ApiServer {
                            std::string project);
   // The project an object belongs to ("" when none or unknown).
   std::string ProjectOf(std::string_view kind, const nlohmann::json& object);
+  // A Workspace written by anyone but an admin may not reach outside the writer's projects
+  // through its policy: each cluster newly named in spec.policy.allowedClusters must belong to
+  // one of the writer's projects, and mayBurst may not be turned on. `stored` is the object
+  // before the write (nullptr for a create): what an admin set there may stay.
+  common::Status CheckPolicyReach(const Principal& who, std::string_view kind,
+                                  const nlohmann::json* stored, const nlohmann::json& object);
   void Audit(const HttpRequest& req, const Target& t, const std::optional<Principal>& who,
              const HttpResponse& resp);
   void RunWatch(const WatchSpec& spec, StreamSink& sink);

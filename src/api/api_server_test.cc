@@ -230,6 +230,9 @@ class ApiServerTest : public ::testing::Test {
       }
       if (header == "Bearer viewer")
         return Principal{"victor", Role::kViewer, {}, {}, "tok-viewer"};
+      if (header == "Bearer pa") {
+        return Principal{"carol", Role::kProjectAdmin, {}, {"ml"}, "tok-pa"};
+      }
       return common::UnauthenticatedError("invalid bearer token");
     };
     auto authorize = [this](const Principal& who, const Access& access) -> Status {
@@ -372,6 +375,51 @@ class ApiServerTest : public ::testing::Test {
   Access last_access_;
   std::unique_ptr<ApiServer> server_;
 };
+
+// A project-admin's workspace policy reaches only its own projects' clusters; what an admin set
+// stays when it edits something else.
+TEST_F(ApiServerTest, AProjectAdminCannotGiveAWorkspaceAnotherProjectsClusters) {
+  for (auto [name, project] : {std::pair{"c-ml", "ml"}, std::pair{"c-research", "research"}}) {
+    json c = {{"apiVersion", "egs.dev/v1alpha1"},
+              {"kind", "Cluster"},
+              {"metadata", {{"name", name}}},
+              {"spec", {{"project", project}}}};
+    store::StoredObject o{"Cluster", "",           name,    std::string("uid-") + name,
+                          0,         clock_.Now(), c.dump()};
+    ASSERT_TRUE(store_->Commit({store::WriteOp::Put(o, std::nullopt)}, {}).ok());
+  }
+  auto ws = [](const std::string& name, const json& policy) {
+    return json{{"apiVersion", "egs.dev/v1alpha1"},
+                {"kind", "Workspace"},
+                {"metadata", {{"name", name}}},
+                {"spec", {{"project", "ml"}, {"policy", policy}}}}
+        .dump();
+  };
+  const std::string path = "/apis/egs.dev/v1alpha1/workspaces";
+  HttpResponse r =
+      Call("POST", path, ws("grab", {{"allowedClusters", {"c-ml", "c-research"}}}), {}, {}, "pa");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("spec.policy.allowedClusters[1]"));
+  EXPECT_THAT(r.body, HasSubstr("project \\\"research\\\""));
+  EXPECT_EQ(Get(path + "/grab").status, 404);
+  r = Call("POST", path, ws("burst", {{"mayBurst", true}}), {}, {}, "pa");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("spec.policy.mayBurst"));
+  r = Call("POST", path, ws("own", {{"allowedClusters", {"c-ml"}}}), {}, {}, "pa");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string own = path + "/own";
+  r = Call("PATCH", own, R"({"spec":{"policy":{"allowedClusters":["c-research"]}}})", {},
+           {{"Content-Type", "application/merge-patch+json"}}, "pa");
+  EXPECT_EQ(r.status, 403) << r.body;
+  // An admin may; the project-admin may then change other fields and keep that cluster.
+  ASSERT_EQ(Patch(own, R"({"spec":{"policy":{"allowedClusters":["c-research"],"mayBurst":true}}})")
+                .status,
+            200);
+  r = Call("PATCH", own, R"({"spec":{"policy":{"gpuQuota":8}}})", {},
+           {{"Content-Type", "application/merge-patch+json"}}, "pa");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(Get(own).body)["spec"]["policy"]["gpuQuota"], 8);
+}
 
 // ---- Create / get / list -----------------------------------------------------------------------
 

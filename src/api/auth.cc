@@ -1,6 +1,7 @@
 #include "api/auth.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
@@ -45,6 +46,12 @@ bool IsMemberRequestVerb(std::string_view verb) {
 
 Status Denied(const Principal& who, const Access& a) {
   std::string where = a.ns.empty() ? std::string() : fmt::format(" in namespace \"{}\"", a.ns);
+  // A project-admin is told which project the write needed and which ones it has.
+  const std::string& project = a.project.empty() ? a.ns_project : a.project;
+  if (who.role == Role::kProjectAdmin && !project.empty()) {
+    where += fmt::format(" of project \"{}\" (its projects: {})", project,
+                         fmt::join(who.projects, ", "));
+  }
   return common::PermissionDeniedError(fmt::format("user \"{}\" ({}) cannot {} {}{}", who.user,
                                                    RoleName(who.role), a.verb, a.resource, where));
 }
