@@ -1166,7 +1166,8 @@ common::Result<json> ControlPlaneImpl::UpdateOnLoop(std::string_view kind, std::
     EGS_ASSIGN_OR_RETURN(core::Workspace w, ToWorkspace(doc));
     EGS_RETURN_IF_ERROR(CheckWorkspaceRules(doc));
     if (!dry_run) {
-      EGS_RETURN_IF_ERROR(scheduler_.UpdatePolicy(*names_.workspaces.Find(name), w.policy));
+      EGS_RETURN_IF_ERROR(
+          scheduler_.UpdatePolicy(*names_.workspaces.Find(name), w.policy, w.project));
     }
   } else if (kind != kProject && old.contains("spec") &&
              updated.value("spec", json::object()) != old["spec"]) {

@@ -154,7 +154,8 @@ Status Scheduler::AddWorkspace(core::Workspace workspace) {
   return common::OkStatus();
 }
 
-Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy policy) {
+Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy policy,
+                               std::optional<core::ProjectId> project) {
   EGS_RETURN_IF_ERROR(core::ValidatePolicy(policy));
   auto it = workspaces_.find(id);
   if (it == workspaces_.end()) {
@@ -162,6 +163,7 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
   }
   ledger_.SetHalfLife(id, policy.fair_share_half_life, clock_.Now());
   it->second.policy = std::move(policy);
+  if (project) it->second.project = *project;
   SetHomeClusters(it->second);
   reuse_blocked_ = true;  // its requests' pools and rules changed: nothing in the change log
   MarkDirty(0);

@@ -187,7 +187,9 @@ class Scheduler {
   // A new policy for `workspace`. Its queued requests that the new policy no longer allows go
   // back to PendingApproval (reason "workspace policy changed: ..."), as a submit of the same
   // spec would; those an admin approved keep their approval. Running ones are left alone.
-  common::Status UpdatePolicy(core::WorkspaceId workspace, core::WorkspacePolicy policy);
+  // `project`, when given, moves the workspace to that project (its home clusters with it).
+  common::Status UpdatePolicy(core::WorkspaceId workspace, core::WorkspacePolicy policy,
+                              std::optional<core::ProjectId> project = std::nullopt);
   // Removes a workspace and forgets its finished requests (returned, by id). FailedPrecondition
   // (naming one) while any of its requests is not finished; NotFound for an unknown workspace.
   common::Result<std::vector<core::RequestId>> RemoveWorkspace(core::WorkspaceId workspace);

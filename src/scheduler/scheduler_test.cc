@@ -331,6 +331,14 @@ TEST(SchedulerTest, OnlyWorkspacesThatMayBurstUseOtherProjectsClusters) {
   ASSERT_TRUE(h.sched->AddCluster(c3).ok());
   h.AddNodes(3, 1, 1, 8);
   EXPECT_THAT(quote_clusters(3), ::testing::ElementsAre(core::ClusterId(3)));
+  // A workspace moved to another project keeps to that project's clusters from then on.
+  core::WorkspacePolicy plain;
+  plain.max_active_requests = 10;
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), plain).ok());
+  EXPECT_THAT(quote_clusters(1), ::testing::ElementsAre(core::ClusterId(1)));
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), plain, core::ProjectId(2)).ok());
+  EXPECT_THAT(quote_clusters(1), ::testing::ElementsAre(core::ClusterId(2)));
+  EXPECT_EQ(h.sched->FindWorkspace(core::WorkspaceId(1))->project, core::ProjectId(2));
 }
 
 // Naming only clusters the workspace may not use is refused at submit, as disallowed shapes are.
