@@ -460,6 +460,26 @@ std::optional<ApiError> ParseDryRun(const HttpRequest& req, bool* dry_run) {
   return std::nullopt;
 }
 
+// A write's query parameters: the ones Kubernetes clients send to any write, and a DELETE's
+// options. Another one is a 400 rather than ignored: a misspelt dryRun would otherwise write.
+std::optional<ApiError> CheckWriteQuery(const HttpRequest& req) {
+  static constexpr std::string_view kWrite[] = {"dryRun", "fieldManager", "fieldValidation",
+                                                "pretty"};
+  static constexpr std::string_view kDelete[] = {"gracePeriodSeconds", "propagationPolicy",
+                                                 "orphanDependents"};
+  const bool del = req.method == "DELETE";
+  for (const auto& [key, value] : req.query) {
+    if (std::find(std::begin(kWrite), std::end(kWrite), key) != std::end(kWrite)) continue;
+    if (del && std::find(std::begin(kDelete), std::end(kDelete), key) != std::end(kDelete)) {
+      continue;
+    }
+    return BadRequest(fmt::format("unknown query parameter \"{}\": a {} takes {}{}", key,
+                                  req.method, fmt::join(kWrite, ", "),
+                                  del ? fmt::format(", {}", fmt::join(kDelete, ", ")) : ""));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // ---- Types declared in the header --------------------------------------------------------------
@@ -866,6 +886,9 @@ HttpResponse ApiServer::ServeResource(const HttpRequest& req, const Target& t,
     // a namespace's collection.
     if (!all_namespaces_read && r.namespaced && t.name.empty()) return not_allowed();
     if (!all_namespaces_read) return ToResponse(NoRoute());
+  }
+  if (m != "GET") {
+    if (auto e = CheckWriteQuery(req)) return ToResponse(*e);
   }
   if (!r.generic) {
     if (r.kind == "Quote" && t.name.empty())

@@ -514,6 +514,23 @@ TEST_F(ApiServerTest, ValidationErrorIs422WithCauses) {
               ::testing::StartsWith("invalid duration \"4x\": want a Go-style duration"));
 }
 
+// A misspelt dryRun must not write: unknown query parameters on a write are a 400; the ones
+// kubectl sends are taken.
+TEST_F(ApiServerTest, UnknownQueryParametersOnAWriteAreRefused) {
+  SeedWorkspace("team-a");
+  HttpResponse r = Post(kGprs, GprJson("g1").dump(), {}, {{"dryrun", "All"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("unknown query parameter \\\"dryrun\\\""));
+  EXPECT_EQ(Get(std::string(kGprs) + "/g1").status, 404);
+  r = Delete(std::string(kGprs) + "/g1", "", {{"force", "true"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  r = Post(kGprs, GprJson("g1").dump(), {},
+           {{"fieldManager", "kubectl-create"}, {"fieldValidation", "Strict"}});
+  EXPECT_EQ(r.status, 201) << r.body;
+  r = Delete(std::string(kGprs) + "/g1", "", {{"propagationPolicy", "Background"}});
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
 TEST_F(ApiServerTest, DryRunReachesTheControlPlane) {
   SeedWorkspace("team-a");
   EXPECT_EQ(Post(kGprs, GprJson("train").dump(), {}, {{"dryRun", "All"}}).status, 201);
