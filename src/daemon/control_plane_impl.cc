@@ -996,12 +996,36 @@ common::Result<json> ControlPlaneImpl::CreateFleetObject(std::string_view kind, 
             g.index, g.uuid, g.model, g.memory_mib,
             g.mig_mode == "Enabled" ? core::MigMode::kEnabled : core::MigMode::kDisabled});
       }
+      const core::GpuShape& shape_of = shapes_.at(*s);
       if (n.gpus.empty()) {
-        // No GPUs listed: the shape's, with stable made-up UUIDs.
-        const core::GpuShape& shape_of = shapes_.at(*s);
+        // No GPUs listed: the shape's, with stable made-up UUIDs; the stored object lists them,
+        // so that every reader sees the GPUs the scheduler counts.
         for (int g = 0; g < shape_of.gpus_per_node; ++g) {
           n.gpus.push_back(core::Gpu{g, fmt::format("GPU-{}-{}", n.name, g), shape_of.gpu_model,
                                      shape_of.memory_per_gpu_mib, core::MigMode::kDisabled});
+          node.gpus.push_back(api::GpuDoc{g, n.gpus.back().uuid, shape_of.gpu_model,
+                                          shape_of.memory_per_gpu_mib, "Disabled"});
+        }
+      } else if (static_cast<int>(n.gpus.size()) != shape_of.gpus_per_node) {
+        return common::InvalidArgumentError(fmt::format(
+            "spec.gpus: lists {} GPU(s) but shape {} has {} per node (list them all, or none to "
+            "take the shape's)",
+            n.gpus.size(), shape_of.name, shape_of.gpus_per_node));
+      }
+      // A GPU is one device: its UUID names it in telemetry and alerts. Nodes stored before
+      // this was checked are restored as they are.
+      for (std::size_t i = 0; persist && i < n.gpus.size(); ++i) {
+        const std::string& uuid = n.gpus[i].uuid;
+        if (uuid.empty()) continue;
+        for (std::size_t j = 0; j < i; ++j) {
+          if (n.gpus[j].uuid == uuid) {
+            return common::InvalidArgumentError(
+                fmt::format("spec.gpus[{}].uuid: \"{}\" is also spec.gpus[{}].uuid", i, uuid, j));
+          }
+        }
+        if (auto it = gpu_uuids_.find(uuid); it != gpu_uuids_.end()) {
+          return common::InvalidArgumentError(fmt::format(
+              "spec.gpus[{}].uuid: \"{}\" is already a GPU of node \"{}\"", i, uuid, it->second));
         }
       }
       n.provisioning_lead_time = node.provisioning_lead_time;
@@ -1013,6 +1037,9 @@ common::Result<json> ControlPlaneImpl::CreateFleetObject(std::string_view kind, 
       if (!st.ok()) {
         names_.nodes.Erase(n.name);
       } else {
+        for (const core::Gpu& g : n.gpus) {
+          if (!g.uuid.empty()) gpu_uuids_.emplace(g.uuid, n.name);
+        }
         nodes_[n.id] = n;
         if (fleet_hooks_.node_added) {
           // The node is in the scheduler already; a connector that cannot take it reports

@@ -268,6 +268,7 @@ class ControlPlaneImpl final : public api::ControlPlane {
   std::unordered_map<core::RequestId, GprObject> gprs_;
   std::map<core::ShapeId, core::GpuShape> shapes_;  // to fill in the GPUs of a node
   std::map<core::NodeId, core::Node> nodes_;
+  std::unordered_map<std::string, std::string> gpu_uuids_;  // GPU UUID -> its node's name
   std::uint64_t next_uid_ = 1;
   // Event names are "<object>.<hex>", the hex the scheduler's event id (which starts at 1 in
   // every process) plus this: the highest found in the store at the start, so that an event

@@ -1,5 +1,6 @@
 // ControlPlaneImpl over a real Scheduler and a FakeStore: objects are created, persisted and
 // restored by a second control plane over the same store, as after an egsd restart.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -148,6 +149,50 @@ TEST(ControlPlaneTest, CreatesPersistsAndRestoresRequests) {
   }
   EXPECT_EQ(kept, before.size());
   EXPECT_GT(after->objects.size(), before.size());
+}
+
+// A node created without GPUs gets its shape's, and the stored object lists them; a partial
+// list, or a GPU UUID another GPU has, is refused naming the field.
+TEST(ControlPlaneTest, NodeGpusAreTheShapesOrAllListedWithUniqueUuids) {
+  common::SimulatedClock clock(common::FromUnixMicros(0));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  auto stored = store.Get("Node", "", "n0");
+  ASSERT_OK(stored);
+  ASSERT_TRUE(stored->has_value());
+  json n0 = json::parse((*stored)->data);
+  ASSERT_EQ(n0["spec"]["gpus"].size(), 8u);
+  EXPECT_EQ(n0["spec"]["gpus"][7]["index"], 7);
+  EXPECT_EQ(n0["spec"]["gpus"][7]["model"], "H100");
+  const std::string taken = n0["spec"]["gpus"][3]["uuid"];
+  const auto before = store.CurrentRevision();
+  auto node_with = [](std::string name, std::vector<std::string> uuids) {
+    json gpus = json::array();
+    for (std::size_t i = 0; i < uuids.size(); ++i) {
+      gpus.push_back({{"index", static_cast<int>(i)}, {"uuid", uuids[i]}});
+    }
+    return Obj("Node", std::move(name), {{"cluster", "east"}, {"shape", "h100"}, {"gpus", gpus}});
+  };
+  auto r = a.cp.Create(kAdmin, "Node", "", node_with("partial", {"GPU-p0"}), false);
+  EXPECT_THAT(r, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(r.error().message(), ::testing::StartsWith("spec.gpus: lists 1 GPU(s) but shape "
+                                                         "h100 has 8 per node"));
+  std::vector<std::string> uuids;
+  for (int g = 0; g < 8; ++g) uuids.push_back("GPU-x" + std::to_string(g));
+  std::vector<std::string> twice = uuids;
+  twice[5] = twice[2];
+  r = a.cp.Create(kAdmin, "Node", "", node_with("twice", twice), false);
+  EXPECT_THAT(r, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(r.error().message(), "spec.gpus[5].uuid: \"GPU-x2\" is also spec.gpus[2].uuid");
+  std::vector<std::string> stolen = uuids;
+  stolen[1] = taken;
+  r = a.cp.Create(kAdmin, "Node", "", node_with("stolen", stolen), false);
+  EXPECT_THAT(r, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(r.error().message(),
+            fmt::format("spec.gpus[1].uuid: \"{}\" is already a GPU of node \"n0\"", taken));
+  EXPECT_EQ(*store.CurrentRevision(), *before);
+  ASSERT_OK(a.cp.Create(kAdmin, "Node", "", node_with("fine", uuids), false));
 }
 
 TEST(ControlPlaneTest, BadInputChangesNothing) {
