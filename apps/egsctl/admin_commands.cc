@@ -94,7 +94,7 @@ common::Status ConfigSetServer(Context& ctx) {
   EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 1, "server URL"));
   ClientOptions check;
   check.server = ctx.positionals[0];
-  EGS_RETURN_IF_ERROR(ApiClient::Create(check).error());
+  EGS_RETURN_IF_ERROR(ApiClient::Create(check, ctx.clock).error());
   return SaveSetting(ctx, &ConfigFile::server, "server");
 }
 

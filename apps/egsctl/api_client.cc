@@ -4,7 +4,9 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <optional>
 #include <regex>
 
 #include "egsctl/resources.h"
@@ -135,7 +137,8 @@ common::Status StatusFromHttp(int http_status, std::string_view body) {
   return common::Status(CodeForHttp(http_status, reason), std::move(text));
 }
 
-common::Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientOptions options) {
+common::Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientOptions options,
+                                                             common::Clock& clock) {
   static const std::regex kUrl(
       R"(^(?:(https?)://)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?(/.*)?$)");
   std::smatch m;
@@ -183,12 +186,15 @@ common::Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientOptions optio
   if (!options.token.empty()) http->set_bearer_token_auth(options.token);
   http->set_default_headers({{"Accept", "application/json"}, {"User-Agent", kUserAgent}});
   return std::unique_ptr<ApiClient>(
-      new ApiClient(std::move(options), std::move(prefix), std::move(http)));
+      new ApiClient(std::move(options), clock, std::move(prefix), std::move(http)));
 }
 
-ApiClient::ApiClient(ClientOptions options, std::string prefix,
+ApiClient::ApiClient(ClientOptions options, common::Clock& clock, std::string prefix,
                      std::unique_ptr<httplib::Client> http)
-    : options_(std::move(options)), prefix_(std::move(prefix)), http_(std::move(http)) {}
+    : options_(std::move(options)),
+      clock_(clock),
+      prefix_(std::move(prefix)),
+      http_(std::move(http)) {}
 
 ApiClient::~ApiClient() = default;
 
@@ -204,35 +210,73 @@ std::string ApiClient::Target(std::string_view path, const QueryParams& query) c
 
 namespace {
 
-common::Result<json> Finish(const httplib::Result& r, const std::string& server) {
-  if (!r) return TransportError(r.error(), server);
-  if (r->status >= 400) return StatusFromHttp(r->status, r->body);
-  return ParseBody(r->body);
+// The wait a 429 answer asks for: its Retry-After header (delay-seconds), else the Status's
+// details.retryAfterSeconds; nullopt when it gives none.
+std::optional<common::Duration> RetryHint(const httplib::Response& r) {
+  if (r.status != 429) return std::nullopt;
+  const std::string header = r.get_header_value("Retry-After");
+  if (!header.empty() && header.find_first_not_of("0123456789") == std::string::npos &&
+      header.size() < 6) {
+    return common::Seconds(std::stoi(header));
+  }
+  json body = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object()) return std::nullopt;
+  auto details = body.find("details");
+  if (details == body.end() || !details->is_object()) return std::nullopt;
+  auto seconds = details->find("retryAfterSeconds");
+  if (seconds == details->end() || !seconds->is_number_integer()) return std::nullopt;
+  const auto n = seconds->get<std::int64_t>();
+  if (n < 0) return std::nullopt;
+  return common::Seconds(n);
 }
 
 }  // namespace
 
+common::Result<json> ApiClient::Send(const std::function<httplib::Result()>& send) {
+  common::Duration waited(0);
+  for (int attempt = 1;; ++attempt) {
+    httplib::Result r = send();
+    if (!r) return TransportError(r.error(), options_.server);
+    if (r->status < 400) return ParseBody(r->body);
+    std::optional<common::Duration> hint = RetryHint(*r);
+    if (hint && attempt < kMaxAttempts && waited + *hint <= kMaxRetryWait) {
+      clock_.SleepUntil(clock_.Now() + *hint);
+      waited += *hint;
+      continue;
+    }
+    common::Status s = StatusFromHttp(r->status, r->body);
+    if (attempt == 1) return s;
+    return common::Status(
+        s.code(), fmt::format("{}\n  (egsctl gave up after {} attempts and {}s of waiting, as the "
+                              "server's Retry-After asked)",
+                              s.message(), attempt,
+                              std::chrono::duration_cast<std::chrono::seconds>(waited).count()));
+  }
+}
+
 common::Result<json> ApiClient::Get(std::string_view path, const QueryParams& query) {
-  return Finish(http_->Get(Target(path, query)), options_.server);
+  return Send([&] { return http_->Get(Target(path, query)); });
 }
 
 common::Result<json> ApiClient::Post(std::string_view path, const json& body,
                                      const QueryParams& query) {
-  return Finish(http_->Post(Target(path, query), body.dump(), "application/json"), options_.server);
+  const std::string text = body.dump();
+  return Send([&] { return http_->Post(Target(path, query), text, "application/json"); });
 }
 
 common::Result<json> ApiClient::Put(std::string_view path, const json& body,
                                     const QueryParams& query) {
-  return Finish(http_->Put(Target(path, query), body.dump(), "application/json"), options_.server);
+  const std::string text = body.dump();
+  return Send([&] { return http_->Put(Target(path, query), text, "application/json"); });
 }
 
 common::Result<json> ApiClient::Patch(std::string_view path, const json& body) {
-  return Finish(http_->Patch(Target(path, {}), body.dump(), "application/merge-patch+json"),
-                options_.server);
+  const std::string text = body.dump();
+  return Send([&] { return http_->Patch(Target(path, {}), text, "application/merge-patch+json"); });
 }
 
 common::Result<json> ApiClient::Delete(std::string_view path) {
-  return Finish(http_->Delete(Target(path, {})), options_.server);
+  return Send([&] { return http_->Delete(Target(path, {})); });
 }
 
 common::Status ApiClient::Watch(std::string_view path, const QueryParams& query,

@@ -12,6 +12,12 @@
 //   - no answer: Unavailable ("Unable to connect to the server: ...") when the connection fails,
 //     DeadlineExceeded when it times out.
 //
+// A 429 answer with a hint (the Retry-After header in seconds, else details.retryAfterSeconds:
+// egsd's rate limit, which refuses a call before doing anything) is sent again after the hinted
+// wait, on the injected clock: at most kMaxAttempts sends, and never past kMaxRetryWait of waits
+// in all. A 429 without a hint (quota exhausted: retrying will not help) is returned at once. When
+// it gives up after retrying, the message says how many attempts it made. Watch is not retried.
+//
 // Thread-safety: not thread-safe; one client per command run.
 #pragma once
 
@@ -29,7 +35,8 @@
 
 namespace httplib {
 class Client;
-}
+class Result;
+}  // namespace httplib
 
 namespace egs::egsctl {
 
@@ -48,8 +55,13 @@ using QueryParams = std::vector<std::pair<std::string, std::string>>;
 
 class ApiClient {
  public:
-  // InvalidArgument for a server URL that is not http(s)://host[:port][/prefix].
-  static common::Result<std::unique_ptr<ApiClient>> Create(ClientOptions options);
+  static constexpr int kMaxAttempts = 5;
+  static constexpr common::Duration kMaxRetryWait = common::Seconds(30);
+
+  // InvalidArgument for a server URL that is not http(s)://host[:port][/prefix]. `clock` times
+  // the waits before retries and must outlive the client.
+  static common::Result<std::unique_ptr<ApiClient>> Create(ClientOptions options,
+                                                           common::Clock& clock);
   ~ApiClient();
   ApiClient(const ApiClient&) = delete;
   ApiClient& operator=(const ApiClient&) = delete;
@@ -75,10 +87,14 @@ class ApiClient {
   const std::string& server() const { return options_.server; }
 
  private:
-  ApiClient(ClientOptions options, std::string prefix, std::unique_ptr<httplib::Client> http);
+  ApiClient(ClientOptions options, common::Clock& clock, std::string prefix,
+            std::unique_ptr<httplib::Client> http);
   std::string Target(std::string_view path, const QueryParams& query) const;
+  // Calls `send` (one HTTP exchange) and again after a 429's hint (see the header comment).
+  common::Result<nlohmann::json> Send(const std::function<httplib::Result()>& send);
 
   ClientOptions options_;
+  common::Clock& clock_;
   std::string prefix_;  // path prefix of the server URL, "" or "/egs"
   std::unique_ptr<httplib::Client> http_;
 };

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/simulated_clock.h"
 #include "egsctl/egsctl.h"
 #include "egsctl/fake_api_server.h"
 #include "testing/status_matchers.h"
@@ -54,26 +55,28 @@ TEST(StatusFromHttpTest, NonStatusBodyAndRepeatedCause) {
 }
 
 TEST(ApiClientTest, RejectsMalformedServerUrls) {
+  common::SimulatedClock clock;
   for (const char* bad : {"ftp://x", "http://", "http://host:99999", "://x", "http://a b"}) {
     ClientOptions o;
     o.server = bad;
-    EXPECT_THAT(ApiClient::Create(o), StatusIs(StatusCode::kInvalidArgument)) << bad;
+    EXPECT_THAT(ApiClient::Create(o, clock), StatusIs(StatusCode::kInvalidArgument)) << bad;
   }
   for (const char* good : {"http://127.0.0.1:8080", "https://egs.example.com", "egs:8080",
                            "http://egs:8080/prefix/"}) {
     ClientOptions o;
     o.server = good;
-    EXPECT_OK(ApiClient::Create(o)) << good;
+    EXPECT_OK(ApiClient::Create(o, clock)) << good;
   }
 }
 
 TEST(ApiClientTest, SendsJsonMergePatchAndBearerToken) {
   testing::FakeApiServer server;
+  common::SimulatedClock clock;
   server.On("PATCH", "/egs/apis/egs.dev/v1alpha1/nodes/n1", testing::Ok({{"ok", true}}));
   ClientOptions o;
   o.server = server.url() + "/egs";
   o.token = "t";
-  auto client = ApiClient::Create(o);
+  auto client = ApiClient::Create(o, clock);
   ASSERT_OK(client);
   auto r = (*client)->Patch("/apis/egs.dev/v1alpha1/nodes/n1",
                             {{"metadata", {{"labels", {{"a", "b"}}}}}});

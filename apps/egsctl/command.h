@@ -60,6 +60,7 @@ struct Command {
   std::string summary;
   std::vector<FlagSpec> flags;
   common::Status (*run)(Context& ctx);
+  std::string details = "";  // more paragraphs for "egsctl COMMAND --help"; "" for none
 };
 
 // Writes a status the way egsctl prints errors: the server's and connection errors verbatim,

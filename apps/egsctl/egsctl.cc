@@ -77,6 +77,7 @@ std::string HelpText() {
 
 std::string CommandHelp(const Command& c) {
   std::string s = fmt::format("{}\n\nUsage: {}\n", c.summary, c.usage);
+  if (!c.details.empty()) s += "\n" + c.details;
   if (!c.flags.empty()) {
     s += "\nFlags:\n";
     for (const FlagSpec& f : c.flags) s += FlagLine(f);
@@ -170,7 +171,7 @@ common::Result<ApiClient*> Context::Client() {
     options.insecure_skip_tls_verify =
         args.GetBool("insecure-skip-tls-verify") || config.insecure_skip_tls_verify;
     if (timeout) options.timeout = *timeout;
-    EGS_ASSIGN_OR_RETURN(client_, ApiClient::Create(std::move(options)));
+    EGS_ASSIGN_OR_RETURN(client_, ApiClient::Create(std::move(options), clock));
   }
   return client_.get();
 }

@@ -386,7 +386,7 @@ TEST_F(EgsctlTest, WatchPrintsOneLinePerEvent) {
   json added = {{"type", "ADDED"}, {"object", Gpr("a")}};
   json bookmark = {{"type", "BOOKMARK"}, {"object", {{"metadata", {{"resourceVersion", "9"}}}}}};
   json modified = {{"type", "MODIFIED"}, {"object", Gpr("a", "Active")}};
-  server_.On("GET", kGprs, {200, "", {added.dump(), bookmark.dump(), modified.dump()}});
+  server_.On("GET", kGprs, {200, "", {added.dump(), bookmark.dump(), modified.dump()}, {}});
   Outcome r = Egsctl({"get", "gpr", "-w", "-n", "team-a", "--timeout", "30s"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("EVENT"));

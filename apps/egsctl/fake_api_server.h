@@ -36,9 +36,10 @@ struct CannedResponse {
   int status = 200;
   std::string body;                // JSON text
   std::vector<std::string> lines;  // when non-empty: streamed one chunk per line (watch)
+  std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
 };
 
-inline CannedResponse Ok(const nlohmann::json& body) { return {200, body.dump(), {}}; }
+inline CannedResponse Ok(const nlohmann::json& body) { return {200, body.dump(), {}, {}}; }
 
 // A Kubernetes Status error body.
 inline CannedResponse StatusError(
@@ -50,7 +51,7 @@ inline CannedResponse StatusError(
       {"kind", "Status"},           {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
       {"status", "Failure"},        {"message", message}, {"reason", reason},
       {"details", {{"causes", c}}}, {"code", code}};
-  return {code, s.dump(), {}};
+  return {code, s.dump(), {}, {}};
 }
 
 class FakeApiServer {
@@ -108,6 +109,7 @@ class FakeApiServer {
       }
     }
     res.status = r.status;
+    for (const auto& [name, value] : r.headers) res.set_header(name, value);
     if (r.lines.empty()) {
       res.set_content(r.body, "application/json");
       return;

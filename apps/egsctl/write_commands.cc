@@ -1,8 +1,12 @@
 // apply, create, delete.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <chrono>
 #include <functional>
+#include <map>
 #include <span>
+#include <tuple>
 
 #include "egsctl/command.h"
 #include "egsctl/yaml_json.h"
@@ -18,6 +22,9 @@ struct Manifest {
   std::string ns;  // "" for cluster-scoped kinds
   std::string name;
   json object;
+  std::string where;  // "m.yaml, object 2"; "" for objects named on the command line
+
+  std::string Ref() const { return fmt::format("{}/{}", resource->singular, name); }
 };
 
 common::Result<Manifest> CheckManifest(const Context& ctx, json doc, std::string_view source) {
@@ -49,6 +56,7 @@ common::Result<Manifest> CheckManifest(const Context& ctx, json doc, std::string
   }
   if (api_version.empty()) doc["apiVersion"] = kApiVersion;
   m.object = std::move(doc);
+  m.where = std::string(source);
   return m;
 }
 
@@ -60,6 +68,35 @@ common::Result<std::vector<Manifest>> LoadManifests(Context& ctx) {
     out.push_back(std::move(m));
   }
   return out;
+}
+
+// A Token document: tokens are issued, not declared (the server names each one and shows its
+// secret only in the answer to the POST), so apply and create refuse them.
+common::Status TokenRefusal(const Manifest& m, std::string_view verb) {
+  return common::InvalidArgumentError(fmt::format(
+      "{}: a Token cannot be {} from a manifest: the server names each token and shows its "
+      "secret only once. Issue one with \"egsctl token create --user U --role R [--workspace "
+      "W]... [--ttl 24h]\", which prints token/ID and the secret; list them with \"egsctl token "
+      "list\" and revoke one with \"egsctl token revoke ID\". Nothing was sent",
+      m.where, verb == "apply" ? "applied" : "created"));
+}
+
+// The manifests of apply or create (`verb`). InvalidArgument for a Token, or when two documents
+// name the same object (kind, namespace and name): the second write would undo the first (apply)
+// or fail after it (create).
+common::Result<std::vector<Manifest>> LoadWrites(Context& ctx, std::string_view verb) {
+  EGS_ASSIGN_OR_RETURN(std::vector<Manifest> manifests, LoadManifests(ctx));
+  std::map<std::tuple<std::string, std::string, std::string>, const Manifest*> seen;
+  for (const Manifest& m : manifests) {
+    if (m.resource->kind == "Token") return TokenRefusal(m, verb);
+    auto [first, fresh] = seen.try_emplace({m.resource->kind, m.ns, m.name}, &m);
+    if (fresh) continue;
+    return common::InvalidArgumentError(fmt::format(
+        "{} and {} both name {}{}: an object may appear only once in one {}; nothing was sent",
+        first->second->where, m.where, m.Ref(),
+        m.ns.empty() ? "" : fmt::format(" in namespace {}", m.ns), verb));
+  }
+  return manifests;
 }
 
 // True when every field `desired` sets has the same value in `live` (objects recursively; arrays
@@ -101,52 +138,72 @@ bool Unchanged(const json& live, const json& desired) {
   return true;
 }
 
-void PrintOutcome(Context& ctx, const Manifest& m, const json& result, std::string_view verb) {
+enum class Action { kCreated, kConfigured, kUnchanged };
+
+// What one write of a run did: enough to print it and to undo it.
+struct Written {
+  const Manifest* manifest = nullptr;
+  Action action = Action::kUnchanged;
+  json before;  // kConfigured: the object as read just before the update
+  json after;   // the server's answer
+};
+
+void PrintOutcome(Context& ctx, const Written& w) {
+  const char* verb = w.action == Action::kCreated      ? "created"
+                     : w.action == Action::kConfigured ? "configured"
+                                                       : "unchanged";
   switch (ctx.format) {
     case OutputFormat::kJson:
-      ctx.out << result.dump(4) << "\n";
+      ctx.out << w.after.dump(4) << "\n";
       return;
     case OutputFormat::kYaml:
-      ctx.out << "---\n" << ToYaml(result);
+      ctx.out << "---\n" << ToYaml(w.after);
       return;
     case OutputFormat::kName:
-      ctx.out << m.resource->singular << "/" << m.name << "\n";
+      ctx.out << w.manifest->Ref() << "\n";
       return;
     default:
-      ctx.out << m.resource->singular << "/" << m.name << " " << verb << "\n";
+      ctx.out << w.manifest->Ref() << " " << verb << "\n";
   }
 }
 
-// GET; create when missing; otherwise PUT over the fetched resourceVersion, re-reading and
-// retrying on a conflict. With `dry_run` the server only checks the write (dryRun=All) and
-// nothing is printed.
-common::Status ApplyOne(Context& ctx, ApiClient& client, const Manifest& m, bool dry_run) {
+// GET; create when missing; otherwise PUT. A metadata.resourceVersion in the manifest is sent as
+// it is (as kubectl does): the server answers Conflict when the object changed since, and that is
+// not retried; one on a missing object is a Conflict too (it was deleted since). Without one, the
+// PUT goes over the fetched resourceVersion, re-reading and retrying on a conflict. With `dry_run`
+// the server only checks the write (dryRun=All).
+common::Result<Written> ApplyOne(ApiClient& client, const Manifest& m, bool dry_run) {
   constexpr int kAttempts = 3;
   const QueryParams query = dry_run ? QueryParams{{"dryRun", "All"}} : QueryParams{};
-  std::string path = ObjectPath(*m.resource, m.ns, m.name);
+  const std::string path = ObjectPath(*m.resource, m.ns, m.name);
+  const std::string pinned = TextAt(m.object, {"metadata", "resourceVersion"});
   for (int attempt = 1;; ++attempt) {
     auto live = client.Get(path);
     if (!live.ok() && live.error().code() == common::StatusCode::kNotFound) {
+      if (!pinned.empty()) {
+        return common::AbortedError(fmt::format(
+            "{}: metadata.resourceVersion \"{}\" is a version of {}, which does not exist (was "
+            "it deleted?); remove metadata.resourceVersion to create it",
+            m.where, pinned, m.Ref()));
+      }
       EGS_ASSIGN_OR_RETURN(json created,
                            client.Post(CollectionPath(*m.resource, m.ns), m.object, query));
-      if (!dry_run) PrintOutcome(ctx, m, created, "created");
-      return common::OkStatus();
+      return Written{&m, Action::kCreated, json(), std::move(created)};
     }
     EGS_RETURN_IF_ERROR(live.error());
-    if (Unchanged(*live, m.object)) {
-      if (!dry_run) PrintOutcome(ctx, m, *live, "unchanged");
-      return common::OkStatus();
+    const std::string live_version = TextAt(*live, {"metadata", "resourceVersion"});
+    if ((pinned.empty() || pinned == live_version) && Unchanged(*live, m.object)) {
+      return Written{&m, Action::kUnchanged, *live, *live};
     }
     json desired = m.object;
-    desired["metadata"]["resourceVersion"] = TextAt(*live, {"metadata", "resourceVersion"});
+    desired["metadata"]["resourceVersion"] = pinned.empty() ? live_version : pinned;
     auto updated = client.Put(path, desired, query);
-    if (!updated.ok() && updated.error().code() == common::StatusCode::kAborted &&
+    if (!updated.ok() && updated.error().code() == common::StatusCode::kAborted && pinned.empty() &&
         attempt < kAttempts) {
       continue;  // someone else wrote in between: re-read and retry
     }
     EGS_RETURN_IF_ERROR(updated.error());
-    if (!dry_run) PrintOutcome(ctx, m, *updated, "configured");
-    return common::OkStatus();
+    return Written{&m, Action::kConfigured, std::move(*live), std::move(*updated)};
   }
 }
 
@@ -168,21 +225,123 @@ bool AllAccepted(Context& ctx, std::span<const Manifest> manifests,
   return false;
 }
 
+// Undoes `w`: deletes an object the run created (one already gone counts as deleted); after an
+// update, puts back the spec, labels and annotations of the version read before it, over the
+// version the run wrote, so that a change someone made since is a Conflict, not overwritten.
+common::Status RollBack(ApiClient& client, const Written& w) {
+  const Manifest& m = *w.manifest;
+  const std::string path = ObjectPath(*m.resource, m.ns, m.name);
+  if (w.action == Action::kCreated) {
+    auto deleted = client.Delete(path);
+    if (!deleted.ok() && deleted.error().code() == common::StatusCode::kNotFound) {
+      return common::OkStatus();
+    }
+    return deleted.error();
+  }
+  const std::string written_version = TextAt(w.after, {"metadata", "resourceVersion"});
+  if (written_version.empty()) {
+    return common::InternalError("the server's answer to the update had no resourceVersion");
+  }
+  json meta = {{"name", m.name}, {"resourceVersion", written_version}};
+  if (m.resource->namespaced) meta["namespace"] = m.ns;
+  const json before_meta = w.before.value("metadata", json::object());
+  for (const char* field : {"labels", "annotations"}) {
+    if (before_meta.contains(field)) meta[field] = before_meta[field];
+  }
+  json body = {{"apiVersion", kApiVersion}, {"kind", m.resource->kind}, {"metadata", meta}};
+  if (w.before.contains("spec")) body["spec"] = w.before["spec"];
+  return client.Put(path, body).error();
+}
+
+// After the write of manifests[failed] failed: says what was not written and rolls back `done`
+// (the writes before it that changed something), last first, saying what each became.
+void StopAndRollBack(Context& ctx, ApiClient& client, std::span<const Manifest> manifests,
+                     std::size_t failed, const common::Status& error,
+                     const std::vector<Written>& done, std::string_view verb) {
+  const Manifest& stopped = manifests[failed];
+  std::vector<std::string> left;
+  if (error.code() == common::StatusCode::kDeadlineExceeded) {
+    ctx.err << fmt::format(
+        "error: {} ({}) may have been written: the server did not answer in time; check it with "
+        "\"egsctl get\" (it is not rolled back)\n",
+        stopped.where, stopped.Ref());
+    left.push_back(stopped.Ref() + " (maybe)");
+  } else {
+    ctx.err << fmt::format("error: {} ({}) was not written\n", stopped.where, stopped.Ref());
+  }
+  for (std::size_t i = failed + 1; i < manifests.size(); ++i) {
+    ctx.err << fmt::format("error: not attempted: {} ({})\n", manifests[i].where,
+                           manifests[i].Ref());
+  }
+  if (!done.empty()) {
+    ctx.err << fmt::format("Rolling back the {} write(s) this {} made before it, last first:\n",
+                           done.size(), verb);
+  }
+  bool request_rolled_back = false;
+  for (auto w = done.rbegin(); w != done.rend(); ++w) {
+    const bool created = w->action == Action::kCreated;
+    common::Status st = RollBack(client, *w);
+    if (st.ok()) {
+      ctx.err << fmt::format(
+          "  {}: rolled back ({})\n", w->manifest->Ref(),
+          created ? fmt::format("deleted; this {} created it", verb)
+                  : fmt::format("the version read before this {} updated it is back: its spec, "
+                                "labels and annotations",
+                                verb));
+      request_rolled_back |= w->manifest->resource->kind == "GPUProvisionRequest";
+      continue;
+    }
+    ctx.err << fmt::format("  {}: NOT rolled back (this {} {} it): {}\n", w->manifest->Ref(), verb,
+                           created ? "created" : "updated", st.message());
+    left.push_back(w->manifest->Ref());
+  }
+  if (request_rolled_back) {
+    ctx.err << "  (a rollback restores objects: what the scheduler did with a request meanwhile, "
+               "such as placing it or preempting others for it, stays done)\n";
+  }
+  if (left.empty()) {
+    ctx.err << fmt::format("error: nothing this {} wrote is left\n", verb);
+  } else {
+    ctx.err << fmt::format("error: still written by this {}: {}\n", verb, fmt::join(left, ", "));
+  }
+}
+
+// Writes the manifests in order with `write`, printing each outcome, and stops at the first
+// failure (reported; with several manifests, what this run wrote before it is rolled back).
+void WriteInOrder(Context& ctx, ApiClient& client, std::span<const Manifest> manifests,
+                  std::string_view verb,
+                  const std::function<common::Result<Written>(const Manifest&)>& write) {
+  std::vector<Written> done;
+  for (std::size_t i = 0; i < manifests.size(); ++i) {
+    auto written = write(manifests[i]);
+    if (!written.ok()) {
+      ctx.Report(written.error());
+      if (manifests.size() > 1) {
+        StopAndRollBack(ctx, client, manifests, i, written.error(), done, verb);
+      }
+      return;
+    }
+    PrintOutcome(ctx, *written);
+    if (written->action != Action::kUnchanged) done.push_back(std::move(*written));
+  }
+}
+
 common::Status Apply(Context& ctx) {
   EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 0, ""));
-  EGS_ASSIGN_OR_RETURN(std::vector<Manifest> manifests, LoadManifests(ctx));
+  EGS_ASSIGN_OR_RETURN(std::vector<Manifest> manifests, LoadWrites(ctx, "apply"));
   EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
   if (!AllAccepted(ctx, manifests,
-                   [&](const Manifest& m) { return ApplyOne(ctx, *client, m, true); })) {
+                   [&](const Manifest& m) { return ApplyOne(*client, m, true).error(); })) {
     return common::OkStatus();  // the exit code is the first refusal's
   }
-  for (const Manifest& m : manifests) ctx.Report(ApplyOne(ctx, *client, m, false));
+  WriteInOrder(ctx, *client, manifests, "apply",
+               [&](const Manifest& m) { return ApplyOne(*client, m, false); });
   return common::OkStatus();
 }
 
 common::Status Create(Context& ctx) {
   EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 0, ""));
-  EGS_ASSIGN_OR_RETURN(std::vector<Manifest> manifests, LoadManifests(ctx));
+  EGS_ASSIGN_OR_RETURN(std::vector<Manifest> manifests, LoadWrites(ctx, "create"));
   EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
   if (!AllAccepted(ctx, manifests, [&](const Manifest& m) {
         return client->Post(CollectionPath(*m.resource, m.ns), m.object, {{"dryRun", "All"}})
@@ -190,14 +349,12 @@ common::Status Create(Context& ctx) {
       })) {
     return common::OkStatus();
   }
-  for (const Manifest& m : manifests) {
-    auto created = client->Post(CollectionPath(*m.resource, m.ns), m.object);
-    if (!created.ok()) {
-      ctx.Report(created.error());
-      continue;
-    }
-    PrintOutcome(ctx, m, *created, "created");
-  }
+  WriteInOrder(ctx, *client, manifests, "create",
+               [&](const Manifest& m) -> common::Result<Written> {
+                 EGS_ASSIGN_OR_RETURN(json created,
+                                      client->Post(CollectionPath(*m.resource, m.ns), m.object));
+                 return Written{&m, Action::kCreated, json(), std::move(created)};
+               });
   return common::OkStatus();
 }
 
@@ -218,7 +375,7 @@ common::Status Delete(Context& ctx) {
     EGS_ASSIGN_OR_RETURN(const Resource* r, FindResource(kind));
     if (names.empty()) return common::InvalidArgumentError("missing NAME");
     for (const std::string& name : names) {
-      targets.push_back({r, r->namespaced ? Namespace(ctx) : "", name, json::object()});
+      targets.push_back({r, r->namespaced ? Namespace(ctx) : "", name, json::object(), ""});
     }
   }
   EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
@@ -241,6 +398,28 @@ common::Status Delete(Context& ctx) {
   return common::OkStatus();
 }
 
+// What apply and create (`verb`) guarantee for several objects.
+std::string ManyObjectsHelp(std::string_view verb) {
+  return fmt::format(
+      "Several objects, in order: first the server checks each write (dryRun); if it refuses\n"
+      "one, nothing is written. Then they are written one by one. If a write still fails (two\n"
+      "objects in conflict with each other, a change made meanwhile, a rate limit that outlasts\n"
+      "the retries), {0} stops and rolls back what this run wrote: it deletes the objects it\n"
+      "created and puts back the spec, labels and annotations of those it updated, then lists\n"
+      "what was rolled back and what is still written. This is not a transaction:\n"
+      "  - egsd does not delete Nodes, Clusters, GPUShapes and Projects: one of those this run\n"
+      "    created stays (it is listed as not rolled back);\n"
+      "  - a rollback fails if someone changed the object meanwhile, or if the server refuses the\n"
+      "    old spec (e.g. a request that has started);\n"
+      "  - what the scheduler did meanwhile (placing a request, preempting others) stays done;\n"
+      "  - others may see the objects before they are rolled back.\n"
+      "An object (kind, namespace, name) may appear only once per run. A 429 answer with a\n"
+      "Retry-After hint is retried (at most {2} tries, {3}s of waiting). Tokens cannot be {1}\n"
+      "from manifests: use \"egsctl token create\".\n",
+      verb, verb == "apply" ? "applied" : "created", ApiClient::kMaxAttempts,
+      std::chrono::duration_cast<std::chrono::seconds>(ApiClient::kMaxRetryWait).count());
+}
+
 FlagSpec FileFlag() {
   return {"filename", 'f', true, "manifest file, directory, or - for stdin (repeatable)"};
 }
@@ -251,16 +430,19 @@ std::vector<Command> WriteCommands() {
   return {
       {"apply",
        "egsctl apply -f FILE|DIR|-",
-       "Create or update objects from YAML or JSON manifests (several: the server checks "
-       "each first, and none is written if it refuses one)",
+       "Create or update objects from YAML or JSON manifests",
        {FileFlag()},
-       &Apply},
+       &Apply,
+       ManyObjectsHelp("apply") +
+           "\nA manifest's metadata.resourceVersion is sent with the update, as kubectl does: the\n"
+           "server refuses it with a Conflict if the object changed since that version (not\n"
+           "retried), and an object that does not exist is not created.\n"},
       {"create",
        "egsctl create -f FILE|DIR|-",
-       "Create objects from YAML or JSON manifests (several: none is created if the server "
-       "refuses one)",
+       "Create objects from YAML or JSON manifests",
        {FileFlag()},
-       &Create},
+       &Create,
+       ManyObjectsHelp("create")},
       {"delete",
        "egsctl delete KIND NAME... | -f FILE",
        "Delete objects by name or manifest",
