@@ -138,6 +138,19 @@ TEST_F(AdminTest, EvictBadInputChangesNothing) {
   EXPECT_THAT(h_.sched->Evict(core::RequestId(99), "why"), StatusIs(StatusCode::kNotFound));
 }
 
+// A window already over would change nothing: it is refused, not answered as if kept.
+TEST(AdminMaintenanceTest, AWindowAlreadyOverIsRefused) {
+  SchedulerHarness h;
+  h.SimpleFleet(1);
+  h.AdvanceTo(T(5));
+  auto refused = h.sched->AddMaintenance(core::NodeId(1), {T(1), T(5)});
+  EXPECT_THAT(refused, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(refused.message()), ::testing::StartsWith("end: "));
+  EXPECT_TRUE(h.sched->MaintenanceOf(core::NodeId(1)).empty());
+  ASSERT_OK(h.sched->AddMaintenance(core::NodeId(1), {T(1), T(6)}));  // still running
+  EXPECT_EQ(h.sched->MaintenanceOf(core::NodeId(1)).size(), 1u);
+}
+
 TEST(AdminMaintenanceTest, CancelledWindowFreesTheNodeAndReplans) {
   SchedulerHarness h;
   h.SimpleFleet(1);

@@ -747,6 +747,13 @@ Status Scheduler::AddMaintenance(core::NodeId node, core::Interval window, bool 
   if (!n) {
     return common::NotFoundError(fmt::format("node {} not found", node.value()));
   }
+  if (!over_reservations && window.end <= clock_.Now()) {
+    // It would change nothing: refused rather than answered as if it were kept.
+    return common::InvalidArgumentError(
+        fmt::format("end: {} is not in the future (now is {}); a maintenance window that is over "
+                    "changes nothing",
+                    common::FormatTime(window.end), common::FormatTime(clock_.Now())));
+  }
   if (!over_reservations) {
     for (const inventory::Booking& b : inventory_.BookingsOf(node)) {
       if (b.owner.kind != inventory::BookingKind::kReservation || !b.window.Overlaps(window)) {

@@ -283,7 +283,8 @@ class Scheduler {
   // NodeReplaced, the connector is told); with none free, it continues short of the node or is
   // requeued, per its workspace's on_node_failure. Cordoning does not touch running requests.
   common::Status SetNodeHealth(core::NodeId node, core::NodeHealth health);
-  // A future (or current) maintenance window. InvalidArgument for an empty window;
+  // A future (or current) maintenance window. InvalidArgument for an empty window or one already
+  // over (unless `over_reservations`);
   // FailedPrecondition naming the request when a running (Active or Preempting) reservation on
   // the node overlaps it (release
   // or evict it first, or start the window after it ends), unless `over_reservations` (restore:
