@@ -1368,6 +1368,10 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
 
   common::Status st;
   json extra = json::object();
+  if (action == "approve" || action == "extend") {
+    // Optional here; the audit log keeps it with the action.
+    EGS_RETURN_IF_ERROR(StringField(body, "reason", false).status());
+  }
   if (action == "approve") {
     if (body.contains("changes")) {
       EGS_ASSIGN_OR_RETURN(api::GprSpecDoc changes, api::ParseGprSpec(body["changes"], "changes"));
