@@ -1,10 +1,13 @@
 #include "api/agent_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <initializer_list>
+#include <string_view>
 
 #include "api/codec.h"
 
@@ -39,6 +42,18 @@ common::Status CheckString(const json& item, const std::string& where, const cha
   return common::OkStatus();
 }
 
+// InvalidArgument naming the first field of `object` not in `fields`.
+common::Status OnlyFields(const json& object, const std::string& where,
+                          std::initializer_list<std::string_view> fields) {
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(fields.begin(), fields.end(), key) == fields.end()) {
+      return common::InvalidArgumentError(
+          fmt::format("{}.{}: unknown field (it takes {})", where, key, fmt::join(fields, ", ")));
+    }
+  }
+  return common::OkStatus();
+}
+
 }  // namespace
 
 common::Result<std::optional<InventoryCheck>> CheckAgentInventory(
@@ -59,6 +74,8 @@ common::Result<std::optional<InventoryCheck>> CheckAgentInventory(
     const json& g = gpus[i];
     const std::string where = fmt::format("inventory.gpus[{}]", i);
     if (!g.is_object()) return common::InvalidArgumentError(where + ": expected object");
+    EGS_RETURN_IF_ERROR(
+        OnlyFields(g, where, {"gpu", "uuid", "model", "memoryTotalMiB", "migMode"}));
     auto index = g.find("gpu");
     if (index == g.end() || !index->is_number_integer() ||
         index->get<std::int64_t>() != static_cast<std::int64_t>(i)) {
@@ -98,6 +115,7 @@ common::Result<std::size_t> CountAgentEvents(const json& body, int gpus, common:
     const json& e = (*events)[i];
     const std::string where = fmt::format("events[{}]", i);
     if (!e.is_object()) return common::InvalidArgumentError(where + ": expected object");
+    EGS_RETURN_IF_ERROR(OnlyFields(e, where, {"gpu", "time", "type", "xid"}));
     auto gpu = e.find("gpu");
     // An unsigned number past int64 (2^64 - 1) would read as -1, "unknown GPU".
     if (gpu == e.end() || !gpu->is_number_integer() ||

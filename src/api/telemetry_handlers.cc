@@ -1,6 +1,7 @@
 #include "api/telemetry_handlers.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -110,6 +111,17 @@ Result<telemetry::GpuReading> ParseSample(const json& s, std::size_t i, int gpus
   if (!s.is_object()) {
     return common::InvalidArgumentError(fmt::format("samples[{}]: expected object", i));
   }
+  static constexpr std::string_view kFields[] = {
+      "gpu",          "time",       "utilization", "memoryUsedMiB", "memoryTotalMiB", "powerW",
+      "temperatureC", "smClockMHz", "eccSbeTotal", "eccDbeTotal",   "xidErrorsTotal", "uuid",
+      "model"};
+  for (const auto& [key, value] : s.items()) {
+    if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields)) {
+      // A misspelt reading ("powerw") would otherwise be lost without a word.
+      return common::InvalidArgumentError(fmt::format(
+          "samples[{}].{}: unknown field (a sample takes {})", i, key, fmt::join(kFields, ", ")));
+    }
+  }
   telemetry::GpuReading r;
   auto gpu = s.find("gpu");
   if (gpu == s.end() || !gpu->is_number_integer()) {
@@ -187,6 +199,12 @@ HttpResponse Ingest(const TelemetrySources& src, const Principal& who, const Htt
   json& body = *parsed;
   if (!body.is_object() || !body.contains("samples") || !body["samples"].is_array()) {
     return error(common::InvalidArgumentError("samples: expected an array of samples"));
+  }
+  for (const auto& [key, value] : body.items()) {
+    if (key != "samples" && key != "inventory" && key != "events") {
+      return error(common::InvalidArgumentError(fmt::format(
+          "{}: unknown field (a telemetry post takes samples, inventory, events)", key)));
+    }
   }
   const json& samples = body["samples"];
   if (samples.size() > kMaxSamplesPerPost) {

@@ -125,6 +125,15 @@ TEST_F(TelemetryHandlersTest, BadInputIsRejectedNamingTheField) {
        "samples[0].xidErrorsTotal"},
       {R"({"samples":[{"gpu":0,"utilization":1,"time":"2027-01-15T09:00:00Z"}]})", 422,
        "samples[0].time"},
+      // A misspelt reading is refused, not dropped.
+      {R"({"samples":[{"gpu":0,"utilization":1},{"gpu":0,"utilization":5,"powerw":300}]})", 422,
+       "samples[1].powerw"},
+      {R"({"samples":[{"gpu":0,"utilization":1}],"bogus":1})", 422, "bogus"},
+      {R"({"samples":[],"events":[{"gpu":0,"type":"Xid","xid":79,"time":"2026-11-22T10:00:00Z",
+       "note":"x"}]})",
+       422, "events[0].note"},
+      {R"({"samples":[],"inventory":{"gpus":[{"gpu":0,"modle":"H100"}]}})", 422,
+       "inventory.gpus[0].modle"},
   };
   // Labels repeated on every /metrics line of the GPU: bounded.
   for (const char* field : {"uuid", "model"}) {
