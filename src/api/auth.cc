@@ -249,6 +249,26 @@ Result<IssuedToken> TokenService::IssueWith(std::string user, Role role,
   // 1. Validate.
   common::Time now = clock_.Now();
   if (user.empty()) return common::InvalidArgumentError("spec.user: must not be empty");
+  // Names in lists, audit records and kubeconfigs: printable and bounded.
+  if (user.size() > 253) {
+    return common::InvalidArgumentError(
+        fmt::format("spec.user: {} characters, at most 253", user.size()));
+  }
+  if (std::any_of(user.begin(), user.end(),
+                  [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+    return common::InvalidArgumentError("spec.user: must not contain control characters");
+  }
+  for (const auto& [field, names] :
+       {std::pair{"spec.workspaces", &workspaces}, std::pair{"spec.projects", &projects}}) {
+    for (std::size_t i = 0; i < names->size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if ((*names)[i] == (*names)[j]) {
+          return common::InvalidArgumentError(fmt::format("{}[{}]: duplicate \"{}\" (also {}[{}])",
+                                                          field, i, (*names)[i], field, j));
+        }
+      }
+    }
+  }
   if (expires && *expires <= now) {
     return common::InvalidArgumentError(
         fmt::format("spec.expires: must be in the future (now is {})", common::FormatTime(now)));

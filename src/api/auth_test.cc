@@ -200,6 +200,16 @@ TEST_F(TokenServiceTest, IssueValidates) {
   auto padmin = tokens_.Issue("pat", Role::kProjectAdmin, {}, {}, std::nullopt);
   EXPECT_THAT(padmin, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(padmin.error().message(), HasSubstr("spec.projects"));
+  auto twice = tokens_.Issue("mel", Role::kMember, {"team-a", "team-a"}, {}, std::nullopt);
+  EXPECT_THAT(twice, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(twice.error().message(),
+            "spec.workspaces[1]: duplicate \"team-a\" (also "
+            "spec.workspaces[0])");
+  EXPECT_THAT(tokens_.Issue(std::string("a\0b", 3), Role::kViewer, {}, {}, std::nullopt),
+              StatusIs(StatusCode::kInvalidArgument));
+  auto long_user = tokens_.Issue(std::string(254, 'u'), Role::kViewer, {}, {}, std::nullopt);
+  EXPECT_THAT(long_user, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(long_user.error().message(), "spec.user: 254 characters, at most 253");
   auto list = tokens_.List();
   ASSERT_OK(list);
   EXPECT_TRUE(list->empty());
