@@ -212,9 +212,7 @@ class ObjectReader {
     if (t) *out = *t;
   }
   // An array of non-empty strings; with `dns_labels` each must be a DNS-1123 label.
-  // `unique`: a set, where a name listed twice is refused (naming both places).
-  void Strings(std::string_view key, std::vector<std::string>* out, bool dns_labels = false,
-               bool unique = false) {
+  void Strings(std::string_view key, std::vector<std::string>* out, bool dns_labels = false) {
     const json* v = Find(key);
     if (v == nullptr) return;
     if (!v->is_array()) return Fail(WrongType(Path(key), "array of strings", *v));
@@ -227,13 +225,6 @@ class ObjectReader {
       if (s.empty()) return Fail(Invalid(p, "must not be empty"));
       if (dns_labels && !IsDns1123Label(s)) {
         return Fail(Invalid(p, "must be a DNS-1123 label"));
-      }
-      if (unique) {
-        if (auto at = std::find(out->begin(), out->end(), s); at != out->end()) {
-          return Fail(Invalid(
-              p, fmt::format("duplicate \"{}\" (also {})", s,
-                             Index(Path(key), static_cast<std::size_t>(at - out->begin())))));
-        }
       }
       out->push_back(std::move(s));
     }
@@ -1041,8 +1032,8 @@ Result<WorkspacePolicyDoc> ParseWorkspacePolicy(const json& j, std::string_view 
   WorkspacePolicyDoc p;
   ObjectReader r(j, std::string(path));
   r.OptInt("gpuQuota", &p.gpu_quota, 0);
-  r.Strings("allowedShapes", &p.allowed_shapes, false, /*unique=*/true);
-  r.Strings("allowedClusters", &p.allowed_clusters, false, /*unique=*/true);
+  r.Strings("allowedShapes", &p.allowed_shapes);
+  r.Strings("allowedClusters", &p.allowed_clusters);
   r.Int("minPriority", &p.min_priority);
   r.Int("maxPriority", &p.max_priority);
   if (r.ok() && p.min_priority > p.max_priority) {
@@ -1160,7 +1151,7 @@ Result<GprSpecDoc> ParseGprSpec(const json& j, std::string_view path) {
     if (r.ok() && s.shapes.empty())
       r.Fail(Invalid(r.Path("shapes"), "must name at least one shape"));
   }
-  r.Strings("clusters", &s.clusters, false, /*unique=*/true);
+  r.Strings("clusters", &s.clusters);
   r.Int("nodes", &s.nodes, 1, core::kMaxRequestNodes);
   r.Int("gpusPerNode", &s.gpus_per_node, 0);
   r.Dur("duration", &s.duration, /*positive=*/true, /*required=*/true);

@@ -92,6 +92,11 @@ common::Status ValidateSpec(const RequestSpec& s) {
       return InvalidArgumentError("spec.shapes: must not repeat a shape");
     }
   }
+  for (std::size_t i = 0; i < s.clusters.size(); ++i) {
+    if (std::count(s.clusters.begin(), s.clusters.end(), s.clusters[i]) > 1) {
+      return InvalidArgumentError("spec.clusters: must not repeat a cluster");
+    }
+  }
   if (s.nodes < 1) return InvalidArgumentError("spec.nodes: must be >= 1");
   if (s.nodes > kMaxRequestNodes) {
     return InvalidArgumentError(fmt::format("spec.nodes: must be <= {}", kMaxRequestNodes));

@@ -375,6 +375,18 @@ common::Status ControlPlaneImpl::CheckWorkspaceRules(const api::WorkspaceDoc& do
       }
     }
   }
+  for (const auto& [field, names] :
+       {std::pair{"spec.policy.allowedShapes", &doc.policy.allowed_shapes},
+        std::pair{"spec.policy.allowedClusters", &doc.policy.allowed_clusters}}) {
+    for (std::size_t i = 0; i < names->size(); ++i) {
+      for (std::size_t k = 0; k < i; ++k) {
+        if ((*names)[k] == (*names)[i]) {
+          return common::InvalidArgumentError(fmt::format("{}[{}]: duplicate \"{}\" (also {}[{}])",
+                                                          field, i, (*names)[i], field, k));
+        }
+      }
+    }
+  }
   for (std::size_t i = 0; i < doc.members.size(); ++i) {
     for (std::size_t k = 0; k < i; ++k) {
       if (doc.members[k].user == doc.members[i].user) {

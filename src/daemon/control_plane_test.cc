@@ -195,6 +195,26 @@ TEST(ControlPlaneTest, NodeGpusAreTheShapesOrAllListedWithUniqueUuids) {
   ASSERT_OK(a.cp.Create(kAdmin, "Node", "", node_with("fine", uuids), false));
 }
 
+TEST(ControlPlaneTest, AWorkspacePolicyListsEachShapeAndClusterOnce) {
+  common::SimulatedClock clock(common::FromUnixMicros(0));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  auto r =
+      a.cp.Create(kAdmin, "Workspace", "",
+                  Obj("Workspace", "twice",
+                      {{"project", "research"}, {"policy", {{"allowedShapes", {"h100", "h100"}}}}}),
+                  false);
+  EXPECT_THAT(r, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(r.error().message(),
+            "spec.policy.allowedShapes[1]: duplicate \"h100\" (also spec.policy.allowedShapes[0])");
+  json gpr = Gpr("g", 1, "1h");
+  gpr["spec"]["clusters"] = {"east", "east"};
+  r = a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", gpr, false);
+  EXPECT_THAT(r, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_EQ(r.error().message(), "spec.clusters: must not repeat a cluster");
+}
+
 TEST(ControlPlaneTest, BadInputChangesNothing) {
   common::SimulatedClock clock(common::FromUnixMicros(0));
   store::FakeStore store;
