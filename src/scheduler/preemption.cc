@@ -314,14 +314,35 @@ void Scheduler::QuotePreemption(const core::RequestSpec& spec, QuoteResult& out,
     old_ends.emplace_back(&victim, victim.window->end);
     SetRunningEnd(victim, best->takeover);
   }
+  auto earliest = [](const std::vector<QuoteOption>& opts) {
+    std::optional<Time> t;
+    for (const QuoteOption& o : opts) {
+      if (o.start && (!t || *o.start < *t)) t = o.start;
+    }
+    return t;
+  };
+  auto gains = [&](std::optional<Time> t) {
+    return t && (!planned || *t + options_.preemption_min_gain <= *planned);
+  };
   std::vector<QuoteOption> options =
       EvaluateOptions(live(), spec, now, not_before, rank, std::nullopt);
-  for (auto& [victim, end] : old_ends) SetRunningEnd(*victim, end);
-  std::optional<Time> preempting;
-  for (const QuoteOption& o : options) {
-    if (o.start && (!preempting || *o.start < *preempting)) preempting = o.start;
+  bool replanned = false;
+  if (gains(earliest(options))) {
+    // As TryPreemptFor checks: with every plan made again, requests ahead may take the freed
+    // nodes first.
+    MarkDirty(0);
+    EnsurePlanned();
+    replanned = true;
+    options = EvaluateOptions(live(), spec, now, not_before, rank, std::nullopt);
   }
-  if (!preempting || (planned && *preempting + options_.preemption_min_gain > *planned)) return;
+  if (replanned) DropAllPlans();  // they may hold the victims' time by now
+  for (auto& [victim, end] : old_ends) SetRunningEnd(*victim, end);
+  if (replanned) {
+    reuse_blocked_ = true;
+    MarkDirty(0);
+    EnsurePlanned();
+  }
+  if (!gains(earliest(options))) return;
   std::string names;
   for (core::RequestId v : best->victims) names += (names.empty() ? "" : ", ") + Label(v);
   for (std::size_t i = 0; i < options.size(); ++i) {
@@ -360,13 +381,31 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
     old_ends.emplace_back(&victim, victim.window->end);
     SetRunningEnd(victim, takeover);
   }
-  Placement p = Place(live(), q.spec, now, now, q.rank, q.id, std::nullopt, LeadOf(q));
-  const bool worth =
-      p.plan && (!q.plan || p.plan->start + options_.preemption_min_gain <= q.plan->start);
-  if (!worth) {
+  const std::optional<Time> planned = q.plan ? std::optional<Time>(q.plan->start) : std::nullopt;
+  auto worth = [&](const std::optional<Plan>& plan) {
+    return plan && (!planned || plan->start + options_.preemption_min_gain <= *planned);
+  };
+  auto undo = [&](bool replanned) {
+    // Plans may hold the victims' time by now: dropped first, then made again around it.
+    if (replanned) DropAllPlans();
     for (auto& [victim, end] : old_ends) SetRunningEnd(*victim, end);
+    if (replanned) {
+      reuse_blocked_ = true;
+      MarkDirty(0);
+      EnsurePlanned();  // every plan back where it was
+    }
     return false;
+  };
+  // A first check against the plans as they are (cheap, and enough to say no) ...
+  if (!worth(Place(live(), q.spec, now, now, q.rank, q.id, std::nullopt, LeadOf(q)).plan)) {
+    return undo(false);
   }
+  // ... then the planner's own answer: requests ahead of q may move into the freed nodes first,
+  // and an eviction that lets them, not q, start earlier is not made.
+  MarkDirty(0);
+  EnsurePlanned();
+  if (!worth(q.plan)) return undo(true);
+  const Time start = q.plan->start;
   std::vector<std::string> names;
   for (auto& [victim, end] : old_ends) {
     RequestRecord& v = *victim;
@@ -388,12 +427,12 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
   }
   Emit(q, core::EventType::kNormal, "Preempting",
        fmt::format("evicting {} ({:.1f} GPU-hours of work lost) to start at {}{}",
-                   fmt::join(names, ", "), best->lost_gpu_hours, common::FormatTime(p.plan->start),
-                   q.plan ? fmt::format(" instead of {}", common::FormatTime(q.plan->start)) : ""));
+                   fmt::join(names, ", "), best->lost_gpu_hours, common::FormatTime(start),
+                   planned ? fmt::format(" instead of {}", common::FormatTime(*planned)) : ""));
   Decide(DecisionKind::kPreemptFor, q,
          fmt::format("evicts {} to start at {} (was {})", fmt::join(names, ", "),
-                     common::FormatTime(p.plan->start),
-                     q.plan ? common::FormatTime(q.plan->start) : std::string("unplaced")));
+                     common::FormatTime(start),
+                     planned ? common::FormatTime(*planned) : std::string("unplaced")));
   return true;
 }
 

@@ -76,6 +76,38 @@ core::RequestId StartVictim(SchedulerHarness& h) {
   return *low;
 }
 
+// The eviction is checked with every plan made again: a request ahead of the candidate that
+// moves into the freed nodes first (here one that waits too little to preempt on its own) can
+// leave the candidate no earlier, and then no one is evicted.
+TEST(PreemptionTest, NoEvictionWhenRequestsAheadTakeTheFreedNodes) {
+  SchedulerHarness h;
+  core::WorkspacePolicy victims = Preemptible();
+  victims.min_runtime = core::Duration(0);
+  victims.preemption_notice = common::Minutes(1);
+  TwoNodes(h, victims);
+  auto low = h.sched->Submit(
+      RequestBuilder().Workspace(1).Nodes(2).Duration(common::Minutes(25)).Priority(100).Build());
+  ASSERT_TRUE(low.ok());
+  h.AdvanceTo(T(0) + common::Minutes(1));
+  ASSERT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  // Ahead: starts when the victim ends, 24 minutes from now (less than the 30 minutes a
+  // preemption must gain, so it is no candidate). Behind it: ten minutes that would fit before
+  // it if the victim left, were it not that the one ahead then starts at once, for 8 hours.
+  auto ahead =
+      h.sched->Submit(RequestBuilder().Workspace(2).Nodes(2).Hours(8).Priority(900).Build());
+  auto behind = h.sched->Submit(
+      RequestBuilder().Workspace(2).Nodes(2).Duration(common::Minutes(10)).Priority(500).Build());
+  ASSERT_TRUE(ahead.ok() && behind.ok());
+  h.AdvanceTo(T(0) + common::Minutes(2));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(*low).window->end, T(0) + common::Minutes(25));
+  ASSERT_TRUE(h.Get(*ahead).plan);
+  EXPECT_EQ(h.Get(*ahead).plan->start, T(0) + common::Minutes(25));
+  EXPECT_THAT(Reasons(h.sched->TakeEvents(), *low),
+              ::testing::Not(::testing::Contains("PreemptionNotice")));
+  EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+}
+
 TEST(PreemptionTest, EvictsLowerPriorityAfterNoticeAndRequeuesIt) {
   SchedulerHarness h;
   auto low = std::optional<core::RequestId>(StartVictim(h));
