@@ -63,7 +63,18 @@ void SimulatedFleet::Provision(const core::ProvisionOrder& order) {
   const Time now = clock_.Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.emplace(std::pair(now + settings_.provisioning_time, next_seq_++), order);
+    // A node still being released (drained, post-checked) moves into the next workspace only
+    // once that is done, as a real connector's does: its provisioning starts then.
+    Time start = now;
+    for (const auto& [key, work] : queue_) {
+      const auto* release = std::get_if<core::ReleaseOrder>(&work);
+      if (release == nullptr || key.first <= start) continue;
+      const bool shared = std::any_of(order.nodes.begin(), order.nodes.end(), [&](core::NodeId n) {
+        return std::find(release->nodes.begin(), release->nodes.end(), n) != release->nodes.end();
+      });
+      if (shared) start = key.first;
+    }
+    queue_.emplace(std::pair(start + settings_.provisioning_time, next_seq_++), order);
     wake_ = true;
   }
   cv_.notify_all();

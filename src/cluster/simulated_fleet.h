@@ -1,7 +1,9 @@
 // SimulatedFleet: the ClusterConnector of the embedded default egsd, of demos and of tests. It
 // owns a set of simulated nodes and answers orders after configurable delays:
 //
-// - Provision(order): after `provisioning_time` every node of the order runs its pre-checks
+// - Provision(order): after `provisioning_time` (counted from when the last release still under
+//   way on one of its nodes reports, if any: a node is drained out of one workspace before it
+//   moves into the next) every node of the order runs its pre-checks
 //   (an injected failure fails it; otherwise it fails with probability
 //   `precheck_failure_rate`, drawn from the seeded Rng), then on_provisioned reports the
 //   outcome: ok = true when every node passed, else ok = false with the failed nodes and a

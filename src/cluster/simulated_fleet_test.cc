@@ -171,6 +171,23 @@ TEST_F(SimulatedFleetTest, ReleaseReportsAfterReleaseTimeAndOrdersByDueTime) {
   EXPECT_EQ(rec_.provisioned[1].request, RequestId(2));
 }
 
+// A node still being released moves into the next reservation only after that release: the
+// provisioning of an order that shares a node with it counts from the release's report.
+TEST_F(SimulatedFleetTest, ProvisioningWaitsForAReleaseOfTheSameNode) {
+  Make(Settings(), MakeNodes(4));
+  fleet_->Release(ReleaseOf(9, {1, 2}));  // reports at 10s
+  fleet_->Provision(Order(2, {2, 3}));    // shares node 2: 10s + 30s
+  fleet_->Provision(Order(3, {4}));       // shares nothing: 30s
+  StepTo(kT0 + Seconds(30));
+  ASSERT_THAT(rec_.provisioned, SizeIs(1));
+  EXPECT_EQ(rec_.provisioned[0].request, RequestId(3));
+  StepTo(kT0 + Seconds(39));
+  EXPECT_THAT(rec_.provisioned, SizeIs(1));
+  StepTo(kT0 + Seconds(40));
+  ASSERT_THAT(rec_.provisioned, SizeIs(2));
+  EXPECT_EQ(rec_.provisioned[1].request, RequestId(2));
+}
+
 TEST_F(SimulatedFleetTest, OneLateStepReportsEverythingInDueOrder) {
   std::vector<std::string> order;
   fleet_ = std::make_unique<SimulatedFleet>(
