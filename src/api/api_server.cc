@@ -1664,7 +1664,8 @@ HttpResponse ApiServer::CreateObject(const HttpRequest& req, const Target& t,
   if (Status s = ValidateObject(r.kind, *body); !s.ok()) return ErrorResponse(s, ctx);
   auto created = control_plane_.Create(who, r.kind, t.scope_ns(), std::move(*body), dry_run);
   if (!created) return ErrorResponse(created.error(), ctx);
-  return JsonResponse(201, NormalizeResult(std::move(*created)));
+  // With its live fields (planned start, queue position, wait cause), as a GET right after it.
+  return JsonResponse(201, Decorated(r.kind, NormalizeResult(std::move(*created))));
 }
 
 HttpResponse ApiServer::UpdateObject(const HttpRequest& req, const Target& t,
@@ -1708,7 +1709,7 @@ HttpResponse ApiServer::UpdateObject(const HttpRequest& req, const Target& t,
   auto updated =
       control_plane_.Update(who, r.kind, t.scope_ns(), t.name, std::move(*body), dry_run);
   if (!updated) return ErrorResponse(updated.error(), t.context());
-  return JsonResponse(200, NormalizeResult(std::move(*updated)));
+  return JsonResponse(200, Decorated(r.kind, NormalizeResult(std::move(*updated))));
 }
 
 HttpResponse ApiServer::PatchObject(const HttpRequest& req, const Target& t, const Principal& who) {
@@ -1792,7 +1793,7 @@ HttpResponse ApiServer::PatchObject(const HttpRequest& req, const Target& t, con
       continue;
     }
     if (!updated) return ErrorResponse(updated.error(), t.context());
-    return JsonResponse(200, NormalizeResult(std::move(*updated)));
+    return JsonResponse(200, Decorated(r.kind, NormalizeResult(std::move(*updated))));
   }
 }
 

@@ -1055,7 +1055,14 @@ TEST_F(ApiServerTest, DecorateFillsLiveStatusOnReads) {
   };
   Reset({}, opts);
   SeedWorkspace("team-a");
-  ASSERT_EQ(Post(kGprs, GprJson("train").dump()).status, 201);
+  HttpResponse created = Post(kGprs, GprJson("train").dump());
+  ASSERT_EQ(created.status, 201);
+  // The answer to a write has the live fields too, as a GET right after it would.
+  EXPECT_EQ(json::parse(created.body)["status"]["queuePosition"], 1) << created.body;
+  HttpResponse patched =
+      Patch(std::string(kGprs) + "/train", R"({"metadata":{"labels":{"a":"b"}}})");
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(json::parse(patched.body)["status"]["queuePosition"], 1) << patched.body;
   ASSERT_EQ(Post(kGprs, GprJson("broken").dump()).status, 201);
   EXPECT_EQ(json::parse(Get(std::string(kGprs) + "/train").body)["status"]["queuePosition"], 1);
   EXPECT_FALSE(json::parse(Get(std::string(kGprs) + "/broken").body)["status"].contains(

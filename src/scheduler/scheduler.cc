@@ -596,14 +596,15 @@ Status Scheduler::Cancel(core::RequestId id) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kQueued && r->phase != RequestPhase::kPendingApproval) {
     return common::FailedPreconditionError(
-        fmt::format("{} is {}; only queued or pending requests can be deleted (use early release)",
+        fmt::format("{} is {}; only queued or pending requests can be cancelled (use early release)",
                     Label(id), core::PhaseName(r->phase)));
   }
   Dequeue(*r);
   r->finish_time = clock_.Now();
+  // Deleted, or released before it held anything: either way it never started.
   SetPhase(*r, RequestPhase::kCancelled, "cancelled");
-  Emit(*r, core::EventType::kNormal, "Cancelled", "deleted while waiting");
-  CancelPreemptionsFor(*r, "was deleted");
+  Emit(*r, core::EventType::kNormal, "Cancelled", "cancelled before it started");
+  CancelPreemptionsFor(*r, "was cancelled");
   return common::OkStatus();
 }
 
