@@ -595,9 +595,9 @@ Status Scheduler::Reject(core::RequestId id, std::string reason) {
 Status Scheduler::Cancel(core::RequestId id) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kQueued && r->phase != RequestPhase::kPendingApproval) {
-    return common::FailedPreconditionError(
-        fmt::format("{} is {}; only queued or pending requests can be cancelled (use early release)",
-                    Label(id), core::PhaseName(r->phase)));
+    return common::FailedPreconditionError(fmt::format(
+        "{} is {}; only queued or pending requests can be cancelled (use early release)", Label(id),
+        core::PhaseName(r->phase)));
   }
   Dequeue(*r);
   r->finish_time = clock_.Now();
