@@ -366,17 +366,9 @@ common::Result<core::RequestSpec> ControlPlaneImpl::ToRequestSpec(const api::Gpr
 
 common::Status ControlPlaneImpl::CheckWorkspaceRules(const api::WorkspaceDoc& doc) const {
   // 1. Duplicates within the object.
-  for (std::size_t i = 0; i < doc.namespaces.size(); ++i) {
-    for (std::size_t k = 0; k < i; ++k) {
-      if (doc.namespaces[k] == doc.namespaces[i]) {
-        return common::InvalidArgumentError(
-            fmt::format("spec.namespaces[{}]: duplicate \"{}\" (also spec.namespaces[{}])", i,
-                        doc.namespaces[i], k));
-      }
-    }
-  }
   for (const auto& [field, names] :
-       {std::pair{"spec.policy.allowedShapes", &doc.policy.allowed_shapes},
+       {std::pair{"spec.namespaces", &doc.namespaces},
+        std::pair{"spec.policy.allowedShapes", &doc.policy.allowed_shapes},
         std::pair{"spec.policy.allowedClusters", &doc.policy.allowed_clusters}}) {
     for (std::size_t i = 0; i < names->size(); ++i) {
       for (std::size_t k = 0; k < i; ++k) {

@@ -335,13 +335,7 @@ void Scheduler::QuotePreemption(const core::RequestSpec& spec, QuoteResult& out,
     replanned = true;
     options = EvaluateOptions(live(), spec, now, not_before, rank, std::nullopt);
   }
-  if (replanned) DropAllPlans();  // they may hold the victims' time by now
-  for (auto& [victim, end] : old_ends) SetRunningEnd(*victim, end);
-  if (replanned) {
-    reuse_blocked_ = true;
-    MarkDirty(0);
-    EnsurePlanned();
-  }
+  RestoreVictimEnds(old_ends, replanned);
   if (!gains(earliest(options))) return;
   std::string names;
   for (core::RequestId v : best->victims) names += (names.empty() ? "" : ", ") + Label(v);
@@ -354,6 +348,17 @@ void Scheduler::QuotePreemption(const core::RequestSpec& spec, QuoteResult& out,
     }
   }
   out.options = std::move(options);
+}
+
+void Scheduler::RestoreVictimEnds(std::span<const std::pair<RequestRecord*, Time>> old_ends,
+                                  bool replanned) {
+  if (replanned) DropAllPlans();
+  for (const auto& [victim, end] : old_ends) SetRunningEnd(*victim, end);
+  if (replanned) {
+    reuse_blocked_ = true;
+    MarkDirty(0);
+    EnsurePlanned();  // every plan back where it was
+  }
 }
 
 void Scheduler::PreemptBeforePromise(Time now) {
@@ -386,14 +391,7 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
     return plan && (!planned || plan->start + options_.preemption_min_gain <= *planned);
   };
   auto undo = [&](bool replanned) {
-    // Plans may hold the victims' time by now: dropped first, then made again around it.
-    if (replanned) DropAllPlans();
-    for (auto& [victim, end] : old_ends) SetRunningEnd(*victim, end);
-    if (replanned) {
-      reuse_blocked_ = true;
-      MarkDirty(0);
-      EnsurePlanned();  // every plan back where it was
-    }
+    RestoreVictimEnds(old_ends, replanned);
     return false;
   };
   // A first check against the plans as they are (cheap, and enough to say no) ...

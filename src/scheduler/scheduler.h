@@ -432,6 +432,11 @@ class Scheduler {
   bool IsVictimCandidate(const RequestRecord& v, int preemptor_priority, core::Time now) const;
   // Moves the end of a running request's reservation (inventory, workspace load and window).
   void SetRunningEnd(RequestRecord& r, core::Time end);
+  // Gives victims whose ends a preemption check cut their old ends back. After a re-plan with
+  // the ends cut (`replanned`), plans may hold the victims' time: they are dropped first and
+  // made again around the restored reservations.
+  void RestoreVictimEnds(std::span<const std::pair<RequestRecord*, core::Time>> old_ends,
+                         bool replanned);
   void TrackRunning(const RequestRecord& r, bool running);
   // Pushes the request's next pending milestone (the earliest not yet emitted).
   void ScheduleMilestones(const RequestRecord& r);
