@@ -945,12 +945,18 @@ std::string ApiServer::ProjectOf(std::string_view kind, const json& object) {
   if (kind == "Node") {
     std::string cluster = StringAt(object, "spec", "cluster");
     if (cluster.empty()) return "";
-    auto c = store_.Get("Cluster", "", cluster);
-    if (!c || !c->has_value()) return "";
-    json j = json::parse((*c)->data, nullptr, /*allow_exceptions=*/false);
-    return j.is_object() ? StringAt(j, "spec", "project") : "";
+    auto project = ClusterProject(cluster);
+    return project.ok() && project->has_value() ? **project : "";
   }
   return "";
+}
+
+Result<std::optional<std::string>> ApiServer::ClusterProject(const std::string& cluster) {
+  auto c = store_.Get("Cluster", "", cluster);
+  if (!c) return c.error();
+  if (!c->has_value()) return std::optional<std::string>();
+  json j = json::parse((*c)->data, nullptr, /*allow_exceptions=*/false);
+  return std::optional<std::string>(j.is_object() ? StringAt(j, "spec", "project") : "");
 }
 
 Status ApiServer::CheckPolicyReach(const Principal& who, std::string_view kind, const json* stored,
@@ -993,11 +999,10 @@ Status ApiServer::CheckPolicyReach(const Principal& who, std::string_view kind, 
     if (!c.is_string()) continue;  // validation names it
     const std::string name = c.get<std::string>();
     if (std::find(kept.begin(), kept.end(), name) != kept.end()) continue;
-    auto got = store_.Get("Cluster", "", name);
+    auto got = ClusterProject(name);
     if (!got) return got.error();
     if (!got->has_value()) continue;  // validation refuses an unknown cluster
-    json cluster = json::parse((*got)->data, nullptr, /*allow_exceptions=*/false);
-    const std::string project = cluster.is_object() ? StringAt(cluster, "spec", "project") : "";
+    const std::string& project = **got;
     if (std::find(who.projects.begin(), who.projects.end(), project) != who.projects.end()) {
       continue;
     }

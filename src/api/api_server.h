@@ -147,6 +147,9 @@ class ApiServer {
                            std::string project);
   // The project an object belongs to ("" when none or unknown).
   std::string ProjectOf(std::string_view kind, const nlohmann::json& object);
+  // The project of stored cluster `cluster` ("" when it has none), nullopt when there is no such
+  // cluster.
+  common::Result<std::optional<std::string>> ClusterProject(const std::string& cluster);
   // A Workspace written by anyone but an admin may not reach outside the writer's projects
   // through its policy: each cluster newly named in spec.policy.allowedClusters must belong to
   // one of the writer's projects, and mayBurst may not be turned on. `stored` is the object
