@@ -386,9 +386,11 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
     old_ends.emplace_back(&victim, victim.window->end);
     SetRunningEnd(victim, takeover);
   }
-  const std::optional<Time> planned = q.plan ? std::optional<Time>(q.plan->start) : std::nullopt;
+  // No plan yet: any plan is worth it (plan starts stay within the planning horizon).
+  const bool had_plan = q.plan.has_value();
+  const Time planned = had_plan ? q.plan->start : common::kInfiniteFuture;
   auto worth = [&](const std::optional<Plan>& plan) {
-    return plan && (!planned || plan->start + options_.preemption_min_gain <= *planned);
+    return plan && plan->start + options_.preemption_min_gain <= planned;
   };
   auto undo = [&](bool replanned) {
     RestoreVictimEnds(old_ends, replanned);
@@ -426,11 +428,11 @@ bool Scheduler::TryPreemptFor(RequestRecord& q, Time now) {
   Emit(q, core::EventType::kNormal, "Preempting",
        fmt::format("evicting {} ({:.1f} GPU-hours of work lost) to start at {}{}",
                    fmt::join(names, ", "), best->lost_gpu_hours, common::FormatTime(start),
-                   planned ? fmt::format(" instead of {}", common::FormatTime(*planned)) : ""));
+                   had_plan ? fmt::format(" instead of {}", common::FormatTime(planned)) : ""));
   Decide(DecisionKind::kPreemptFor, q,
          fmt::format("evicts {} to start at {} (was {})", fmt::join(names, ", "),
                      common::FormatTime(start),
-                     planned ? common::FormatTime(*planned) : std::string("unplaced")));
+                     had_plan ? common::FormatTime(planned) : std::string("unplaced")));
   return true;
 }
 
