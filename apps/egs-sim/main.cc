@@ -762,8 +762,10 @@ int Run(const Args& args, const std::string& command) {
     fmt::print(stderr, "egs-sim: {}\n", s.ToString());
     return common::StatusCodeToExit(s.code());
   }
-  fmt::print(stderr, "egs-sim: wrote {}/summary.json, report.md, SVG plots and per-request CSVs\n",
-             args.out);
+  fmt::print(
+      stderr,
+      "egs-sim: wrote {}/summary.json, timing.json, report.md, SVG plots and per-request CSVs\n",
+      args.out);
   return 0;
 }
 

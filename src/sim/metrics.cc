@@ -230,9 +230,18 @@ FairnessStats ComputeFairness(const SimResult& result, const Interval& horizon, 
 double NearestRankPercentile(std::span<const double> sorted, double p) {
   if (sorted.empty()) return 0;
   const double n = static_cast<double>(sorted.size());
-  auto rank = static_cast<long long>(std::ceil(p / 100.0 * n));
+  // p * n first: for a whole p the product is exact, so a whole rank stays whole (p / 100 * n
+  // made 7 % of 200 into 14.000000000000002 and took rank 15).
+  auto rank = static_cast<long long>(std::ceil(p * n / 100.0));
   rank = std::clamp<long long>(rank, 1, static_cast<long long>(sorted.size()));
   return sorted[static_cast<std::size_t>(rank - 1)];
+}
+
+double NearestRankAt(std::span<const double> sorted, std::size_t num, std::size_t den) {
+  if (sorted.empty() || den == 0) return 0;
+  std::size_t rank = (num * sorted.size() + den - 1) / den;
+  rank = std::clamp<std::size_t>(rank, 1, sorted.size());
+  return sorted[rank - 1];
 }
 
 double BoundedSlowdown(double wait_s, double hold_s) {

@@ -34,6 +34,9 @@ namespace egs::sim {
 // Nearest-rank percentile (see above) of `sorted`, which must be in ascending order; p in
 // [0, 100]. 0 for an empty vector.
 double NearestRankPercentile(std::span<const double> sorted, double p);
+// The same at the fraction num/den (den > 0, num <= den), with the rank ceil(num * n / den)
+// computed in integers: the wait CDF's points land on exact ranks.
+double NearestRankAt(std::span<const double> sorted, std::size_t num, std::size_t den);
 
 // max(1, (wait + hold) / max(hold, 10 s)), in and out in seconds.
 double BoundedSlowdown(double wait_s, double hold_s);

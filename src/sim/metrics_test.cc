@@ -52,6 +52,18 @@ TEST(NearestRankTest, FollowsTheDefinition) {
   EXPECT_EQ(NearestRankPercentile(ten, 90), 9);
   EXPECT_EQ(NearestRankPercentile(ten, 99), 10);
   EXPECT_EQ(NearestRankPercentile(std::vector<double>{}, 50), 0);
+  // Whole ranks stay whole: 7 % of 200 is rank 14, 56 % of 100 rank 56.
+  std::vector<double> two_hundred(200);
+  for (std::size_t i = 0; i < two_hundred.size(); ++i) two_hundred[i] = static_cast<double>(i + 1);
+  EXPECT_EQ(NearestRankPercentile(two_hundred, 7), 14);
+  EXPECT_EQ(NearestRankPercentile(std::span(two_hundred).first(100), 56), 56);
+  // Every point of a 200-point CDF over 200 waits is its own rank; 3 of 7 over 10 is rank 5.
+  for (std::size_t i = 1; i <= 200; ++i) {
+    EXPECT_EQ(NearestRankAt(two_hundred, i, 200), static_cast<double>(i)) << i;
+  }
+  EXPECT_EQ(NearestRankAt(ten, 3, 7), 5);
+  EXPECT_EQ(NearestRankAt(ten, 0, 7), 1);
+  EXPECT_EQ(NearestRankAt(std::vector<double>{}, 1, 2), 0);
 }
 
 TEST(BoundedSlowdownTest, HandComputed) {

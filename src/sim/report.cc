@@ -38,7 +38,7 @@ std::vector<std::pair<double, double>> WaitCdf(const SimResult& result) {
   const std::size_t points = std::min(kCdfPoints, waits.size());
   for (std::size_t i = 1; i <= points; ++i) {
     const double share = static_cast<double>(i) / static_cast<double>(points);
-    cdf.emplace_back(NearestRankPercentile(waits, share * 100), share);
+    cdf.emplace_back(NearestRankAt(waits, i, points), share);
   }
   return cdf;
 }
@@ -127,7 +127,6 @@ Json LowerBoundJson(const std::vector<BoundComparison>& windows) {
                     {"slot_s", ToSeconds(c.window.bound.slot)},
                     {"columns", c.window.bound.columns},
                     {"rows", c.window.bound.rows},
-                    {"solve_seconds", c.window.bound.solve_seconds},
                     {"bound_mean_wait_s", c.window.bound.mean_wait_s},
                     {"policy_mean_wait_s", c.policy_mean_wait_s},
                     {"policy_unstarted", c.policy_unstarted},
@@ -149,7 +148,6 @@ Json RunJson(const RunSummary& r) {
   }
   Json cdf = Json::array();
   for (const auto& [wait, share] : r.wait_cdf) cdf.push_back({wait, share});
-  const double rate = r.wall_seconds > 0 ? 1 / r.wall_seconds : 0;
   Json j{{"policy", r.policy},
          {"load", r.load},
          {"offered_load", r.offered_load},
@@ -157,11 +155,8 @@ Json RunJson(const RunSummary& r) {
          {"rejected_at_submit", r.replayed.rejected},
          {"holds_cut_at_booking", r.replayed.cut_holds},
          {"requests", r.requests},
-         {"speed",
-          {{"wall_seconds", r.wall_seconds},
-           {"requests_per_second", static_cast<double>(r.requests) * rate},
-           {"decisions_per_second", static_cast<double>(r.placements) * rate},
-           {"cycles", r.cycles},
+         {"work",
+          {{"cycles", r.cycles},
            {"placements", r.placements},
            {"kept_plans", r.kept_plans},
            {"moved_plans", r.moved_plans}}},
@@ -349,6 +344,26 @@ common::Result<std::string> RenderSummaryJson(const ReportInput& input) {
   }
 }
 
+common::Result<std::string> RenderTimingJson(const ReportInput& input) {
+  try {
+    Json runs = Json::array();
+    for (const RunSummary& r : input.runs) {
+      const double rate = r.wall_seconds > 0 ? 1 / r.wall_seconds : 0;
+      Json solves = Json::array();
+      for (const BoundComparison& c : r.lower_bound) solves.push_back(c.window.bound.solve_seconds);
+      runs.push_back({{"policy", r.policy},
+                      {"load", r.load},
+                      {"wall_seconds", r.wall_seconds},
+                      {"requests_per_second", static_cast<double>(r.requests) * rate},
+                      {"decisions_per_second", static_cast<double>(r.placements) * rate},
+                      {"lower_bound_solve_seconds", std::move(solves)}});
+    }
+    return Json{{"runs", std::move(runs)}}.dump(2) + "\n";
+  } catch (const std::exception& e) {
+    return common::InvalidArgumentError(fmt::format("timing.json: {}", e.what()));
+  }
+}
+
 common::Status WriteReport(const ReportInput& input, const std::string& out_dir) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
@@ -358,7 +373,9 @@ common::Status WriteReport(const ReportInput& input, const std::string& out_dir)
   }
   const std::filesystem::path dir(out_dir);
   EGS_ASSIGN_OR_RETURN(std::string summary, RenderSummaryJson(input));
+  EGS_ASSIGN_OR_RETURN(std::string timing, RenderTimingJson(input));
   EGS_RETURN_IF_ERROR(WriteFile((dir / "summary.json").string(), summary));
+  EGS_RETURN_IF_ERROR(WriteFile((dir / "timing.json").string(), timing));
   EGS_RETURN_IF_ERROR(WriteFile((dir / "report.md").string(), RenderMarkdownReport(input)));
   for (const auto& [name, svg] : RenderPlots(input)) {
     EGS_RETURN_IF_ERROR(WriteFile((dir / name).string(), svg));

@@ -1,7 +1,10 @@
 // The benchmark report of an egs-sim invocation: per run (policy x load) the metrics of
 // metrics.h and the series behind the plots, then, for the whole invocation, in an output
 // directory given by the caller:
-//   summary.json                every metric per policy and load (the machine-readable result)
+//   summary.json                every metric per policy and load (the machine-readable result),
+//                               byte-identical for the same command and seed
+//   timing.json                 what the wall clock measured per run: seconds, requests and
+//                               placement decisions per second, LP solve seconds
 //   jobs-<policy>-<load>.csv    per-request outcomes, written as each run ends (WriteJobsCsv)
 //   report.md                   tables per load, links to the plots
 //   wait-cdf-<load>.svg         wait CDF per policy (log x)
@@ -9,8 +12,9 @@
 //   estimate-error-<load>.svg   histogram of (actual start - promised P50) per policy
 //   fairness-<load>.svg         Jain's index per 24 h window per policy
 // A RunSummary keeps only aggregates, not the per-request outcomes, so a report over many large
-// runs stays small in memory. Everything except the timing fields (wall_seconds, solve times,
-// rates) is a deterministic function of the runs; the CSVs are byte-identical for a given seed.
+// runs stays small in memory. Everything but timing.json and report.md's speed table (wall
+// seconds, solve times, rates) is a deterministic function of the runs: summary.json, the CSVs
+// and the plots are byte-identical for a given command and seed.
 //
 // Thread-safety: pure functions, plus file writes into the given directory.
 #pragma once
@@ -126,11 +130,13 @@ struct ReportInput {
 
 // summary.json's text (2-space indent). InvalidArgument if a string is not valid UTF-8.
 common::Result<std::string> RenderSummaryJson(const ReportInput& input);
+// timing.json's text: per run, in run order, its policy, load and wall-clock measurements.
+common::Result<std::string> RenderTimingJson(const ReportInput& input);
 std::string RenderMarkdownReport(const ReportInput& input);
 // (file name, SVG text) for the four plots of every load.
 std::vector<std::pair<std::string, std::string>> RenderPlots(const ReportInput& input);
 
-// Writes summary.json, report.md and the plots into `out_dir`, creating it if needed.
+// Writes summary.json, timing.json, report.md and the plots into `out_dir`, creating it if needed.
 // FailedPrecondition if a file cannot be written; InvalidArgument as RenderSummaryJson.
 common::Status WriteReport(const ReportInput& input, const std::string& out_dir);
 

@@ -259,9 +259,18 @@ TEST(ReportTest, WritesParseableFiles) {
                    input.runs[1].metrics.overall.wait_mean_s);
   EXPECT_EQ(run["by_size"].size(), 4u);
   EXPECT_EQ(run["by_size"][3]["bucket"], ">8");
-  EXPECT_DOUBLE_EQ(run["speed"]["requests_per_second"].get<double>(), 5 / 1.5);
-  EXPECT_EQ(run["speed"]["kept_plans"], 5);
-  EXPECT_EQ(run["speed"]["moved_plans"], 1);
+  EXPECT_EQ(run["work"]["kept_plans"], 5);
+  EXPECT_EQ(run["work"]["moved_plans"], 1);
+  // Nothing the wall clock measured is in summary.json: that goes to timing.json.
+  EXPECT_FALSE(run.contains("speed"));
+  EXPECT_FALSE(run["lower_bound"]["windows"][0].contains("solve_seconds"));
+  const auto timing = nlohmann::json::parse(ReadAll(out + "/timing.json"));
+  ASSERT_EQ(timing["runs"].size(), 2u);
+  EXPECT_EQ(timing["runs"][1]["policy"], "egs");
+  EXPECT_EQ(timing["runs"][1]["load"], "0.9");
+  EXPECT_DOUBLE_EQ(timing["runs"][1]["requests_per_second"].get<double>(), 5 / 1.5);
+  EXPECT_EQ(timing["runs"][1]["lower_bound_solve_seconds"].size(),
+            run["lower_bound"]["windows"].size());
   EXPECT_DOUBLE_EQ(run["estimate_p50"]["mae_s"].get<double>(), 100);
   EXPECT_DOUBLE_EQ(run["estimate_p50"]["p90_coverage"].get<double>(), 1);
   EXPECT_EQ(run["estimate_p50"]["error_histogram"].size(), 11u);

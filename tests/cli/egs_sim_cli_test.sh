@@ -87,6 +87,21 @@ else
     echo "FAIL: good run: an earlier run's CSV/SVG left, or another file removed: $(ls "$work/good")" >&2
     failures=$((failures + 1))
   fi
+  # Determinism: the same command and seed again gives byte-identical results (everything but
+  # timing.json and report.md, which hold what the wall clock measured).
+  [[ -s $work/good/timing.json ]] || { echo "FAIL: good run wrote no timing.json" >&2; failures=$((failures + 1)); }
+  rm -rf "$work/first" && cp -r "$work/good" "$work/first"
+  if ! "$sim" --trace "$trace" --fleet 4x8 --policy egs,fifo --load 0.9 --out "$work/good" \
+      >"$work/stdout" 2>"$work/stderr"; then
+    echo "FAIL: second good run exited non-zero" >&2
+    failures=$((failures + 1))
+  fi
+  for f in "$work"/first/*; do
+    name=$(basename "$f")
+    [[ $name == timing.json || $name == report.md || $name == notes.txt ]] && continue
+    cmp -s "$f" "$work/good/$name" ||
+      { echo "FAIL: $name differs between two runs of the same command and seed" >&2; failures=$((failures + 1)); }
+  done
 fi
 
 # A fleet of two clusters from an egsd fleet file, and the same nodes as an openb node list.
