@@ -596,6 +596,20 @@ common::Result<Setup> Prepare(const Args& args) {
                     s.trace.skipped.empty() ? "the file has no rows after its header"
                                             : "every row was skipped"));
   }
+  // Rescaling multiplies every gap by one factor: a gap that is most of the window (an outlier
+  // timestamp, two periods in one file) leaves the other jobs squeezed into the rest. Said once.
+  if (std::any_of(args.loads.begin(), args.loads.end(),
+                  [](const auto& l) { return l != "trace"; })) {
+    if (auto gap = sim::LongestSubmitGap(s.trace); gap && gap->share > 0.5) {
+      fmt::print(stderr,
+                 "egs-sim: warning: {:.0f} % of the trace's submit window is one gap of {:.1f} h "
+                 "between jobs {} and {} ({} and {}); --load rescales every gap by one factor, so "
+                 "the jobs on either side of it are squeezed together\n",
+                 100 * gap->share, common::ToHours(gap->length), s.trace.jobs[gap->before].id,
+                 s.trace.jobs[gap->after].id, common::FormatTime(s.trace.jobs[gap->before].submit),
+                 common::FormatTime(s.trace.jobs[gap->after].submit));
+    }
+  }
   for (const std::string& load : args.loads) {
     PreparedLoad prepared{load, s.trace, 0};
     if (load != "trace") {

@@ -99,4 +99,17 @@ common::Result<Trace> RescaleToLoad(const Trace& trace, double rho, int total_gp
   return out;
 }
 
+std::optional<SubmitGap> LongestSubmitGap(const Trace& trace) {
+  if (trace.jobs.size() < 2) return std::nullopt;
+  const core::Duration window = trace.jobs.back().submit - trace.jobs.front().submit;
+  if (window <= core::Duration(0)) return std::nullopt;
+  SubmitGap gap;
+  for (std::size_t i = 1; i < trace.jobs.size(); ++i) {
+    const core::Duration d = trace.jobs[i].submit - trace.jobs[i - 1].submit;
+    if (d > gap.length) gap = {i - 1, i, d, 0};
+  }
+  gap.share = static_cast<double>(gap.length.count()) / static_cast<double>(window.count());
+  return gap;
+}
+
 }  // namespace egs::sim

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
 #include "common/status.h"
 #include "core/ids.h"
@@ -57,5 +58,18 @@ double OfferedLoad(const Trace& trace, int total_gpus);
 // InvalidArgument if rho is not a positive finite number, total_gpus < 1, the trace is empty,
 // all jobs submit at the same instant (no gaps to stretch), or the target window rounds to 0.
 common::Result<Trace> RescaleToLoad(const Trace& trace, double rho, int total_gpus);
+
+// The longest gap between consecutive submits of `trace` (sorted by submit): the jobs on each
+// side (indices into trace.jobs) and its share of the whole window. A gap that is most of the
+// window (an outlier timestamp, a trace stitched from two periods) makes RescaleToLoad squeeze
+// every other job into the rest, so callers warn about it. nullopt with fewer than two distinct
+// submits.
+struct SubmitGap {
+  std::size_t before = 0;  // the last job before the gap
+  std::size_t after = 0;   // the first job after it
+  core::Duration length{0};
+  double share = 0;  // of last submit - first submit
+};
+std::optional<SubmitGap> LongestSubmitGap(const Trace& trace);
 
 }  // namespace egs::sim

@@ -188,6 +188,33 @@ TEST(RescaleToLoadTest, RejectsBadInput) {
   EXPECT_THAT(RescaleToLoad(trace, 0.7, 8), StatusIs(StatusCode::kInvalidArgument));
 }
 
+TEST(LongestSubmitGapTest, FindsTheGapAndItsShare) {
+  Trace trace = RandomTrace(20, 5);
+  EXPECT_FALSE(LongestSubmitGap(Trace{}).has_value());
+  // One job a year after the others: its gap is nearly the whole window.
+  trace.jobs.push_back(trace.jobs.back());
+  trace.jobs.back().id = "outlier";
+  trace.jobs.back().submit += common::Hours(24 * 365);
+  auto gap = LongestSubmitGap(trace);
+  ASSERT_TRUE(gap.has_value());
+  EXPECT_EQ(gap->before, 19u);
+  EXPECT_EQ(gap->after, 20u);
+  EXPECT_EQ(gap->length, common::Hours(24 * 365));
+  EXPECT_GT(gap->share, 0.9);
+  EXPECT_LT(gap->share, 1.0);
+  // Evenly spaced submits: every gap is 1/(n-1) of the window, the first one is reported.
+  Trace even = RandomTrace(5, 1);
+  for (std::size_t i = 0; i < even.jobs.size(); ++i) {
+    even.jobs[i].submit = even.jobs[0].submit + common::Minutes(static_cast<long long>(i));
+  }
+  gap = LongestSubmitGap(even);
+  ASSERT_TRUE(gap.has_value());
+  EXPECT_EQ(gap->before, 0u);
+  EXPECT_DOUBLE_EQ(gap->share, 0.25);
+  even.jobs.resize(1);
+  EXPECT_FALSE(LongestSubmitGap(even).has_value());
+}
+
 TEST(RescaleToLoadTest, RealPhillyTraceOnItsFleet) {
   const char* dir = std::getenv("EGS_TRACES_DIR");
   if (dir == nullptr || !std::filesystem::exists(dir)) GTEST_SKIP() << "EGS_TRACES_DIR unset";

@@ -104,6 +104,20 @@ else
   done
 fi
 
+# A trace whose last job comes a year after the others: rescaling to a load warns about the gap.
+printf 'job_id,num_gpu,submit_time,duration\n1,1,0,600\n2,2,60,600\n3,1,120,600\n4,4,31536000,600\n' \
+  >"$work/outlier.csv"
+if ! "$sim" --trace "$work/outlier.csv" --fleet 2x8 --policy fifo --load 0.5 --out "$work/outlier" \
+    >"$work/stdout" 2>"$work/stderr"; then
+  echo "FAIL: outlier run exited non-zero" >&2
+  cat "$work/stderr" >&2
+  failures=$((failures + 1))
+elif ! grep -qF "warning: 100 % of the trace's submit window is one gap of 8760.0 h between jobs 3 and 4" "$work/stderr"; then
+  echo "FAIL: outlier run did not warn about the gap:" >&2
+  cat "$work/stderr" >&2
+  failures=$((failures + 1))
+fi
+
 # A fleet of two clusters from an egsd fleet file, and the same nodes as an openb node list.
 cat >"$work/fleet.yaml" <<'YAML'
 projects: [{name: p}]
