@@ -133,6 +133,33 @@ TEST(ControlPlaneAdminTest, WhatIfApproveListsTheShiftsAndChangesNothing) {
   EXPECT_EQ(later["status"]["plannedStart"], api::FormatTime(kT0 + common::Hours(6)));
 }
 
+// approve {changes}: the fields given replace the request's, the others stay.
+TEST(ControlPlaneAdminTest, ApproveWithChangesMergesThemIntoTheSpec) {
+  common::SimulatedClock clock(kT0);
+  store::FakeStore store;
+  Instance a(store, clock);
+  a.CreateFleet();
+  ASSERT_OK(
+      a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("urgent", 1, "6h", 900), false));
+  a.Cycle(clock.Now());
+  ASSERT_EQ(Phase(store, "urgent"), "PendingApproval");
+  auto bad = a.Gpr("urgent", "approve", {{"changes", 3}});
+  EXPECT_THAT(bad, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad.error().message(), HasSubstr("changes"));
+  bad = a.Gpr("urgent", "approve", {{"changes", {{"nodes", 0}}}});
+  EXPECT_THAT(bad, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad.error().message(), HasSubstr("changes.nodes"));
+  EXPECT_EQ(Phase(store, "urgent"), "PendingApproval");
+  ASSERT_OK(a.Gpr("urgent", "approve", {{"changes", {{"nodes", 2}}}, {"reason", "ok"}}));
+  a.Cycle(clock.Now());
+  const json urgent = Stored(store, "GPUProvisionRequest", "team-a", "urgent");
+  EXPECT_EQ(urgent["spec"]["nodes"], 2);
+  EXPECT_EQ(urgent["spec"]["duration"], "6h");
+  EXPECT_EQ(urgent["spec"]["priority"], 900);
+  EXPECT_EQ(urgent["spec"]["shape"], "h100");
+  EXPECT_NE(urgent["status"]["phase"], "PendingApproval");
+}
+
 TEST(ControlPlaneAdminTest, EvictEndsPreemptedWithTheReasonAndSurvivesARestart) {
   common::SimulatedClock clock(kT0);
   store::FakeStore store;

@@ -856,9 +856,7 @@ common::Result<json> ControlPlaneImpl::CreateGpr(std::string_view ns, const json
   }
   doc.meta.ns = std::string(ns);
   auto ws = names_.workspaces.Find(ns);
-  if (!ws) {
-    return common::NotFoundError(fmt::format("namespace \"{}\": no such workspace", ns));
-  }
+  if (!ws) return NoSuchWorkspace(ns);
   if (names_.requests.contains(RequestName{std::string(ns), doc.meta.name})) {
     return common::AlreadyExistsError(fmt::format(
         "gpuprovisionrequests \"{}\" already exists in namespace \"{}\"", doc.meta.name, ns));
@@ -1372,26 +1370,38 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
 
   common::Status st;
   json extra = json::object();
+  std::string why;  // approve and extend: optional, into the event (and the audit log)
   if (action == "approve" || action == "extend") {
-    // Optional here; the audit log keeps it with the action.
-    EGS_RETURN_IF_ERROR(StringField(body, "reason", false).status());
+    EGS_ASSIGN_OR_RETURN(why, StringField(body, "reason", false));
   }
   if (action == "approve") {
     if (body.contains("changes")) {
-      EGS_ASSIGN_OR_RETURN(api::GprSpecDoc changes, api::ParseGprSpec(body["changes"], "changes"));
+      // The fields given replace the request's (a JSON merge patch of its spec: null removes an
+      // optional field); shape and shapes replace each other.
+      const json& given = body["changes"];
+      if (!given.is_object()) {
+        return common::InvalidArgumentError("changes: must be an object of spec fields");
+      }
+      json merged = api::ToJson(gprs_.at(id).spec);
+      if (given.contains("shape") || given.contains("shapes")) {
+        merged.erase("shape");
+        merged.erase("shapes");
+      }
+      merged.merge_patch(given);
+      EGS_ASSIGN_OR_RETURN(api::GprSpecDoc changes, api::ParseGprSpec(merged, "changes"));
       DefaultSpec(changes, *names_.workspaces.Find(ns));
       EGS_ASSIGN_OR_RETURN(core::RequestSpec spec,
                            ToRequestSpec(changes, ns, name, *names_.workspaces.Find(ns)));
       // Pending: approved as changed (quota-exempt, even if still outside the policy). Queued
       // (approved already): the changes are an edit.
       if (scheduler_.FindRequest(id)->phase == core::RequestPhase::kPendingApproval) {
-        EGS_RETURN_IF_ERROR(scheduler_.ApproveWithChanges(id, spec));
+        EGS_RETURN_IF_ERROR(scheduler_.ApproveWithChanges(id, spec, why));
       } else {
         EGS_RETURN_IF_ERROR(scheduler_.Edit(id, spec));
       }
       gprs_.at(id).spec = changes;
     } else {
-      st = scheduler_.Approve(id);  // FailedPrecondition naming the phase unless pending
+      st = scheduler_.Approve(id, why);  // FailedPrecondition naming the phase unless pending
     }
   } else if (action == "reject") {
     EGS_ASSIGN_OR_RETURN(std::string reason, StringField(body, "reason", true));
@@ -1413,7 +1423,7 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
     st = scheduler_.Evict(id, reason);  // InvalidArgument "reason: ..." when empty
   } else if (action == "extend") {
     EGS_ASSIGN_OR_RETURN(common::Duration by, DurationField(body, "duration"));
-    auto outcome = scheduler_.Extend(id, by);
+    auto outcome = scheduler_.Extend(id, by, why);
     if (!outcome.ok()) return outcome.error();
     extra["granted"] = outcome->granted;
     if (!outcome->granted) extra["reason"] = outcome->reason;
@@ -1520,9 +1530,24 @@ common::Result<json> ControlPlaneImpl::Quote(const api::Principal&, std::string_
   return OnLoop([&] { return QuoteOnLoop(ns, spec); }, /*read_only=*/true);
 }
 
+common::Status ControlPlaneImpl::NoSuchWorkspace(std::string_view ns) const {
+  std::string hint;
+  names_.workspaces.ForEach([&](core::WorkspaceId id, const std::string& name) {
+    const core::Workspace* w = scheduler_.FindWorkspace(id);
+    if (!hint.empty() || w == nullptr) return;
+    if (std::find(w->namespaces.begin(), w->namespaces.end(), ns) != w->namespaces.end()) {
+      hint = fmt::format(
+          "; \"{}\" is a Kubernetes namespace of workspace \"{}\" on its clusters, whose "
+          "requests live in namespace \"{}\" here",
+          ns, name, name);
+    }
+  });
+  return common::NotFoundError(fmt::format("namespace \"{}\": no such workspace{}", ns, hint));
+}
+
 common::Result<json> ControlPlaneImpl::QuoteOnLoop(std::string_view ns, const json& body) {
   auto ws = names_.workspaces.Find(ns);
-  if (!ws) return common::NotFoundError(fmt::format("namespace \"{}\": no such workspace", ns));
+  if (!ws) return NoSuchWorkspace(ns);
   const json& spec_json = body.contains("spec") ? body["spec"] : body;
   EGS_ASSIGN_OR_RETURN(api::GprSpecDoc doc, api::ParseGprSpec(spec_json, "spec"));
   EGS_ASSIGN_OR_RETURN(core::RequestSpec spec, ToRequestSpec(doc, ns, "quote", *ws));

@@ -197,6 +197,9 @@ class ControlPlaneImpl final : public api::ControlPlane {
   common::Result<nlohmann::json> NodeAction(std::string_view name, std::string_view action,
                                             const nlohmann::json& body);
   common::Result<nlohmann::json> QuoteOnLoop(std::string_view ns, const nlohmann::json& spec);
+  // NotFound for a namespace that names no workspace; when it is one of a workspace's
+  // Kubernetes namespaces (spec.namespaces), the message names the workspace to use instead.
+  common::Status NoSuchWorkspace(std::string_view ns) const;
 
   // The priority of a request that names none: its workspace's minimum.
   int DefaultPriority(core::WorkspaceId ws) const;

@@ -155,7 +155,8 @@ common::Result<Impact> Scheduler::WhatIf(const WhatIfChange& change) {
   return impact;
 }
 
-common::Result<ExtendOutcome> Scheduler::Extend(core::RequestId id, core::Duration extra) {
+common::Result<ExtendOutcome> Scheduler::Extend(core::RequestId id, core::Duration extra,
+                                                std::string_view reason) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->pending_extension) {
     return common::FailedPreconditionError(
@@ -193,22 +194,22 @@ common::Result<ExtendOutcome> Scheduler::Extend(core::RequestId id, core::Durati
                                   common::FormatDuration(r->spec.duration + extra),
                                   common::FormatDuration(*policy.max_duration)));
   }
-  for (const auto& reason : reasons) out.reason += (out.reason.empty() ? "" : "; ") + reason;
+  for (const auto& why : reasons) out.reason += (out.reason.empty() ? "" : "; ") + why;
   if (reasons.empty()) {
-    ApplyExtension(*r, extra);
+    ApplyExtension(*r, extra, reason);
     out.granted = true;
     return out;
   }
   r->pending_extension =
       std::make_shared<const PendingExtension>(PendingExtension{extra, clock_.Now(), out.reason});
-  Emit(
-      *r, core::EventType::kNormal, "ExtensionPendingApproval",
-      fmt::format("extension by {} needs approval: {}", common::FormatDuration(extra), out.reason));
+  Emit(*r, core::EventType::kNormal, "ExtensionPendingApproval",
+       fmt::format("extension by {} needs approval: {}{}{}", common::FormatDuration(extra),
+                   out.reason, reason.empty() ? "" : "; asked for: ", reason));
   changed_since_publish_ = true;
   return out;
 }
 
-void Scheduler::ApplyExtension(RequestRecord& r, core::Duration extra) {
+void Scheduler::ApplyExtension(RequestRecord& r, core::Duration extra, std::string_view reason) {
   const Time new_end = r.window->end + extra;
   DropAllPlans();
   // WhatIf (or the caller) checked the nodes are free against every reservation for the added
@@ -220,8 +221,8 @@ void Scheduler::ApplyExtension(RequestRecord& r, core::Duration extra) {
   r.spec.duration += extra;
   ScheduleMilestones(r);
   Emit(r, core::EventType::kNormal, "Extended",
-       fmt::format("extended by {} to {}", common::FormatDuration(extra),
-                   common::FormatTime(new_end)));
+       fmt::format("extended by {} to {}{}{}", common::FormatDuration(extra),
+                   common::FormatTime(new_end), reason.empty() ? "" : ": ", reason));
   Decide(DecisionKind::kExtend, r,
          fmt::format("extended by {}: no queued request's promise slips beyond its tolerance, or "
                      "an admin approved",

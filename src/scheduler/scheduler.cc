@@ -537,14 +537,16 @@ std::vector<Decision> Scheduler::TakeDecisions() {
   return out;
 }
 
-Status Scheduler::Approve(core::RequestId id) {
+Status Scheduler::Approve(core::RequestId id, std::string_view reason) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kPendingApproval) {
     return common::FailedPreconditionError(
         fmt::format("{} is {}, not PendingApproval", Label(id), core::PhaseName(r->phase)));
   }
   r->spec.quota_exempt = true;
-  Emit(*r, core::EventType::kNormal, "Approved", "approved by an admin");
+  Emit(*r, core::EventType::kNormal, "Approved",
+       reason.empty() ? std::string("approved by an admin")
+                      : fmt::format("approved by an admin: {}", reason));
   Decide(DecisionKind::kApprove, *r, fmt::format("approved by an admin ({})", r->reason));
   Enqueue(*r);
   EnsurePlanned();
@@ -552,7 +554,8 @@ Status Scheduler::Approve(core::RequestId id) {
   return common::OkStatus();
 }
 
-Status Scheduler::ApproveWithChanges(core::RequestId id, core::RequestSpec spec) {
+Status Scheduler::ApproveWithChanges(core::RequestId id, core::RequestSpec spec,
+                                     std::string_view reason) {
   EGS_ASSIGN_OR_RETURN(RequestRecord * r, Find(id));
   if (r->phase != RequestPhase::kPendingApproval) {
     return common::FailedPreconditionError(
@@ -566,8 +569,9 @@ Status Scheduler::ApproveWithChanges(core::RequestId id, core::RequestSpec spec)
   spec.quota_exempt = true;
   r->spec = std::move(spec);
   Emit(*r, core::EventType::kNormal, "Approved",
-       fmt::format("approved by an admin with changes: {} node(s) for {} at priority {}",
-                   r->spec.nodes, common::FormatDuration(r->spec.duration), r->spec.priority));
+       fmt::format("approved by an admin with changes: {} node(s) for {} at priority {}{}{}",
+                   r->spec.nodes, common::FormatDuration(r->spec.duration), r->spec.priority,
+                   reason.empty() ? "" : "; ", reason));
   Decide(DecisionKind::kApprove, *r,
          outside_policy.empty() ? "approved by an admin with changes (now within policy)"
                                 : fmt::format("approved by an admin with changes, outside "

@@ -210,11 +210,13 @@ class Scheduler {
   // SubmitDeferred since the last call that is still queued.
   void RecordDeferredPromises();
   // PendingApproval -> Queued. The request becomes quota-exempt. FailedPrecondition otherwise.
-  common::Status Approve(core::RequestId id);
+  // `reason` (optional) goes into the Approved event.
+  common::Status Approve(core::RequestId id, std::string_view reason = {});
   // Approve with changes: the admin's version of the spec replaces the request's (validated as
   // Submit validates it; it may stay outside the workspace policy, the admin decides) and the
   // request is queued quota-exempt. The workspace cannot change (InvalidArgument).
-  common::Status ApproveWithChanges(core::RequestId id, core::RequestSpec spec);
+  common::Status ApproveWithChanges(core::RequestId id, core::RequestSpec spec,
+                                    std::string_view reason = {});
   // PendingApproval -> Rejected with `reason`.
   common::Status Reject(core::RequestId id, std::string reason);
   // Queued or PendingApproval -> Cancelled. FailedPrecondition once provisioning started.
@@ -244,7 +246,9 @@ class Scheduler {
   // within the policy's maximum; otherwise it waits for ApproveExtension, carrying the slips.
   // FailedPrecondition if the nodes are not free for the added time (another reservation or
   // unavailability) or an extension is already pending; InvalidArgument for extra <= 0.
-  common::Result<ExtendOutcome> Extend(core::RequestId id, core::Duration extra);
+  // `reason` (optional, the asker's) goes into the Extended or ExtensionPendingApproval event.
+  common::Result<ExtendOutcome> Extend(core::RequestId id, core::Duration extra,
+                                       std::string_view reason = {});
   common::Status ApproveExtension(core::RequestId id);
   common::Status RejectExtension(core::RequestId id, std::string reason);
   // Why `id` is where it is, in words: for a queued request which rule sets its start and, when
@@ -597,7 +601,7 @@ class Scheduler {
   common::Result<std::vector<std::optional<core::Time>>> PlanOnCopy(
       const std::vector<std::pair<core::RequestId, core::RequestSpec>>& order, core::Time now,
       const Prepare& prepare) const;
-  void ApplyExtension(RequestRecord& r, core::Duration extra);
+  void ApplyExtension(RequestRecord& r, core::Duration extra, std::string_view reason = {});
   void DropAllPlans();
   bool IsLivePlanStart(const std::pair<core::Time, core::RequestId>& entry) const;
   // Pops stale entries off the top of plan_starts_.

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
 
 #include "scheduler/scheduler_test_util.h"
@@ -512,6 +513,31 @@ TEST(SchedulerTest, ExtensionsAreCapped) {
   ASSERT_OK(ok);
   EXPECT_TRUE(ok->granted);
   EXPECT_EQ(h.Get(id).window->end, end + common::Hours(1));
+}
+
+// The reason given with an approval or an extension is in its event.
+TEST(SchedulerTest, ApproveAndExtendReasonsAreInTheirEvents) {
+  SchedulerHarness h;
+  h.AddCluster(1);
+  h.AddShape(1, 8);
+  h.AddNodes(1, 1, 4, 8);
+  core::WorkspacePolicy p;
+  p.max_nodes_per_request = 1;
+  h.AddWorkspace(1, p);
+  auto id = MustSubmit(h, RequestBuilder().Nodes(2).Build());
+  ASSERT_EQ(h.Get(id).phase, RequestPhase::kPendingApproval);
+  h.sched->TakeEvents();
+  ASSERT_OK(h.sched->Approve(id, "paper deadline"));
+  h.Cycle();
+  ASSERT_EQ(h.Get(id).phase, RequestPhase::kActive);
+  auto ext = h.sched->Extend(id, common::Hours(1), "eval run");
+  ASSERT_OK(ext);
+  ASSERT_TRUE(ext->granted);
+  std::map<std::string, std::string> messages;
+  for (const core::Event& e : h.sched->TakeEvents()) messages[e.reason] = e.message;
+  EXPECT_EQ(messages["Approved"], "approved by an admin: paper deadline");
+  EXPECT_THAT(messages["Extended"], ::testing::StartsWith("extended by 1h"));
+  EXPECT_THAT(messages["Extended"], ::testing::EndsWith(": eval run"));
 }
 
 TEST(SchedulerTest, UnplaceableRequestIsReportedAndOthersStillPlan) {
