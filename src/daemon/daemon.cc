@@ -834,6 +834,14 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     if (compat::V1Server::Serves(req.path) && !req.path.starts_with("/api/v1/namespaces/")) {
       return v1->Handle(req);
     }
+    if (!portal && (req.path == "/portal" || req.path.starts_with("/portal/"))) {
+      api::HttpResponse r;  // not a 401 from the API behind: there is no portal to sign in to
+      r.status = 404;
+      r.content_type = "text/plain; charset=utf-8";
+      r.body =
+          "egsd: no portal is installed: start egsd with --portal-dir DIR to serve one here.\n";
+      return r;
+    }
     if (req.path == "/" && (req.method == "GET" || req.method == "HEAD")) {
       api::HttpResponse r;
       if (portal) {

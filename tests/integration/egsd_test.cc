@@ -221,6 +221,11 @@ TEST(EgsdTest, ServesTheApiOverHttp) {
   ASSERT_TRUE(root);
   EXPECT_EQ(root->status, 200);
   EXPECT_NE(root->body.find("/apis/egs.dev/v1alpha1"), std::string::npos) << root->body;
+  // ... and /portal/ that there is none (not the API's 401).
+  auto no_portal = anon.Get("/portal/");
+  ASSERT_TRUE(no_portal);
+  EXPECT_EQ(no_portal->status, 404);
+  EXPECT_NE(no_portal->body.find("--portal-dir"), std::string::npos) << no_portal->body;
   auto unauth = anon.Get(kGprPath);
   ASSERT_TRUE(unauth);
   EXPECT_EQ(unauth->status, 401);
@@ -322,6 +327,36 @@ TEST(EgsdTest, ServesTheApiOverHttp) {
   EXPECT_EQ(c.Post(node + "/explode", "{}", "application/json")->status, 404);
 
   EXPECT_EQ(egsd.Stop(SIGTERM), 0) << egsd.Log();
+}
+
+// deploy/examples are "valid against egsd's API" (deploy/README.md): egsctl applies them all to
+// an egsd on the demo fleet. A request in one of a workspace's Kubernetes namespaces is refused
+// with the workspace to use named.
+TEST(EgsdTest, DeployExamplesApplyToTheDemoFleet) {
+  egs::testing::TempDir dir;
+  Egsd egsd(dir.path());
+  std::filesystem::copy_file(std::filesystem::path(EGS_SOURCE_DIR) / "deploy/fleets/demo.yaml",
+                             dir.path() / "fleet.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  ASSERT_NO_FATAL_FAILURE(egsd.Start());
+  const std::string examples = (std::filesystem::path(EGS_SOURCE_DIR) / "deploy/examples").string();
+  RunResult apply = RunCommand(
+      {EGSCTL_PATH, "--server", egsd.url(), "--token", egsd.token(), "apply", "-f", examples},
+      {{"HOME", dir.path().string()}});
+  EXPECT_EQ(apply.code, 0) << apply.out << apply.err;
+  EXPECT_NE(apply.out.find("eval-nightly created"), std::string::npos) << apply.out;
+  EXPECT_NE(apply.out.find("llama-finetune created"), std::string::npos) << apply.out;
+
+  httplib::Client c = egsd.Client();
+  json gpr = GprJson("in-eval", 1, "1h");
+  gpr["spec"]["shape"] = "4xl40s-48gb";
+  auto r = c.Post("/apis/egs.dev/v1alpha1/namespaces/vision-eval/gpuprovisionrequests", gpr.dump(),
+                  "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  EXPECT_NE(r->body.find("is a Kubernetes namespace of workspace \\\"vision\\\""),
+            std::string::npos)
+      << r->body;
 }
 
 TEST(EgsdTest, KubectlAndEgsctlDriveIt) {
