@@ -330,6 +330,19 @@ const std::vector<std::pair<std::string, std::string>>& GprRenames() {
 
 std::vector<std::pair<std::string, std::string>> GprCreateRenames(const json& body) {
   std::vector<std::pair<std::string, std::string>> renames = GprRenames();
+  // Our shapes come from whichever of the v1 fields chose them: errors name that one.
+  const auto given = [&](const char* key) {
+    auto it = body.find(key);
+    return it != body.end() && !it->is_null() &&
+           !(it->is_string() && it->get_ref<const std::string&>().empty());
+  };
+  const char* shapes_from = given("instanceType")             ? "instanceType"
+                            : given("gpuShape")               ? "gpuShape"
+                            : given("enableAutoGpuSelection") ? "enableAutoGpuSelection"
+                                                              : "instanceType";
+  for (auto& [from, to] : renames) {
+    if (from == "spec.shapes" || from == "spec.shape") to = shapes_from;
+  }
   const auto clusters = ClustersOf(body);
   for (std::size_t i = 0; i < clusters.size(); ++i) {
     renames.emplace_back(fmt::format("spec.clusters[{}]", i), clusters[i].second);

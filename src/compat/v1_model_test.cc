@@ -82,6 +82,17 @@ TEST(V1EnvelopeTest, RenamesOurPathsToV1Fields) {
   EXPECT_EQ(e.field, "instanceType");
   EXPECT_EQ(e.message, "instanceType[0]: unknown shape");
 
+  // At create, our shapes are named after the v1 field that chose them.
+  e = FromStatus(common::InvalidArgumentError("spec.shapes: workspace w may not use them"),
+                 GprCreateRenames(nlohmann::json{{"gpuShape", "H100"}}));
+  EXPECT_EQ(e.field, "gpuShape");
+  e = FromStatus(common::InvalidArgumentError("spec.shapes: workspace w may not use them"),
+                 GprCreateRenames(nlohmann::json{{"enableAutoGpuSelection", true}}));
+  EXPECT_EQ(e.field, "enableAutoGpuSelection");
+  e = FromStatus(common::InvalidArgumentError("spec.shapes: workspace w may not use them"),
+                 GprCreateRenames(nlohmann::json{{"instanceType", "a"}, {"gpuShape", "H100"}}));
+  EXPECT_EQ(e.field, "instanceType");
+
   // Only whole paths: not inside a longer word or path.
   e = FromStatus(common::InvalidArgumentError("respec.nodes: x, spec.nodesMax: y"), GprRenames());
   EXPECT_EQ(e.message, "respec.nodes: x, spec.nodesMax: y");

@@ -504,6 +504,11 @@ api::HttpResponse V1Server::ListGprs(Call& call) {
   if (auto st = Authorize(call, "list", "gpuprovisionrequests", slice); !st.ok()) {
     return Error(st);
   }
+  if (!slice.empty()) {  // a misspelt slice is a 404, not an empty list
+    auto ws = store_.Get(kWorkspace, "", slice);
+    if (!ws.ok()) return Error(ws.error());
+    if (!*ws) return Field("sliceName", fmt::format("no slice workspace \"{}\"", slice), 404);
+  }
   auto listed =
       !slice.empty() ? store_.List(kGpr, std::string_view(slice)) : store_.List(kGpr, std::nullopt);
   if (!listed.ok()) return Error(listed.error());
@@ -608,6 +613,12 @@ api::HttpResponse V1Server::UpdateGpr(Call& call) {
                              "or Pending): {}",
                              ProvisioningStatus(phase), result.error().message()),
                  409);
+  }
+  if (!result.ok() && given("earlyRelease")) {
+    // "the request is Released: it has ended ..." is about the one change asked for.
+    V1Error e = FromStatus(result.error(), GprRenames());
+    if (e.field.empty()) e.field = "earlyRelease";
+    return ErrorResponse(e);
   }
   if (!result.ok()) {
     auto renames = GprRenames();
@@ -928,6 +939,14 @@ api::HttpResponse V1Server::PutTemplate(Call& call, bool create) {
   json data = json::object();
   for (auto it = body.begin(); it != body.end(); ++it) {
     if (!it->is_null()) data[it.key()] = *it;
+  }
+  // Durations are written back in the full form (0d12h30m), as for a GPR.
+  for (const char* key : {"exitDuration", "idleTimeOutDuration"}) {
+    auto it = data.find(key);
+    if (it == data.end() || !it->is_string()) continue;
+    auto d = ParseV1Duration(it->get<std::string>(), key);
+    if (!d.ok()) return Error(d.error());
+    *it = FormatV1Duration(*d);
   }
   store::StoredObject obj;
   obj.kind = std::string(kTemplateKind);

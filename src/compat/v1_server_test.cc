@@ -208,6 +208,10 @@ TEST_F(V1ServerTest, CreatesThroughTheControlPlane) {
       Call("GET", "/api/v1/gpr/list", alice_, nullptr, {{"sliceName", "team-b"}})["data"]["items"]
           .size(),
       0u);
+  // A slice that does not exist is a 404 naming sliceName, not an empty list.
+  json nosuch = Call("GET", "/api/v1/gpr/list", admin_, nullptr, {{"sliceName", "nosuch"}});
+  EXPECT_EQ(nosuch["statusCode"], 404) << nosuch.dump();
+  EXPECT_EQ(nosuch["error"]["field"], "sliceName") << nosuch.dump();
 
   json renamed = Call("PUT", "/api/v1/gpr", alice_, json{{"gprId", id}, {"gprName", "train-2"}});
   EXPECT_EQ(renamed["data"]["gprName"], "train-2");
@@ -296,9 +300,10 @@ TEST_F(V1ServerTest, TemplatesLiveInTheStoreAndFillDefaults) {
   json t = Call("POST", "/api/v1/gpr-template", admin_,
                 json{{"gprTemplateName", "small"},
                      {"instanceType", "h100x8"},
-                     {"exitDuration", "0d2h0m"},
+                     {"exitDuration", "2h"},
                      {"priority", 120}});
   ASSERT_EQ(t["statusCode"], 200) << t.dump();
+  EXPECT_EQ(t["data"]["exitDuration"], "0d2h0m");  // written back in the full form
   EXPECT_EQ(Call("POST", "/api/v1/gpr-template", admin_,
                  json{{"gprTemplateName", "small"}})["statusCode"],
             409);
@@ -319,6 +324,9 @@ TEST_F(V1ServerTest, TemplatesLiveInTheStoreAndFillDefaults) {
   EXPECT_EQ(Call("GET", "/api/v1/gpr-template", alice_, nullptr,
                  {{"gprTemplateName", "small"}})["data"]["priority"],
             120);
+  EXPECT_EQ(Call("GET", "/api/v1/gpr-template", alice_, nullptr,
+                 {{"gprTemplateName", "small"}})["data"]["exitDuration"],
+            "0d2h0m");
   EXPECT_EQ(Call("GET", "/api/v1/gpr-template-binding", alice_, nullptr,
                  {{"clusterName", "east"}})["data"]["defaultTemplateName"],
             "small");
