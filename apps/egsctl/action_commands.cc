@@ -114,6 +114,10 @@ common::Status Quote(Context& ctx) {
   }
   EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
   json body = {{"apiVersion", kApiVersion}, {"kind", "Quote"}, {"spec", spec}};
+  if (ctx.format == OutputFormat::kName) {
+    return common::InvalidArgumentError(
+        "--output: quote prints a table (also -o wide), json or yaml");
+  }
   EGS_ASSIGN_OR_RETURN(json quote, client->Post(fmt::format("{}/namespaces/{}/quotes", kApiPrefix,
                                                             EscapePathSegment(Namespace(ctx))),
                                                 body));

@@ -36,7 +36,9 @@ common::Status TokenCreate(Context& ctx) {
   if (auto ws = ctx.args.GetList("workspace"); !ws.empty()) spec["workspaces"] = ws;
   if (auto projects = ctx.args.GetList("project"); !projects.empty()) spec["projects"] = projects;
   if (auto ttl = ctx.args.Get("ttl")) {
-    EGS_ASSIGN_OR_RETURN(common::Duration d, ParseDuration(*ttl));
+    auto parsed = ParseDuration(*ttl);
+    if (!parsed.ok()) return parsed.error().WithContext("--ttl");
+    const common::Duration d = *parsed;
     if (d.count() <= 0) return common::InvalidArgumentError("--ttl must be positive");
     spec["expires"] =
         common::FormatTime(std::chrono::floor<std::chrono::seconds>(ctx.clock.Now() + d));
@@ -137,12 +139,24 @@ common::Status ConfigView(Context& ctx) {
 
 common::Status Version(Context& ctx) {
   EGS_RETURN_IF_ERROR(ExpectPositionals(ctx, 0, ""));
-  ctx.out << "Client Version: " << kVersion << "\n";
-  if (ctx.args.GetBool("client")) return common::OkStatus();
-  EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
-  EGS_ASSIGN_OR_RETURN(json v, client->Get("/version"));
-  std::string server = TextAt(v, {"gitVersion"});
-  ctx.out << "Server Version: " << (server.empty() ? v.dump() : server) << "\n";
+  const bool structured = ctx.format == OutputFormat::kJson || ctx.format == OutputFormat::kYaml;
+  if (ctx.output_given && !structured) {
+    return common::InvalidArgumentError("--output: version prints json or yaml (or plain text)");
+  }
+  // As kubectl version -o json: {"clientVersion": {...}, "serverVersion": {...}}.
+  json doc = {{"clientVersion", {{"gitVersion", kVersion}}}};
+  if (!structured) ctx.out << "Client Version: " << kVersion << "\n";
+  if (!ctx.args.GetBool("client")) {
+    EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
+    EGS_ASSIGN_OR_RETURN(json v, client->Get("/version"));
+    doc["serverVersion"] = v;
+    if (!structured) {
+      std::string server = TextAt(v, {"gitVersion"});
+      ctx.out << "Server Version: " << (server.empty() ? v.dump() : server) << "\n";
+    }
+  }
+  if (ctx.format == OutputFormat::kJson) ctx.out << doc.dump(4) << "\n";
+  if (ctx.format == OutputFormat::kYaml) ctx.out << ToYaml(doc);
   return common::OkStatus();
 }
 

@@ -87,6 +87,13 @@ common::Status TransportError(httplib::Error error, const std::string& server) {
           fmt::format("Unable to connect to the server {}: connection refused or host unreachable "
                       "(is egsd running?)",
                       server));
+    case httplib::Error::SSLServerVerification:
+      return common::UnavailableError(fmt::format(
+          "Unable to connect to the server {}: its TLS certificate could not be verified (not "
+          "signed by a trusted authority, or not for this host name): give the CA with "
+          "--certificate-authority FILE (egsd's tls.crt for a self-signed one), or "
+          "--insecure-skip-tls-verify to skip the check",
+          server));
     default:
       return common::UnavailableError(
           fmt::format("Unable to connect to the server {}: {}", server, what));

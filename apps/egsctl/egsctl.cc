@@ -130,7 +130,9 @@ common::Status Configure(Context& ctx, const Command& command) {
     ctx.output_given = true;
   }
   if (auto t = a.Get("timeout")) {
-    EGS_ASSIGN_OR_RETURN(common::Duration d, ParseDuration(*t));
+    auto parsed = ParseDuration(*t);
+    if (!parsed.ok()) return parsed.error().WithContext("--timeout");
+    const common::Duration d = *parsed;
     if (d.count() <= 0) return common::InvalidArgumentError("--timeout must be positive");
     ctx.timeout = d;
   }
@@ -266,7 +268,21 @@ int RunEgsctl(std::vector<std::string> args, std::ostream& out, std::ostream& er
       return UsageError(err, common::InvalidArgumentError("missing command"), kGlobalHint);
     }
     std::string name = words[0];
-    if (words.size() > 1 && (name == "token" || name == "config")) name += " " + words[1];
+    if (name == "token" || name == "config") {
+      // A command group: name its subcommands.
+      std::string subcommands;
+      for (const Command& c : AllCommands()) {
+        if (c.name.starts_with(name + " ")) {
+          subcommands += fmt::format("\n  {:<22} {}", c.name, c.summary);
+        }
+      }
+      const std::string what = words.size() > 1
+                                   ? fmt::format("unknown command \"{} {}\"", name, words[1])
+                                   : fmt::format("\"{}\" needs a subcommand", name);
+      return UsageError(
+          err, common::InvalidArgumentError(what),
+          fmt::format("Usage: egsctl {} SUBCOMMAND [flags], one of:{}", name, subcommands));
+    }
     return UsageError(err,
                       common::InvalidArgumentError(fmt::format("unknown command \"{}\"", name)),
                       kGlobalHint);

@@ -277,6 +277,16 @@ TEST_F(EgsctlTest, BadInputIsAUsageErrorAndSendsNothing) {
       {{"reject", "x"}, "--reason is required"},
       {{"move", "x"}, "exactly one of --before"},
       {{"get", "gpr", "--timeout", "0"}, "--timeout"},
+      {{"get", "gpr", "--timeout", "abc"}, "--timeout: invalid duration \"abc\""},
+      {{"token", "create", "--user", "u", "--role", "admin", "--ttl", "abc"},
+       "--ttl: invalid duration \"abc\""},
+      {{"token"},
+       "\"token\" needs a subcommand\nUsage: egsctl token SUBCOMMAND [flags], one of:\n  token "
+       "create"},
+      {{"config", "bogus"}, "unknown command \"config bogus\"\nUsage: egsctl config SUBCOMMAND"},
+      {{"quote", "--shape", "h100x8", "--nodes", "1", "--duration", "4h", "-o", "name"},
+       "--output: quote prints"},
+      {{"version", "--client", "-o", "name"}, "--output: version prints json or yaml"},
   };
   for (const Case& c : cases) {
     Outcome r = Egsctl(c.args);
@@ -604,6 +614,11 @@ TEST_F(EgsctlTest, VersionAsksTheServer) {
   Outcome r = Egsctl({"version"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out, "Client Version: v0.1.0\nServer Version: v0.1.0-egsd\n");
+  r = Egsctl({"version", "-o", "json"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  const json doc = json::parse(r.out);
+  EXPECT_EQ(doc["clientVersion"]["gitVersion"], "v0.1.0");
+  EXPECT_EQ(doc["serverVersion"]["gitVersion"], "v0.1.0-egsd");
 }
 
 TEST_F(EgsctlTest, HelpListsExitCodes) {
