@@ -201,6 +201,22 @@ void ControlPlaneImpl::FlushGroup() {
 
 // ---- Loading ------------------------------------------------------------------------------
 
+namespace {
+
+// The counter at the end of a uid this process assigns ("node-12" -> 12); 0 for any other.
+std::uint64_t UidSequence(const std::string& uid) {
+  const auto dash = uid.rfind('-');
+  if (dash == std::string::npos || dash + 1 >= uid.size()) return 0;
+  std::uint64_t n = 0;
+  for (std::size_t i = dash + 1; i < uid.size(); ++i) {
+    if (uid[i] < '0' || uid[i] > '9') return 0;
+    n = n * 10 + static_cast<std::uint64_t>(uid[i] - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
 common::Result<bool> ControlPlaneImpl::HasFleet() {
   for (std::string_view kind : {kShape, kCluster, kNode, kWorkspace}) {
     EGS_ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind, std::nullopt));
@@ -213,6 +229,13 @@ common::Status ControlPlaneImpl::LoadFromStore() {
   // Fleet kinds in dependency order, through the same path as an API create.
   for (std::string_view kind : {kProject, kShape, kCluster, kNode, kWorkspace}) {
     EGS_ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind, std::nullopt));
+    // In the order they were created (their uids count up), not the store's name order: ids,
+    // pools and so the planner's tie-breaks (pool order, lowest node id) come out as before
+    // the restart, and so do the plans.
+    std::stable_sort(list.objects.begin(), list.objects.end(),
+                     [](const store::StoredObject& a, const store::StoredObject& b) {
+                       return UidSequence(a.uid) < UidSequence(b.uid);
+                     });
     for (const store::StoredObject& o : list.objects) {
       json j = json::parse(o.data, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded()) {

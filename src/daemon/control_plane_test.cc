@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -728,6 +729,96 @@ TEST(ControlPlaneTest, AnAdminMoveSurvivesARestart) {
   ASSERT_OK(b.cp.LoadFromStore());
   b.Cycle(clock.Now());
   for (const char* name : {"m1", "m2"}) EXPECT_EQ(where(*b.sched, name), before[name]) << name;
+}
+
+// A restart gives every queued request the plan it had (pool, nodes, start) and every running
+// one its booking as it was: objects are restored in the order they were created, though the
+// store lists them by name (here the reverse), so that pool order and node ids, which break ties
+// between equal starts, are the same.
+TEST(ControlPlaneTest, ARestartKeepsEveryPlanAndBooking) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  auto plans = [](const scheduler::Scheduler& s) {
+    std::map<std::string, std::string> out;
+    s.requests().ShareEach([&](const std::shared_ptr<const scheduler::RequestRecord>& r) {
+      std::vector<std::string> names;
+      if (r->plan) {
+        for (core::NodeId n : r->plan->nodes) names.push_back(s.inventory().FindNode(n)->name);
+      }
+      std::sort(names.begin(), names.end());
+      std::string nodes;
+      for (const std::string& n : names) nodes += n + ",";
+      out[r->spec.name] = fmt::format("{} {} {} {}", core::PhaseName(r->phase),
+                                      r->plan ? common::FormatTime(r->plan->start) : "-", nodes,
+                                      r->window ? common::FormatTime(r->window->start) : "-");
+    });
+    return out;
+  };
+  auto schedules = [](const scheduler::Scheduler& s) {
+    std::map<std::string, std::string> out;
+    for (const inventory::Pool& p : s.inventory().pools()) {
+      for (core::NodeId n : p.nodes) {
+        std::string& line = out[s.inventory().FindNode(n)->name];
+        for (const inventory::Booking& b : s.inventory().BookingsOf(n)) {
+          if (b.owner.kind == inventory::BookingKind::kReservation) {
+            line += common::FormatTime(b.window.start) + ";";
+          }
+        }
+      }
+    }
+    return out;
+  };
+  std::map<std::string, std::string> before, booked_before;
+  {
+    Instance a(store, clock);
+    ASSERT_OK(a.cp.Create(kAdmin, "Project", "", Obj("Project", "p", json::object()), false));
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUShape", "",
+                          Obj("GPUShape", "h100", {{"gpuModel", "H100"}, {"gpusPerNode", 8}}),
+                          false));
+    // Created "west" then "east", each's nodes z..w: the store's name order is the reverse.
+    for (const char* cluster : {"west", "east"}) {
+      ASSERT_OK(a.cp.Create(kAdmin, "Cluster", "",
+                            Obj("Cluster", cluster, {{"project", "p"}, {"provider", "simulated"}}),
+                            false));
+      for (const char* n : {"z", "y", "x", "w"}) {
+        ASSERT_OK(a.cp.Create(kAdmin, "Node", "",
+                              Obj("Node", fmt::format("{}-{}", cluster, n),
+                                  {{"cluster", cluster}, {"shape", "h100"}}),
+                              false));
+      }
+    }
+    ASSERT_OK(a.cp.Create(
+        kAdmin, "Workspace", "",
+        Obj("Workspace", "team-a",
+            {{"project", "p"}, {"policy", {{"maxActiveRequests", 100}, {"maxPriority", 500}}}}),
+        false));
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("run", 3, "2h"), false));
+    a.Cycle(clock.Now());
+    clock.AdvanceBy(common::Minutes(10));
+    a.Cycle(clock.Now());
+    // Equal starts in both clusters and on several nodes: only the tie-breaks choose.
+    for (int i = 0; i < 6; ++i) {
+      ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a",
+                            Gpr(fmt::format("q{}", i), 1 + i % 3, fmt::format("{}h", 1 + i)),
+                            false));
+    }
+    // A day ahead every node is free: the first pool and its first node win the tie.
+    json later = Gpr("later", 1, "1h");
+    later["spec"]["earliestStart"] = common::FormatTime(clock.Now() + common::Hours(24));
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", later, false));
+    a.Cycle(clock.Now());
+    before = plans(*a.sched);
+    booked_before = schedules(*a.sched);
+    ASSERT_EQ(before.size(), 8u);
+    EXPECT_NE(before["team-a/later"].find("west-z,"), std::string::npos) << before["team-a/later"];
+    EXPECT_TRUE(before["team-a/run"].starts_with("Active")) << before["team-a/run"];
+  }
+  clock.AdvanceBy(common::Minutes(5));
+  Instance b(store, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  b.Cycle(clock.Now());
+  EXPECT_EQ(plans(*b.sched), before);
+  EXPECT_EQ(schedules(*b.sched), booked_before);
 }
 
 // Deleting a preemptor during its victim's notice gives the victim its reservation back, and

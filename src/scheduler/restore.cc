@@ -47,18 +47,23 @@ common::Status Scheduler::Restore(RequestRecord r,
   }
   if (running) {
     inventory::Booking b;
-    // Only the part from now on matters to planning (and a replaced node was booked only from
-    // its replacement on); a window already over is booked whole, and ends at the first cycle.
+    // The whole window, as before the restart (the node schedules show when it started); a
+    // window already over ends at the first cycle. Only the part from now on matters to
+    // planning, so when the past part collides with another booking (a replaced node was
+    // booked only from its replacement on) the booking starts now instead.
     const common::Time now = clock_.Now();
     b.window = *r.window;
-    if (now > b.window.start && now < b.window.end) b.window.start = now;
     b.gpus = r.plan->gpus_per_node;
     b.owner = {inventory::BookingKind::kReservation, r.id};
     b.workspace = r.spec.workspace;
     b.exclusive = !ws->second.policy.share_nodes;
     b.rank = -1;
-    EGS_RETURN_IF_ERROR(inventory_.Book(r.plan->nodes, b)
-                            .WithContext(fmt::format("restore request {}", r.id.value())));
+    common::Status booked = inventory_.Book(r.plan->nodes, b);  // all or nothing
+    if (!booked.ok() && now > b.window.start && now < b.window.end) {
+      b.window.start = now;
+      booked = inventory_.Book(r.plan->nodes, b);
+    }
+    EGS_RETURN_IF_ERROR(booked.WithContext(fmt::format("restore request {}", r.id.value())));
     loads_[r.spec.workspace].Add({r.id, *r.window, TotalGpus(r), -1});
     ledger_.AddHolding(r.spec.workspace, TotalGpus(r), r.actual_start.value_or(clock_.Now()));
   }
