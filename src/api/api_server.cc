@@ -1314,6 +1314,56 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   if (*min_revision && **min_revision > listed->revision) {
     return ToResponse(TooLargeResourceVersion(**min_revision, listed->revision));
   }
+  if (token) {
+    // Later pages show the first page's snapshot: the current state with every object of this
+    // kind (in this namespace) that changed since put back as it was then (its first later
+    // change carries that state, Change::previous_data), at the snapshot's resourceVersion (a
+    // write that sends it back is refused as stale, never applied to the newer state). A change
+    // whose earlier state the feed did not keep makes it a 410, and the client lists again.
+    std::map<std::pair<std::string, std::string>, std::optional<store::StoredObject>> then;
+    for (std::int64_t after = token->revision; after < listed->revision;) {
+      constexpr std::size_t kBatch = 1024;
+      auto changes = store_.ChangesSince(after, kBatch);
+      if (!changes && changes.error().code() == common::StatusCode::kAborted) {
+        return ToResponse(Expired(
+            "The provided continue parameter is too old to display a consistent list result. "
+            "You can start a new list without the continue parameter."));
+      }
+      if (!changes) return ErrorResponse(changes.error(), t.context());
+      for (const store::Change& c : *changes) {
+        if (c.revision > listed->revision) break;
+        const store::StoredObject& o = c.object;
+        if (o.kind != r.kind || (t.ns_in_path && o.ns != t.ns)) continue;
+        auto [it, first] = then.try_emplace({o.ns, o.name});
+        if (!first) continue;
+        if (!c.previous_known) {
+          return ToResponse(
+              Expired("The provided continue parameter is too old to display a consistent list "
+                      "result. You can start a new list without the continue parameter."));
+        }
+        if (c.previous_data) {
+          store::StoredObject before = o;
+          before.data = *c.previous_data;
+          before.resource_version = token->revision;
+          it->second = std::move(before);
+        }
+      }
+      if (changes->size() < kBatch) break;
+      after = changes->back().revision;
+    }
+    if (!then.empty()) {
+      std::erase_if(listed->objects, [&](const store::StoredObject& o) {
+        return then.contains({o.ns, o.name});
+      });
+      for (auto& [key, before] : then) {
+        if (before) listed->objects.push_back(std::move(*before));
+      }
+      std::sort(listed->objects.begin(), listed->objects.end(),
+                [](const store::StoredObject& a, const store::StoredObject& b) {
+                  return std::tie(a.ns, a.name) < std::tie(b.ns, b.name);
+                });
+    }
+  }
   std::int64_t revision = token ? token->revision : listed->revision;
   Format f = ParseAccept(req.Header("Accept"), /*allow_table=*/true, /*allow_discovery=*/false);
   // Without selectors, a JSON list is assembled from bytes serialized once per object version

@@ -648,13 +648,33 @@ TEST_F(ApiServerTest, PagingWithContinue) {
       EXPECT_EQ(l["metadata"]["remainingItemCount"], 3);
     }
     ++pages;
-    // A change between pages shows in later pages.
-    if (pages == 1) {
-      ASSERT_EQ(Post(kGprs, GprJson("p6").dump()).status, 201);
-    }
+    // A change to another kind between pages leaves this list's snapshot as it was.
+    if (pages == 1) SeedWorkspace("team-b");
   } while (!cont.empty() && pages < 10);
   EXPECT_EQ(pages, 3);
-  EXPECT_THAT(seen, ElementsAre("p1", "p2", "p3", "p4", "p5", "p6"));
+  EXPECT_THAT(seen, ElementsAre("p1", "p2", "p3", "p4", "p5"));
+  // Changes to the listed kind between pages do not show either: every page is the first
+  // page's snapshot (p4 deleted, p6 created, p5 changed after it), as in Kubernetes.
+  json page1 = json::parse(Get(kGprs, {{"limit", "2"}}).body);
+  const std::string rv1 = page1["metadata"]["resourceVersion"];
+  ASSERT_EQ(Post(kGprs, GprJson("p6").dump()).status, 201);
+  ASSERT_EQ(Delete(std::string(kGprs) + "/p4").status, 200);
+  json p5 = json::parse(Get(std::string(kGprs) + "/p5").body);
+  p5["metadata"]["labels"]["changed"] = "yes";
+  ASSERT_EQ(Put(std::string(kGprs) + "/p5", p5.dump()).status, 200);
+  HttpResponse next = Get(kGprs, {{"limit", "5"}, {"continue", page1["metadata"]["continue"]}});
+  ASSERT_EQ(next.status, 200) << next.body;
+  json page2 = json::parse(next.body);
+  EXPECT_EQ(page2["metadata"]["resourceVersion"], rv1);
+  std::vector<std::string> rest;
+  for (const auto& item : page2["items"]) {
+    rest.push_back(item["metadata"]["name"]);
+    EXPECT_FALSE(item["metadata"].contains("labels") &&
+                 item["metadata"]["labels"].contains("changed"))
+        << item.dump();
+    EXPECT_LE(std::stoll(item["metadata"]["resourceVersion"].get<std::string>()), std::stoll(rv1));
+  }
+  EXPECT_THAT(rest, ElementsAre("p3", "p4", "p5"));
 
   HttpResponse bad = Get(kGprs, {{"limit", "2"}, {"continue", "!!!"}});
   EXPECT_EQ(bad.status, 400);
