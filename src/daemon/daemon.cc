@@ -884,6 +884,15 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   if (*bootstrap) {
     p->admin_token = (*bootstrap)->token;
     if (!config.admin_token_file.empty()) {
+      std::error_code size_error;
+      if (std::filesystem::file_size(config.admin_token_file, size_error) > 0 && !size_error) {
+        // A token file from an earlier start while the store holds no token: the store is new
+        // (its database was removed or --data-dir/--database points elsewhere).
+        spdlog::warn(
+            "--admin-token-file {} holds a token from an earlier start, but the store has no "
+            "tokens (a new or emptied database): that token no longer works; writing a new one",
+            config.admin_token_file);
+      }
       // Created 0600 (and made 0600 if it existed) before the token is written, so that it is
       // never readable by others, not even for a moment.
       const std::string line = (*bootstrap)->token + "\n";
