@@ -654,7 +654,10 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
     auto t = api::ParseTime(it->get<std::string>());
     return t.ok() ? std::optional<common::Time>(*t) : std::nullopt;
   };
-  std::optional<common::Time> estimated = time_at("startTime");
+  // A request waiting again (preempted and requeued) keeps the startTime of its earlier run:
+  // that is not when it starts now.
+  const bool waiting = phase == "Queued" || phase == "PendingApproval";
+  std::optional<common::Time> estimated = waiting ? std::nullopt : time_at("startTime");
   if (!estimated) {
     // Our P50 is recorded with the promise at submit (status.promisedStartP50: the calibrated
     // median of the start for the plan of that moment). While the plan has not moved it is the
@@ -675,6 +678,8 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
       estimated = now + std::chrono::duration_cast<common::Duration>(
                             std::chrono::duration<double, std::micro>(
                                 static_cast<double>(planned_wait.count()) * ratio));
+    } else if (phase == "Queued" && !planned) {
+      estimated.reset();  // its plan is gone (a node failed, ...): no estimate until it has one
     } else if (p50) {
       estimated = p50;
     } else {

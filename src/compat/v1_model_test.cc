@@ -420,6 +420,20 @@ TEST(V1MappingTest, ServesOurGprAsV1) {
   EXPECT_EQ(v1["estimatedWaitTime"], "");
   EXPECT_EQ(v1["status"]["failureReason"],
             "the h100x8 nodes of east cannot hold 100 node(s) x 8 GPU(s)");
+  // Queued again after its plan went (a node failed) while the promise stays: no estimate.
+  unplaced["status"]["promisedStart"] = "2026-11-22T10:30:00Z";
+  unplaced["status"]["promisedStartP50"] = "2026-11-22T10:30:00Z";
+  v1 = ToV1Gpr(unplaced, shapes, now);
+  EXPECT_EQ(v1["estimatedStartTime"], "");
+  EXPECT_EQ(v1["estimatedWaitTime"], "");
+  // Preempted and requeued: the start of its earlier run is not its estimate; its plan is.
+  json requeued = queued;
+  requeued["status"]["startTime"] = "2026-11-22T08:00:00Z";
+  requeued["status"]["requeues"] = 1;
+  requeued["status"].erase("promisedStartP50");
+  v1 = ToV1Gpr(requeued, shapes, now);
+  EXPECT_EQ(v1["estimatedStartTime"], "2026-11-22T11:00:00Z");
+  EXPECT_EQ(v1["estimatedWaitTime"], "0d1h0m");
   // Waiting for approval: no plan yet, so no estimate either.
   unplaced["status"] = {{"phase", "PendingApproval"},
                         {"reason", "100 nodes exceed the maximum of 8 per request"}};

@@ -52,13 +52,14 @@ CycleStats Scheduler::RunCycle(Time now) {
     horizon_recheck_at_.reset();
     MarkDirty(0);  // the horizon has moved: requests past it may have a start within it now
   }
-  //    Then let waiting requests preempt lower-priority ones where their policies allow it
-  //    (which changes plans again).
+  //    Waiting requests preempt lower-priority ones where their policies allow it (which
+  //    changes plans again) before the due starts: a request behind one that can preempt must
+  //    not take, at the instant it frees, a node that preemption needs.
   for (int round = 0; round < 16; ++round) {
     Replan(now, &stats);
-    StartDue(now, stats);
-    if (dirty_from_) continue;
     Preempt(now, stats);
+    if (dirty_from_) continue;
+    StartDue(now, stats);
     if (!dirty_from_) break;
   }
   // 5. Publish.

@@ -66,6 +66,54 @@ void ExpectVictimRunsToItsOldEnd(SchedulerHarness& h, core::RequestId low) {
   EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
 }
 
+// A waiting request that could not preempt while another (non-preemptible) holder kept a node
+// it needs preempts as soon as that holder ends: the end is a reason to look again.
+TEST(PreemptionTest, PreemptsWhenANonVictimHolderEnds) {
+  SchedulerHarness h;
+  TwoNodes(h);
+  auto victim = *h.sched->Submit(RequestBuilder().Workspace(1).Nodes(1).Hours(10).Build());
+  auto holder = *h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(victim).phase, RequestPhase::kActive);
+  ASSERT_EQ(h.Get(holder).phase, RequestPhase::kActive);
+  auto big =
+      *h.sched->Submit(RequestBuilder().Workspace(2).Nodes(2).Hours(1).Priority(500).Build());
+  // Eligible after 30 min, but the holder keeps the other node until T(2): no eviction yet.
+  h.AdvanceTo(T(1));
+  EXPECT_EQ(h.Get(victim).phase, RequestPhase::kActive);
+  EXPECT_EQ(h.Get(big).plan->start, T(10));
+  // The holder ends at T(2): the victim gets its 10 min notice, the big request its nodes.
+  h.AdvanceTo(T(3));
+  EXPECT_EQ(h.Get(big).actual_start, T(2) + common::Minutes(10));
+  EXPECT_EQ(h.Get(victim).phase, RequestPhase::kQueued);  // preempted and requeued
+  EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+}
+
+// A request behind one that can preempt does not take, at the instant a node frees, the node
+// the preemption needs: preemptions are made before the starts that are due.
+TEST(PreemptionTest, ABackfilledRequestDoesNotTakeTheNodeAPreemptionNeeds) {
+  SchedulerHarness h;
+  TwoNodes(h);
+  auto victim = *h.sched->Submit(RequestBuilder().Workspace(1).Nodes(1).Hours(10).Build());
+  auto holder = *h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Build());
+  h.Cycle();
+  h.AdvanceTo(T(1));
+  auto big =
+      *h.sched->Submit(RequestBuilder().Workspace(2).Nodes(2).Hours(1).Priority(500).Build());
+  // Behind big, and fits before its plan at T(10): backfilled onto the holder's node at T(2).
+  auto small =
+      *h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(3).Priority(400).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(big).plan->start, T(10));
+  ASSERT_EQ(h.Get(small).plan->start, T(2));
+  h.AdvanceTo(T(2) + common::Minutes(30));
+  EXPECT_EQ(h.Get(holder).phase, RequestPhase::kCompleted);
+  EXPECT_EQ(h.Get(big).actual_start, T(2) + common::Minutes(10));
+  EXPECT_EQ(h.Get(victim).phase, RequestPhase::kQueued);
+  ASSERT_TRUE(h.Get(small).plan.has_value());
+  EXPECT_GE(h.Get(small).plan->start, T(3) + common::Minutes(10));
+}
+
 core::RequestId StartVictim(SchedulerHarness& h) {
   TwoNodes(h);
   auto low =

@@ -443,7 +443,9 @@ void Scheduler::SetPhase(RequestRecord& r, RequestPhase to, std::string reason) 
   EGS_CHECK(r.phase == to || core::IsValidTransition(r.phase, to));
   if ((r.phase == RequestPhase::kActive) != (to == RequestPhase::kActive)) {
     TrackRunning(r, to == RequestPhase::kActive);
-    if (to == RequestPhase::kActive) preempt_dirty_ = true;
+    // A new possible victim, or nodes coming back (a holder that kept a waiting request from
+    // preempting may have been the only obstacle): look for preemptions again.
+    preempt_dirty_ = true;
   }
   r.phase = to;
   r.reason = std::move(reason);
