@@ -83,11 +83,28 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
   for (std::uint64_t h : holders) {
     const RequestRecord& o = requests_.Get(core::RequestId(h));
     if (!list.empty()) list += ", ";
-    list += fmt::format("{} ({}, {})", Label(core::RequestId(h)), core::PhaseName(o.phase),
-                        o.phase == RequestPhase::kQueued ? "ahead in the queue" : "running");
+    std::string_view where = "running";
+    if (o.phase == RequestPhase::kQueued) {
+      // A request behind this one only fills time before its start (backfill never delays it).
+      const auto at = queue_.Position(o.id);
+      where = at && *at + 1 < position ? "ahead in the queue" : "behind in the queue, before it";
+    } else if (o.phase != RequestPhase::kActive) {
+      where = "holding the nodes";
+    }
+    list += fmt::format("{} ({}, {})", Label(core::RequestId(h)), core::PhaseName(o.phase), where);
     if (holders.size() > 5 && list.size() > 200) {
       list += ", ...";
       break;
+    }
+  }
+  // The planned nodes' own unavailability before the start (maintenance, a failure).
+  std::string unavailable;
+  for (core::NodeId n : plan.nodes) {
+    for (const core::Interval& w : inventory_.UnavailabilityOf(n)) {
+      if (w.start < plan.start && w.end > now) {
+        unavailable += fmt::format("{}{} is unavailable until {}", unavailable.empty() ? "" : ", ",
+                                   inventory_.FindNode(n)->name, common::FormatTime(w.end));
+      }
     }
   }
   // Nodes of the pool out of service now (unhealthy, cordoned or in maintenance) are part of
@@ -98,8 +115,12 @@ common::Result<std::string> Scheduler::Explain(core::RequestId id) {
       if (!inventory_.IsAvailable(n, {now, now + core::Duration(1)})) ++down;
     }
   }
-  return head + fmt::format(": its {} node(s) in {} are booked until then{}{}{}", plan.nodes.size(),
-                            ClusterLabel(plan.cluster), list.empty() ? "" : " by ", list,
+  std::string why;
+  if (!list.empty()) why = " by " + list;
+  if (!unavailable.empty()) why += (list.empty() ? ": " : "; ") + unavailable;
+  return head + fmt::format(": its {} node(s) in {} are {} until then{}{}", plan.nodes.size(),
+                            ClusterLabel(plan.cluster),
+                            list.empty() && !unavailable.empty() ? "unavailable" : "booked", why,
                             down == 0 ? std::string()
                                       : fmt::format("; {} node(s) of the pool are unavailable "
                                                     "(unhealthy, cordoned or in maintenance)",

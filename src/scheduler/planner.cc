@@ -92,11 +92,17 @@ QuoteOption EvaluatePoolUpTo(const PoolInputs& in, const core::RequestSpec& spec
       if (in.inventory.EarliestFit(pool.id, q)) return beyond_horizon();
     }
     if (!fit) {
+      // Nodes out of service for good (failed, no end set) count among those that exist.
+      std::size_t out_of_service = 0;
+      for (core::NodeId n : pool.nodes) {
+        if (!in.inventory.IsAvailable(n, {now, common::kInfiniteFuture})) ++out_of_service;
+      }
       opt.cause = WaitCause::kUnplaceable;
-      opt.reason =
-          fmt::format("the {} nodes of {} cannot hold {} node(s) x {} GPU(s) (there are {})",
-                      shape.name, Scheduler::ClusterLabelIn(in.clusters, pool.cluster), spec.nodes,
-                      gpus, pool.nodes.size());
+      opt.reason = fmt::format(
+          "the {} nodes of {} cannot hold {} node(s) x {} GPU(s) (there are {}{})", shape.name,
+          Scheduler::ClusterLabelIn(in.clusters, pool.cluster), spec.nodes, gpus, pool.nodes.size(),
+          out_of_service == 0 ? std::string()
+                              : fmt::format(", {} of them out of service", out_of_service));
       return opt;
     }
     if (!opt.first_fit) opt.first_fit = fit->start;

@@ -727,7 +727,7 @@ Status Scheduler::SetNodeHealth(core::NodeId node, core::NodeHealth health) {
     EGS_RETURN_IF_ERROR(inventory_.MarkUnavailable(node, {now, common::kInfiniteFuture}));
     EmitNode(node, core::EventType::kWarning,
              health == core::NodeHealth::kCordoned ? "NodeCordoned" : "NodeUnhealthy",
-             "node unavailable; plans moved to other nodes");
+             "node unavailable; the plans on it are made again without it");
     // The requests holding the node now (reservations only: plans are simply re-made).
     std::vector<core::RequestId> holders;
     for (const inventory::Booking& b : inventory_.BookingsOf(node)) {

@@ -551,6 +551,13 @@ TEST(SchedulerTest, UnplaceableRequestIsReportedAndOthersStillPlan) {
       h.Get(big).reason,
       "the shape-1 nodes of cluster cluster-1 cannot hold 3 node(s) x 8 GPU(s) (there are 2)");
   EXPECT_EQ(h.Get(small).plan->start, T(0));
+  // A failed node is counted as out of service: the reason does not say there are enough.
+  auto pair = MustSubmit(h, RequestBuilder().Nodes(2).Build());
+  ASSERT_OK(h.sched->SetNodeHealth(core::NodeId(2), core::NodeHealth::kUnhealthy));
+  h.Cycle();
+  EXPECT_EQ(h.Get(pair).reason,
+            "the shape-1 nodes of cluster cluster-1 cannot hold 2 node(s) x 8 GPU(s) (there are "
+            "2, 1 of them out of service)");
 }
 
 TEST(SchedulerTest, CancelOnlyWhileWaiting) {
@@ -1012,6 +1019,39 @@ TEST(ExplainTest, SaysWhoHoldsTheCapacityAndWhy) {
   auto running = h.sched->Explain(*a);
   EXPECT_THAT(*running, ::testing::HasSubstr("Active on 1 node(s)"));
   EXPECT_FALSE(h.sched->Explain(core::RequestId(42)).ok());
+}
+
+// A request behind in the queue that fills the time before a start is not said to be ahead;
+// a maintenance window on a planned node is named.
+TEST(ExplainTest, TellsRequestsAheadFromBackfillAndNamesUnavailableNodes) {
+  testing::SchedulerHarness h;
+  h.SimpleFleet(4, /*max_active=*/10);
+  auto r1 = h.sched->Submit(testing::RequestBuilder().Nodes(4).Hours(2).Build());
+  h.Cycle();
+  auto q1 = h.sched->Submit(testing::RequestBuilder().Nodes(4).Priority(300).Build());
+  auto h1 = h.sched->Submit(testing::RequestBuilder().Nodes(2).Priority(400).Build());
+  auto q2 = h.sched->Submit(testing::RequestBuilder().Nodes(2).Priority(200).Build());
+  ASSERT_TRUE(r1.ok() && q1.ok() && h1.ok() && q2.ok());
+  h.Cycle();
+  ASSERT_EQ(h.Get(*q1).plan->start, testing::T(3));
+  ASSERT_EQ(h.Get(*q2).plan->start, testing::T(2));  // backfilled before q1
+  const std::string why = *h.sched->Explain(*q1);
+  EXPECT_THAT(why, ::testing::HasSubstr("request 3 (Queued, ahead in the queue)")) << why;
+  EXPECT_THAT(why, ::testing::HasSubstr("request 4 (Queued, behind in the queue, before it)"))
+      << why;
+
+  // Two nodes, one in maintenance from T(1) to T(2): a 2-node request for 2 h waits for the
+  // window, not for a booking.
+  testing::SchedulerHarness m;
+  m.SimpleFleet(2, /*max_active=*/10);
+  ASSERT_OK(m.sched->AddMaintenance(core::NodeId(1), {testing::T(1), testing::T(2)}));
+  auto both = m.sched->Submit(testing::RequestBuilder().Nodes(2).Hours(2).Build());
+  ASSERT_TRUE(both.ok());
+  m.Cycle();
+  ASSERT_EQ(m.Get(*both).plan->start, testing::T(2));
+  EXPECT_THAT(*m.sched->Explain(*both),
+              ::testing::HasSubstr("are unavailable until then: node-1 is unavailable until "
+                                   "1970-01-01T02:00:00Z"));
 }
 
 // Texts for people name requests and clusters as people know them (egsd gives a request the
