@@ -657,7 +657,9 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
   // A request waiting again (preempted and requeued) keeps the startTime of its earlier run:
   // that is not when it starts now.
   const bool waiting = phase == "Queued" || phase == "PendingApproval";
-  std::optional<common::Time> estimated = waiting ? std::nullopt : time_at("startTime");
+  // (OptionalTime, not std::optional: GCC 12 -O2 reports a false maybe-uninitialized here.)
+  common::OptionalTime estimated;
+  if (!waiting) estimated = time_at("startTime");
   if (!estimated) {
     // Our P50 is recorded with the promise at submit (status.promisedStartP50: the calibrated
     // median of the start for the plan of that moment). While the plan has not moved it is the
