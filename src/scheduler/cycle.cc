@@ -62,11 +62,48 @@ CycleStats Scheduler::RunCycle(Time now) {
     StartDue(now, stats);
     if (!dirty_from_) break;
   }
+  NoticeSlips();
   // 5. Publish.
   //    Commands drained above ran at the clock's time, which may be past `now` (a node failed
   //    by a command books its replacement from then): the snapshot is of the state after them.
   if (options_.publish_snapshots && changed_since_publish_) Publish(std::max(now, clock_.Now()));
   return stats;
+}
+
+void Scheduler::NoticeSlips() {
+  if (!slip_check_from_) return;
+  const std::size_t from = *slip_check_from_;
+  slip_check_from_.reset();
+  queue_.ForEachFrom(from, [&](core::RequestId id) {
+    RequestRecord& r = requests_.at(id);
+    if (!r.promised_start) return true;
+    if (!r.plan) {
+      if (r.slip_noticed == common::kInfiniteFuture) return true;
+      r.slip_noticed = common::kInfiniteFuture;
+      Emit(r, core::EventType::kWarning, "StartDelayed",
+           fmt::format("no planned start any more (promised {}): {}",
+                       common::FormatTime(*r.promised_start),
+                       r.reason.empty() ? std::string(WaitCauseName(r.wait_cause)) : r.reason));
+      return true;
+    }
+    const core::Duration tolerance = workspaces_.at(r.spec.workspace).policy.promise_tolerance;
+    const Time start = r.plan->start;
+    if (start <= *r.promised_start + tolerance) {
+      r.slip_noticed.reset();  // back within the promise: a later slip is news again
+      return true;
+    }
+    if (r.slip_noticed && *r.slip_noticed != common::kInfiniteFuture &&
+        start <= *r.slip_noticed + tolerance) {
+      return true;  // told already, and it has not slipped by more since
+    }
+    r.slip_noticed = start;
+    Emit(r, core::EventType::kWarning, "StartDelayed",
+         fmt::format("planned start moved to {}, {} later than promised at submit ({}); waiting "
+                     "for: {}",
+                     common::FormatTime(start), common::FormatDuration(start - *r.promised_start),
+                     common::FormatTime(*r.promised_start), WaitCauseName(r.wait_cause)));
+    return true;
+  });
 }
 
 void Scheduler::EndDue(Time now, CycleStats& stats) {

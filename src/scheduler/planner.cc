@@ -355,6 +355,7 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
     }
   }
   std::vector<core::RequestId> tail = QueueFrom(queue_, from);
+  slip_check_from_ = slip_check_from_ ? std::min(*slip_check_from_, from) : from;
   CatchUpLeads(tail, now);
   // 1. Whether previous plans may be kept, from what changed since each was made (this re-plan
   //    accounts for its own bookings, which are not logged).

@@ -87,6 +87,9 @@ struct RequestRecord {
   // the latest sample of each of its nodes), and when the idle warning went out.
   common::OptionalTime idle_since;
   common::OptionalTime idle_warned_at;
+  // Queued: the planned start the last StartDelayed event told of (kInfiniteFuture: that it
+  // had no plan any more); unset while the plan has stayed within the promise's tolerance.
+  common::OptionalTime slip_noticed;
   // Rare, so kept out of line (immutable once made; replaced, never modified).
   std::shared_ptr<const PendingExtension> pending_extension;
   // Preempting: the end its reservation had before the notice cut it, given back if the

@@ -669,6 +669,13 @@ class Scheduler {
 
   // Planning state. `dirty_from_` is the first queue position whose plan may be stale.
   std::optional<std::size_t> dirty_from_;
+  // The first queue position re-planned since NoticeSlips last ran (cycle.cc).
+  std::optional<std::size_t> slip_check_from_;
+  // Tells each re-planned queued request whose planned start moved later than its promise by
+  // more than its workspace's promise tolerance (event StartDelayed), once per slip of that
+  // size; and one that lost its plan. Run at the end of a cycle, so that the plans of a quote's
+  // or a preemption check's what-if, undone before then, tell nobody anything.
+  void NoticeSlips();
   // Min-heap of (planned start, request) over queued requests with a plan. Entries go stale when
   // a plan changes; stale ones are skipped when they reach the top and compacted in Replan, so
   // the heap costs 16 bytes per plan instead of a tree node.

@@ -515,6 +515,47 @@ TEST(SchedulerTest, ExtensionsAreCapped) {
   EXPECT_EQ(h.Get(id).window->end, end + common::Hours(1));
 }
 
+// A queued request whose plan slips past its promise by more than the workspace's tolerance
+// (10 min by default) is told so, once per such slip; and when it loses its plan.
+TEST(SchedulerTest, AStartDelayedPastThePromiseIsTold) {
+  SchedulerHarness h;
+  h.SimpleFleet(1, /*max_active=*/10);
+  MustSubmit(h, RequestBuilder().Hours(2).Build());  // runs until T(2)
+  h.Cycle();
+  auto waiting = MustSubmit(h, RequestBuilder().Hours(1).Priority(100).Build());
+  h.Cycle();
+  ASSERT_EQ(*h.Get(waiting).promised_start, T(2));
+  auto delays = [&] {
+    std::vector<std::string> out;
+    for (const core::Event& e : h.sched->TakeEvents()) {
+      if (e.reason == "StartDelayed" && e.object.id == waiting.value()) out.push_back(e.message);
+    }
+    return out;
+  };
+  h.sched->TakeEvents();
+  // A request of higher priority goes ahead: 1 h later than promised.
+  MustSubmit(h, RequestBuilder().Hours(1).Priority(500).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(waiting).plan->start, T(3));
+  auto told = delays();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_THAT(told[0],
+              ::testing::StartsWith("planned start moved to 1970-01-01T03:00:00Z, 1h later "
+                                    "than promised at submit"));
+  // 5 more minutes: within the tolerance of what it was told, nothing new.
+  MustSubmit(h, RequestBuilder().Duration(common::Minutes(5)).Priority(500).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(waiting).plan->start, T(3) + common::Minutes(5));
+  EXPECT_TRUE(delays().empty());
+  // The node fails: no plan at all.
+  ASSERT_OK(h.sched->SetNodeHealth(core::NodeId(1), core::NodeHealth::kUnhealthy));
+  h.Cycle();
+  told = delays();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_THAT(told[0], ::testing::StartsWith("no planned start any more"));
+  EXPECT_FALSE(h.Get(waiting).plan.has_value());
+}
+
 // The reason given with an approval or an extension is in its event.
 TEST(SchedulerTest, ApproveAndExtendReasonsAreInTheirEvents) {
   SchedulerHarness h;
