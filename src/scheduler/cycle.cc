@@ -214,13 +214,21 @@ void Scheduler::RefreshFairShare(Time now) {
   if (changed) MarkDirty(0);
 }
 
+void Scheduler::DropPendingExtension(RequestRecord& r, std::string_view why) {
+  if (!r.pending_extension) return;
+  Emit(r, core::EventType::kWarning, "ExtensionLapsed",
+       fmt::format("the extension by {} waiting for approval lapsed: {}",
+                   common::FormatDuration(r.pending_extension->extra), why));
+  r.pending_extension.reset();
+}
+
 void Scheduler::FinishReservation(RequestRecord& r, Time end) {
   if (r.plan) {
     for (core::NodeId n : r.plan->nodes) node_idle_.erase({r.id, n});
   }
   SetIdleCharge(r, false);
   ledger_.AddHolding(r.spec.workspace, -TotalGpus(r), end);
-  r.pending_extension.reset();
+  DropPendingExtension(r, "the reservation ended before it was decided");
   inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
   loads_[r.spec.workspace].Remove(r.id);
   r.window->end = end;
@@ -249,7 +257,7 @@ void Scheduler::Requeue(RequestRecord& r, std::string reason) {
   r.idle_warned_at.reset();
   ledger_.AddHolding(r.spec.workspace, -TotalGpus(r), clock_.Now());
   r.milestones_done = 0;
-  r.pending_extension.reset();
+  DropPendingExtension(r, "the reservation was cut short before it was decided");
   inventory_.Unbook({inventory::BookingKind::kReservation, r.id});
   loads_[r.spec.workspace].Remove(r.id);
   r.plan.reset();
@@ -360,6 +368,9 @@ std::optional<Time> Scheduler::MilestoneTime(const RequestRecord& r, std::uint8_
   const core::Interval w = *r.window;
   if (bit < kExitNoticeBit) return w.start + w.length() * (bit + 1) / 4;
   if (w.length() > options_.exit_notice) return w.end - options_.exit_notice;
+  // A reservation no longer than the notice gets it with its last quarter left (beside
+  // Progress75), rather than never.
+  if (w.length() >= core::Duration(4)) return w.end - w.length() / 4;
   return std::nullopt;
 }
 

@@ -72,6 +72,22 @@ TEST_F(ImpactTest, RejectedExtensionChangesNothing) {
   EXPECT_THAT(h_.sched->ApproveExtension(running_), StatusIs(StatusCode::kFailedPrecondition));
 }
 
+// An extension nobody decided on before the reservation ended is dropped with an event.
+TEST_F(ImpactTest, AnUndecidedExtensionLapsesWithAnEventAtTheEnd) {
+  ASSERT_OK(h_.sched->Extend(running_, common::Hours(1)));
+  h_.sched->TakeEvents();
+  h_.AdvanceTo(T(2) + common::Minutes(1));
+  EXPECT_FALSE(h_.Get(running_).pending_extension);
+  std::string lapsed;
+  for (const core::Event& e : h_.sched->TakeEvents()) {
+    if (e.reason == "ExtensionLapsed" && e.object.id == running_.value()) lapsed = e.message;
+  }
+  EXPECT_EQ(lapsed,
+            "the extension by 1h waiting for approval lapsed: the reservation ended before it "
+            "was decided");
+  EXPECT_THAT(h_.sched->ApproveExtension(running_), StatusIs(StatusCode::kFailedPrecondition));
+}
+
 TEST_F(ImpactTest, ExtensionBlockedByMaintenanceFails) {
   ASSERT_OK(h_.sched->AddMaintenance(core::NodeId(1), {T(2), T(4)}));
   EXPECT_THAT(h_.sched->Extend(running_, common::Minutes(30)),

@@ -78,7 +78,8 @@ struct SchedulerOptions {
   std::optional<core::Duration> fair_share_age_limit;
   // Calibrate P50/P90 starts from history (WaitEstimator); off = the plan is the estimate.
   bool calibrated_estimates = true;
-  // An ExitNotice event is emitted this long before a reservation's end.
+  // An ExitNotice event is emitted this long before a reservation's end (with a quarter of it
+  // left when it is no longer than this).
   core::Duration exit_notice = std::chrono::minutes(15);
   // Preemption happens only when it lets the preemptor start at least this much earlier.
   core::Duration preemption_min_gain = std::chrono::minutes(30);
@@ -602,6 +603,8 @@ class Scheduler {
       const std::vector<std::pair<core::RequestId, core::RequestSpec>>& order, core::Time now,
       const Prepare& prepare) const;
   void ApplyExtension(RequestRecord& r, core::Duration extra, std::string_view reason = {});
+  // Forgets an extension still waiting for approval, with an ExtensionLapsed event saying why.
+  void DropPendingExtension(RequestRecord& r, std::string_view why);
   void DropAllPlans();
   bool IsLivePlanStart(const std::pair<core::Time, core::RequestId>& entry) const;
   // Pops stale entries off the top of plan_starts_.

@@ -47,6 +47,14 @@ TEST(SchedulerTest, RequestRunsThroughItsLifecycle) {
   EXPECT_THAT(reasons, ::testing::ElementsAre("Created", "Queued", "Provisioning", "Active",
                                               "Progress25", "Progress50", "Progress75",
                                               "ExitNotice", "Exit", "Completed"));
+  // A reservation no longer than the 15-min notice gets it with a quarter left.
+  auto brief = MustSubmit(h, RequestBuilder().Duration(common::Minutes(8)).Build());
+  h.AdvanceTo(T(5));
+  EXPECT_EQ(h.Get(brief).phase, RequestPhase::kCompleted);
+  std::map<std::string, core::Time> at;
+  for (const auto& e : h.sched->TakeEvents()) at[e.reason] = e.first_time;
+  ASSERT_TRUE(at.contains("ExitNotice"));
+  EXPECT_EQ(at["ExitNotice"], at["Progress75"]);
 }
 
 // Timers are kept in heaps that drop stale entries now and then. A start pushes its end (and
