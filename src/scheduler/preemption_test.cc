@@ -66,16 +66,24 @@ void ExpectVictimRunsToItsOldEnd(SchedulerHarness& h, core::RequestId low) {
   EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
 }
 
+// TwoNodes, one held from T(0) to T(10) by a preemptible request (the victim), the other to
+// T(2) by a non-preemptible one (the holder): {victim, holder}.
+std::pair<core::RequestId, core::RequestId> VictimBesideHolder(SchedulerHarness& h) {
+  TwoNodes(h);
+  auto victim = h.sched->Submit(RequestBuilder().Workspace(1).Nodes(1).Hours(10).Build());
+  auto holder = h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Build());
+  EGS_CHECK(victim.ok() && holder.ok());
+  h.Cycle();
+  EGS_CHECK(h.Get(*victim).phase == RequestPhase::kActive);
+  EGS_CHECK(h.Get(*holder).phase == RequestPhase::kActive);
+  return {*victim, *holder};
+}
+
 // A waiting request that could not preempt while another (non-preemptible) holder kept a node
 // it needs preempts as soon as that holder ends: the end is a reason to look again.
 TEST(PreemptionTest, PreemptsWhenANonVictimHolderEnds) {
   SchedulerHarness h;
-  TwoNodes(h);
-  auto victim = *h.sched->Submit(RequestBuilder().Workspace(1).Nodes(1).Hours(10).Build());
-  auto holder = *h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Build());
-  h.Cycle();
-  ASSERT_EQ(h.Get(victim).phase, RequestPhase::kActive);
-  ASSERT_EQ(h.Get(holder).phase, RequestPhase::kActive);
+  const auto [victim, holder] = VictimBesideHolder(h);
   auto big =
       *h.sched->Submit(RequestBuilder().Workspace(2).Nodes(2).Hours(1).Priority(500).Build());
   // Eligible after 30 min, but the holder keeps the other node until T(2): no eviction yet.
@@ -93,10 +101,7 @@ TEST(PreemptionTest, PreemptsWhenANonVictimHolderEnds) {
 // the preemption needs: preemptions are made before the starts that are due.
 TEST(PreemptionTest, ABackfilledRequestDoesNotTakeTheNodeAPreemptionNeeds) {
   SchedulerHarness h;
-  TwoNodes(h);
-  auto victim = *h.sched->Submit(RequestBuilder().Workspace(1).Nodes(1).Hours(10).Build());
-  auto holder = *h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Build());
-  h.Cycle();
+  const auto [victim, holder] = VictimBesideHolder(h);
   h.AdvanceTo(T(1));
   auto big =
       *h.sched->Submit(RequestBuilder().Workspace(2).Nodes(2).Hours(1).Priority(500).Build());
