@@ -272,9 +272,9 @@ common::Status WhatIf(Context& ctx) {
     }
     body["change"] = "approve";
   }
-  if (body.empty()) {
+  if (body.size() != 1) {
     return common::InvalidArgumentError(
-        "give at least one of --priority, --nodes, --extend, --approve");
+        "give exactly one of --priority, --nodes, --extend, --approve (one what-if at a time)");
   }
   if (ctx.format != OutputFormat::kTable && ctx.format != OutputFormat::kWide) {
     return RunQuery(ctx, "whatif", body);

@@ -569,6 +569,9 @@ TEST_F(EgsctlTest, EvictNeedsAReasonAndWhatIfApproveSendsTheChange) {
   EXPECT_EQ(r.exit, 0) << r.err;
   r = Egsctl({"whatif", "a", "--approve", "--nodes", "2", "-n", "team-a"});
   EXPECT_NE(r.exit, 0);
+  r = Egsctl({"whatif", "a", "--priority", "10", "--nodes", "2", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 2);  // one what-if at a time; nothing sent
+  EXPECT_THAT(r.err, HasSubstr("give exactly one of --priority, --nodes, --extend, --approve"));
   auto reqs = server_.requests();
   ASSERT_EQ(reqs.size(), 2u);
   EXPECT_EQ(reqs.at(0).Json(), json({{"reason", "bad GPU"}}));

@@ -123,6 +123,9 @@ TEST(ControlPlaneAdminTest, WhatIfApproveListsTheShiftsAndChangesNothing) {
   EXPECT_THAT(bad, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(bad.error().message(), HasSubstr("change"));
   EXPECT_THAT(a.Gpr("urgent", "whatif", json::object()), StatusIs(StatusCode::kInvalidArgument));
+  bad = a.Gpr("urgent", "whatif", {{"priority", 10}, {"nodes", 2}});
+  EXPECT_THAT(bad, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad.error().message(), HasSubstr("exactly one of priority, nodes, extend, change"));
   EXPECT_THAT(a.Gpr("later", "whatif", {{"change", "approve"}}),
               StatusIs(StatusCode::kFailedPrecondition));
   // Approving does what the what-if said.

@@ -1352,6 +1352,14 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
   if (action == "whatif") {
     scheduler::WhatIfChange change;
     change.request = id;
+    // One change at a time: a second one would be silently left out.
+    const int given =
+        static_cast<int>(body.contains("priority")) + static_cast<int>(body.contains("nodes")) +
+        static_cast<int>(body.contains("extend")) + static_cast<int>(body.contains("change"));
+    if (given > 1) {
+      return common::InvalidArgumentError(
+          "body: give exactly one of priority, nodes, extend, change (one what-if at a time)");
+    }
     if (body.contains("priority")) {
       change.kind = scheduler::WhatIfChange::Kind::kPriority;
       EGS_ASSIGN_OR_RETURN(change.priority, IntField(body, "priority"));
