@@ -1296,15 +1296,6 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
       return ToResponse(
           BadRequest("specifying resource version is not allowed when using continue"));
     }
-    // Pages after the first are read from the current state; the token's snapshot must still
-    // be within the change feed, as a Kubernetes continue token must be within etcd's history.
-    auto changes = store_.ChangesSince(token->revision, 1);
-    if (!changes && changes.error().code() == common::StatusCode::kAborted) {
-      return ToResponse(Expired(
-          "The provided continue parameter is too old to display a consistent list result. You "
-          "can start a new list without the continue parameter."));
-    }
-    if (!changes) return ErrorResponse(changes.error(), t.context());
   }
   auto listed =
       store_.List(r.kind, t.ns_in_path ? std::optional<std::string_view>(t.ns) : std::nullopt);
@@ -1318,17 +1309,20 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
     // Later pages show the first page's snapshot: the current state with every object of this
     // kind (in this namespace) that changed since put back as it was then (its first later
     // change carries that state, Change::previous_data), at the snapshot's resourceVersion (a
-    // write that sends it back is refused as stale, never applied to the newer state). A change
-    // whose earlier state the feed did not keep makes it a 410, and the client lists again.
+    // write that sends it back is refused as stale, never applied to the newer state). A
+    // snapshot no longer within the change feed (as a Kubernetes continue token must be within
+    // etcd's history), or a change whose earlier state the feed did not keep, makes it a 410,
+    // and the client lists again.
+    auto too_old = [] {
+      return ToResponse(
+          Expired("The provided continue parameter is too old to display a consistent list "
+                  "result. You can start a new list without the continue parameter."));
+    };
     std::map<std::pair<std::string, std::string>, std::optional<store::StoredObject>> then;
     for (std::int64_t after = token->revision; after < listed->revision;) {
       constexpr std::size_t kBatch = 1024;
       auto changes = store_.ChangesSince(after, kBatch);
-      if (!changes && changes.error().code() == common::StatusCode::kAborted) {
-        return ToResponse(Expired(
-            "The provided continue parameter is too old to display a consistent list result. "
-            "You can start a new list without the continue parameter."));
-      }
+      if (!changes && changes.error().code() == common::StatusCode::kAborted) return too_old();
       if (!changes) return ErrorResponse(changes.error(), t.context());
       for (const store::Change& c : *changes) {
         if (c.revision > listed->revision) break;
@@ -1336,11 +1330,7 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
         if (o.kind != r.kind || (t.ns_in_path && o.ns != t.ns)) continue;
         auto [it, first] = then.try_emplace({o.ns, o.name});
         if (!first) continue;
-        if (!c.previous_known) {
-          return ToResponse(
-              Expired("The provided continue parameter is too old to display a consistent list "
-                      "result. You can start a new list without the continue parameter."));
-        }
+        if (!c.previous_known) return too_old();
         if (c.previous_data) {
           store::StoredObject before = o;
           before.data = *c.previous_data;
