@@ -203,16 +203,12 @@ void ControlPlaneImpl::FlushGroup() {
 
 namespace {
 
-// The counter at the end of a uid this process assigns ("node-12" -> 12); 0 for any other.
+// The counter at the end of a uid this process assigns, "<prefix>-<n>" ("node-12" -> 12): the
+// digits after the last '-' (0 without any).
 std::uint64_t UidSequence(const std::string& uid) {
   const auto dash = uid.rfind('-');
-  if (dash == std::string::npos || dash + 1 >= uid.size()) return 0;
-  std::uint64_t n = 0;
-  for (std::size_t i = dash + 1; i < uid.size(); ++i) {
-    if (uid[i] < '0' || uid[i] > '9') return 0;
-    n = n * 10 + static_cast<std::uint64_t>(uid[i] - '0');
-  }
-  return n;
+  if (dash == std::string::npos) return 0;
+  return std::strtoull(uid.c_str() + dash + 1, nullptr, 10);
 }
 
 }  // namespace
@@ -304,10 +300,7 @@ common::Status ControlPlaneImpl::LoadFromStore() {
               event_name_base_, std::strtoull(o.name.c_str() + dot + 1, nullptr, 16));
         }
       }
-      auto dash = o.uid.rfind('-');
-      if (dash == std::string::npos) continue;
-      next_uid_ = std::max<std::uint64_t>(next_uid_,
-                                          std::strtoull(o.uid.c_str() + dash + 1, nullptr, 10) + 1);
+      next_uid_ = std::max<std::uint64_t>(next_uid_, UidSequence(o.uid) + 1);
     }
   }
   scheduler_.TakeEvents();  // restoring emits nothing new worth persisting
