@@ -366,6 +366,13 @@ common::Result<std::vector<ShapeInfo>> V1Server::Shapes() const {
   return out;
 }
 
+std::optional<api::HttpResponse> V1Server::MissingSlice(const std::string& slice) const {
+  auto ws = store_.Get(kWorkspace, "", slice);
+  if (!ws.ok()) return Error(ws.error());
+  if (!*ws) return Field("sliceName", fmt::format("no slice workspace \"{}\"", slice), 404);
+  return std::nullopt;
+}
+
 common::Result<json> V1Server::Template(std::string_view name, std::string_view field) const {
   EGS_ASSIGN_OR_RETURN(auto got, store_.Get(kTemplateKind, "", name));
   if (!got) {
@@ -456,9 +463,7 @@ api::HttpResponse V1Server::CreateGpr(Call& call) {
   const std::string ns = body["sliceName"].get<std::string>();
   call.ns = ns;
   if (auto st = Authorize(call, "create", "gpuprovisionrequests", ns); !st.ok()) return Error(st);
-  auto ws = store_.Get(kWorkspace, "", ns);
-  if (!ws.ok()) return Error(ws.error());
-  if (!*ws) return Field("sliceName", fmt::format("no slice workspace \"{}\"", ns), 404);
+  if (auto missing = MissingSlice(ns)) return *missing;
   auto shapes = Shapes();
   if (!shapes.ok()) return Error(shapes.error());
   for (int attempt = 0;; ++attempt) {
@@ -505,9 +510,7 @@ api::HttpResponse V1Server::ListGprs(Call& call) {
     return Error(st);
   }
   if (!slice.empty()) {  // a misspelt slice is a 404, not an empty list
-    auto ws = store_.Get(kWorkspace, "", slice);
-    if (!ws.ok()) return Error(ws.error());
-    if (!*ws) return Field("sliceName", fmt::format("no slice workspace \"{}\"", slice), 404);
+    if (auto missing = MissingSlice(slice)) return *missing;
   }
   auto listed =
       !slice.empty() ? store_.List(kGpr, std::string_view(slice)) : store_.List(kGpr, std::nullopt);
@@ -851,9 +854,7 @@ api::HttpResponse V1Server::Inventory(Call& call, bool for_slice) {
   }
   if (auto st = Authorize(call, "list", "nodes", ""); !st.ok()) return Error(st);
   if (for_slice) {
-    auto ws = store_.Get(kWorkspace, "", slice);
-    if (!ws.ok()) return Error(ws.error());
-    if (!*ws) return Field("sliceName", fmt::format("no slice workspace \"{}\"", slice), 404);
+    if (auto missing = MissingSlice(slice)) return *missing;
   }
   auto nodes = store_.List("Node", "");
   if (!nodes.ok()) return Error(nodes.error());

@@ -99,6 +99,9 @@ class V1Server {
   common::Result<std::optional<nlohmann::json>> Fetch(std::string_view kind, std::string_view ns,
                                                       std::string_view name) const;
   common::Result<std::vector<ShapeInfo>> Shapes() const;
+  // The answer when slice workspace `slice` does not exist (404 naming sliceName) or cannot be
+  // read; nullopt when it exists.
+  std::optional<api::HttpResponse> MissingSlice(const std::string& slice) const;
   // The stored template of that name, or NotFound naming `field`.
   common::Result<nlohmann::json> Template(std::string_view name, std::string_view field) const;
   // A fresh name for a GPR created through v1 (unique per process; creates retry on a clash).
