@@ -547,8 +547,7 @@ Status Scheduler::Approve(core::RequestId id, std::string_view reason) {
   }
   r->spec.quota_exempt = true;
   Emit(*r, core::EventType::kNormal, "Approved",
-       reason.empty() ? std::string("approved by an admin")
-                      : fmt::format("approved by an admin: {}", reason));
+       fmt::format("approved by an admin{}{}", reason.empty() ? "" : ": ", reason));
   Decide(DecisionKind::kApprove, *r, fmt::format("approved by an admin ({})", r->reason));
   Enqueue(*r);
   EnsurePlanned();
