@@ -927,6 +927,7 @@ common::Result<json> ControlPlaneImpl::CreateFleetObject(std::string_view kind, 
     }
     uid_prefix = "proj";
     apply = [&] {
+      if (dry_run) return common::OkStatus();
       names_.projects.Intern(project.meta.name);
       return common::OkStatus();
     };

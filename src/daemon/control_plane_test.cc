@@ -259,6 +259,41 @@ TEST(ControlPlaneTest, BadInputChangesNothing) {
   EXPECT_EQ(a.sched->requests().size(), 0u);
 }
 
+// A dry-run create of each cluster-scoped kind leaves nothing behind: the name stays free, no
+// object refers to it, and a real create of it works.
+TEST(ControlPlaneTest, ADryRunCreateLeavesTheNameFree) {
+  common::SimulatedClock clock(common::FromUnixMicros(0));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  const auto before = *store.CurrentRevision();
+  const json project = Obj("Project", "p2", json::object());
+  const json shape = Obj("GPUShape", "a100", {{"gpuModel", "A100"}, {"gpusPerNode", 4}});
+  const json cluster = Obj("Cluster", "west", {{"provider", "simulated"}});
+  const json node = Obj("Node", "n9", {{"cluster", "east"}, {"shape", "h100"}});
+  const json workspace = Obj("Workspace", "team-z", {{"project", "research"}});
+  for (const auto& [kind, object] :
+       {std::pair{"Project", project}, std::pair{"GPUShape", shape}, std::pair{"Cluster", cluster},
+        std::pair{"Node", node}, std::pair{"Workspace", workspace}}) {
+    ASSERT_OK(a.cp.Create(kAdmin, kind, "", object, true)) << kind;
+  }
+  EXPECT_EQ(*store.CurrentRevision(), before);
+  // Nothing may refer to the project a dry run only checked (it would not survive a restart).
+  EXPECT_THAT(
+      a.cp.Create(kAdmin, "Workspace", "", Obj("Workspace", "team-p2", {{"project", "p2"}}), false),
+      StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      a.cp.Create(kAdmin, "Cluster", "", Obj("Cluster", "c-p2", {{"project", "p2"}}), false),
+      StatusIs(common::StatusCode::kInvalidArgument));
+  for (const auto& [kind, object] :
+       {std::pair{"Project", project}, std::pair{"GPUShape", shape}, std::pair{"Cluster", cluster},
+        std::pair{"Node", node}, std::pair{"Workspace", workspace}}) {
+    ASSERT_OK(a.cp.Create(kAdmin, kind, "", object, false)) << kind;
+  }
+  ASSERT_OK(a.cp.Create(kAdmin, "Workspace", "", Obj("Workspace", "team-p2", {{"project", "p2"}}),
+                        false));
+}
+
 TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
   common::SimulatedClock clock(common::FromUnixMicros(0));
   store::FakeStore store;
