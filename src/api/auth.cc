@@ -424,10 +424,26 @@ Status TokenService::CheckScopesExist(const std::vector<std::string>& workspaces
 }
 
 Status TokenService::Revoke(std::string_view id) {
+  std::lock_guard<std::mutex> revoking(revoke_mu_);
   EGS_ASSIGN_OR_RETURN(store::ListResult listed, store_.List(kTokenKind, ""));
+  const common::Time now = clock_.Now();
+  // Admin tokens that work now, but the one to revoke.
+  int other_admins = 0;
+  for (const store::StoredObject& obj : listed.objects) {
+    if (obj.uid == id) continue;
+    EGS_ASSIGN_OR_RETURN(TokenInfo info, InfoFromStored(obj));
+    if (info.role == Role::kAdmin && CheckUsable(info, now).ok()) ++other_admins;
+  }
   for (store::StoredObject& obj : listed.objects) {
     if (obj.uid != id || id.empty()) continue;
     EGS_ASSIGN_OR_RETURN(TokenInfo info, InfoFromStored(obj));
+    if (info.role == Role::kAdmin && CheckUsable(info, now).ok() && other_admins == 0) {
+      return common::FailedPreconditionError(fmt::format(
+          "token \"{}\" is the last admin token that is neither revoked nor expired: revoking it "
+          "would leave no one able to issue or revoke tokens; issue another admin token first "
+          "(egsctl token create --user NAME --role admin)",
+          id));
+    }
     if (!info.revoked) {
       info.revoked = true;
       std::int64_t version = obj.resource_version;

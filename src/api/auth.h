@@ -126,7 +126,9 @@ class TokenService {
   // created under that name later. For the REST route; Issue itself does not check.
   common::Status CheckScopesExist(const std::vector<std::string>& workspaces,
                                   const std::vector<std::string>& projects);
-  // Marks the token with this id revoked (idempotent). NotFound for an unknown id.
+  // Marks the token with this id revoked (idempotent). NotFound for an unknown id;
+  // FailedPrecondition for the last admin token that is neither revoked nor expired (revoking
+  // it would leave no one able to issue tokens, and a restart does not bootstrap another).
   common::Status Revoke(std::string_view id);
   // Every token, oldest first.
   common::Result<std::vector<TokenInfo>> List();
@@ -144,6 +146,9 @@ class TokenService {
   store::Store& store_;
   common::Clock& clock_;
   std::mutex mu_;
+  // Held across a revocation's check and commit, so that two revocations cannot each leave the
+  // other's token as the last admin token.
+  std::mutex revoke_mu_;
   // Cache of verified tokens by hash (tokens are immutable except revocation, which updates it).
   std::unordered_map<std::string, TokenInfo> cache_;  // GUARDED_BY(mu_)
 };

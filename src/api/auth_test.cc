@@ -306,6 +306,32 @@ TEST_F(TokenServiceTest, RevokeTakesEffectAtOnceAndPersists) {
   for (const TokenInfo& t : *list) EXPECT_EQ(t.revoked, t.id == issued->info.id);
 }
 
+TEST_F(TokenServiceTest, TheLastWorkingAdminTokenCannotBeRevoked) {
+  auto first = tokens_.Issue("ada", Role::kAdmin, {}, {}, std::nullopt);
+  auto member = tokens_.Issue("mel", Role::kMember, {"ws-a"}, {}, std::nullopt);
+  auto expiring = tokens_.Issue("eve", Role::kAdmin, {}, {}, kStart + common::Hours(1));
+  ASSERT_OK(first);
+  ASSERT_OK(member);
+  ASSERT_OK(expiring);
+  // Another admin token works: either may go, but not both.
+  ASSERT_OK(tokens_.Revoke(expiring->info.id));
+  auto last = tokens_.Revoke(first->info.id);
+  EXPECT_THAT(last, StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(last.message(), HasSubstr("last admin token"));
+  EXPECT_OK(tokens_.Authenticate("Bearer " + first->token));
+  // An expired admin token does not count as one that works.
+  auto later = tokens_.Issue("max", Role::kAdmin, {}, {}, kStart + common::Hours(1));
+  ASSERT_OK(later);
+  clock_.AdvanceBy(common::Hours(2));
+  EXPECT_THAT(tokens_.Revoke(first->info.id), StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_OK(tokens_.Revoke(later->info.id));  // expired already: nothing is lost
+  EXPECT_OK(tokens_.Revoke(member->info.id));
+  auto fresh = tokens_.Issue("ada2", Role::kAdmin, {}, {}, std::nullopt);
+  ASSERT_OK(fresh);
+  EXPECT_OK(tokens_.Revoke(first->info.id));
+  EXPECT_THAT(tokens_.Revoke(fresh->info.id), StatusIs(StatusCode::kFailedPrecondition));
+}
+
 TEST_F(TokenServiceTest, RevokeUnknownIdIsNotFound) {
   EXPECT_THAT(tokens_.Revoke("deadbeef"), StatusIs(StatusCode::kNotFound));
   EXPECT_THAT(tokens_.Revoke(""), StatusIs(StatusCode::kNotFound));
