@@ -40,6 +40,14 @@ common::Status TokenCreate(Context& ctx) {
     if (!parsed.ok()) return parsed.error().WithContext("--ttl");
     const common::Duration d = *parsed;
     if (d.count() <= 0) return common::InvalidArgumentError("--ttl must be positive");
+    // RFC 3339 times end with the year 9999.
+    constexpr common::Time kLastExpiry = common::FromUnixMicros(253402300799000000);
+    if (d > kLastExpiry - ctx.clock.Now()) {
+      return common::InvalidArgumentError(fmt::format(
+          "--ttl: {} is too long: the token would expire after the year 9999 (leave --ttl out "
+          "for a token that never expires)",
+          *ttl));
+    }
     spec["expires"] =
         common::FormatTime(std::chrono::floor<std::chrono::seconds>(ctx.clock.Now() + d));
   }

@@ -108,6 +108,13 @@ TEST_F(EgsctlTest, GetAllNamespacesUsesTheClusterWidePath) {
   EXPECT_THAT(r.out, HasSubstr("NAMESPACE"));
   EXPECT_THAT(r.out, HasSubstr("WAIT-CAUSE"));
   EXPECT_THAT(r.out, HasSubstr("team-a"));
+  // A name is in one namespace: with -A it is refused, not looked up in the default one.
+  for (const char* verb : {"get", "describe"}) {
+    r = Egsctl({verb, "gpr", "a", "-A"});
+    EXPECT_EQ(r.exit, 2) << verb << r.err;
+    EXPECT_THAT(r.err, HasSubstr("across all namespaces (-A)")) << verb;
+  }
+  EXPECT_EQ(server_.requests().size(), 1u);
 }
 
 TEST_F(EgsctlTest, NotFoundIsAServerErrorWithExitOne) {
@@ -280,6 +287,8 @@ TEST_F(EgsctlTest, BadInputIsAUsageErrorAndSendsNothing) {
       {{"get", "gpr", "--timeout", "abc"}, "--timeout: invalid duration \"abc\""},
       {{"token", "create", "--user", "u", "--role", "admin", "--ttl", "abc"},
        "--ttl: invalid duration \"abc\""},
+      {{"token", "create", "--user", "u", "--role", "admin", "--ttl", "999999999h"},
+       "--ttl: 999999999h is too long"},
       {{"token"},
        "\"token\" needs a subcommand\nUsage: egsctl token SUBCOMMAND [flags], one of:\n  token "
        "create"},
