@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 #include <system_error>
+#include <vector>
 
 namespace egs::egsctl {
 namespace {
@@ -53,7 +54,14 @@ common::Result<ConfigFile> LoadConfigFile(const std::string& path, bool must_exi
   std::stringstream text;
   text << in.rdbuf();
   try {
-    YAML::Node root = YAML::Load(text.str());
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text.str());
+    if (documents.size() > 1) {
+      // Read the first and rewrite it, `config set-*` would drop the others.
+      return common::InvalidArgumentError(fmt::format(
+          "config file {}: a second YAML document (\"---\"): a config file holds one", path));
+    }
+    if (documents.empty()) return config;
+    const YAML::Node& root = documents.front();
     if (root.IsNull()) return config;
     if (!root.IsMap()) {
       return common::InvalidArgumentError(

@@ -78,6 +78,11 @@ TEST(ConfigTest, UnknownKeysWrongTypesDirectoriesAndNamedMissingFilesAreErrors) 
   ASSERT_THAT(twice, StatusIs(common::StatusCode::kInvalidArgument));
   EXPECT_THAT(twice.error().message(),
               ::testing::HasSubstr("d.yaml:3: server: duplicate key (first at line 1)"));
+  // A second document would be dropped by the next `config set-*`, which rewrites the file.
+  auto two = LoadConfigFile(dir.Write("two.yaml", "server: http://a\n---\nserver: http://b\n"));
+  ASSERT_THAT(two, StatusIs(common::StatusCode::kInvalidArgument));
+  EXPECT_THAT(two.error().message(), ::testing::HasSubstr("two.yaml: a second YAML document"));
+  EXPECT_OK(LoadConfigFile(dir.Write("one.yaml", "---\nserver: http://a\n")));
   EXPECT_THAT(LoadConfigFile(dir.path().string()), StatusIs(common::StatusCode::kInvalidArgument));
   EXPECT_THAT(LoadConfigFile(dir.File("nope.yaml"), /*must_exist=*/true),
               StatusIs(common::StatusCode::kInvalidArgument));
