@@ -190,6 +190,20 @@ common::Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientOptions optio
     }
     http->enable_server_certificate_verification(!options.insecure_skip_tls_verify);
   }
+  // A header value cannot hold a control character (the HTTP library would drop the header and
+  // the server answer "missing bearer token"): say so here, without echoing the token.
+  for (std::size_t i = 0; i < options.token.size(); ++i) {
+    const auto c = static_cast<unsigned char>(options.token[i]);
+    if (c < 0x21 || c == 0x7f) {
+      return common::InvalidArgumentError(fmt::format(
+          "the token (from --token, EGSCTL_TOKEN or the config file) has a {} at character {}: "
+          "tokens hold no spaces or control characters; check how it was copied",
+          c == ' '    ? "space"
+          : c == '\n' ? "line break"
+                      : "control character",
+          i + 1));
+    }
+  }
   if (!options.token.empty()) http->set_bearer_token_auth(options.token);
   http->set_default_headers({{"Accept", "application/json"}, {"User-Agent", kUserAgent}});
   return std::unique_ptr<ApiClient>(

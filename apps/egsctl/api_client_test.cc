@@ -69,6 +69,21 @@ TEST(ApiClientTest, RejectsMalformedServerUrls) {
   }
 }
 
+TEST(ApiClientTest, RejectsATokenThatCannotBeSentInAHeader) {
+  common::SimulatedClock clock;
+  ClientOptions o;
+  o.server = "http://127.0.0.1:8080";
+  o.token = "egs_abc\nInjected: 1";
+  auto client = ApiClient::Create(o, clock);
+  ASSERT_THAT(client, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(client.error().message(), ::testing::HasSubstr("line break at character 8"));
+  EXPECT_THAT(client.error().message(), ::testing::Not(::testing::HasSubstr("egs_abc")));
+  o.token = "egs_a b";
+  EXPECT_THAT(ApiClient::Create(o, clock), StatusIs(StatusCode::kInvalidArgument));
+  o.token = "egs_abc-_09";
+  EXPECT_OK(ApiClient::Create(o, clock));
+}
+
 TEST(ApiClientTest, SendsJsonMergePatchAndBearerToken) {
   testing::FakeApiServer server;
   common::SimulatedClock clock;
