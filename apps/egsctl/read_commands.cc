@@ -129,6 +129,12 @@ common::Status Get(Context& ctx) {
   EGS_ASSIGN_OR_RETURN(const Resource* r, ParseKindArg(kind_arg, &inline_name));
   if (!inline_name.empty()) names.push_back(inline_name);
   names.insert(names.end(), ctx.positionals.begin() + 1, ctx.positionals.end());
+  if (!names.empty() && ctx.all_namespaces && r->namespaced) {
+    // As kubectl: a name is looked up in one namespace, which -A would leave unsaid.
+    return common::InvalidArgumentError(
+        "a resource cannot be retrieved by name across all namespaces (-A): give its namespace "
+        "with -n, or leave the name out to list every namespace");
+  }
   if (ctx.args.GetBool("watch")) {
     if (!names.empty()) return common::InvalidArgumentError("--watch takes no NAME; use -l");
     return RunWatchOf(ctx, *r);
@@ -255,6 +261,11 @@ common::Status DescribeCommand(Context& ctx) {
   EGS_ASSIGN_OR_RETURN(const Resource* r, ParseKindArg(kind_arg, &inline_name));
   if (!inline_name.empty()) names.push_back(inline_name);
   names.insert(names.end(), ctx.positionals.begin() + 1, ctx.positionals.end());
+  if (!names.empty() && ctx.all_namespaces && r->namespaced) {
+    return common::InvalidArgumentError(
+        "a resource cannot be described by name across all namespaces (-A): give its namespace "
+        "with -n, or leave the name out to describe every one");
+  }
   EGS_ASSIGN_OR_RETURN(ApiClient * client, ctx.Client());
   std::vector<json> objects;
   if (names.empty()) {
