@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
@@ -610,11 +611,29 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                  fleet->nodes.size(), fleet->workspaces.size());
   } else if (fleet) {
     // The file seeds a new store only; later changes go through the API. Said, so that an edited
-    // file that seems to be ignored is explained.
-    spdlog::info(
-        "--fleet {}: not applied: the store already holds a fleet (the file only fills "
-        "a new data directory; change nodes, shapes and workspaces through the API)",
-        config.fleet_file);
+    // file that seems to be ignored is explained; a warning when it names objects the store
+    // does not hold (an edited file, or another data directory's).
+    std::vector<std::string> missing;
+    for (const auto& [kind, object] : fleet_objects) {
+      const std::string name = object["metadata"].value("name", "");
+      EGS_ASSIGN_OR_RETURN(auto stored, p->store->Get(kind, "", name));
+      if (!stored) missing.push_back(fmt::format("{} {}", kind, name));
+    }
+    if (missing.empty()) {
+      spdlog::info(
+          "--fleet {}: not applied: the store already holds a fleet (the file only fills "
+          "a new data directory; change nodes, shapes and workspaces through the API)",
+          config.fleet_file);
+    } else {
+      constexpr std::size_t kNamed = 5;
+      spdlog::warn(
+          "--fleet {}: not applied: the store already holds a fleet, and the file names {} "
+          "object(s) it does not hold ({}{}): the file only fills a new data directory; add "
+          "them through the API (egsctl apply) or start with an empty --data-dir",
+          config.fleet_file, missing.size(),
+          fmt::join(missing.begin(), missing.begin() + std::min(missing.size(), kNamed), ", "),
+          missing.size() > kNamed ? ", ..." : "");
+    }
   }
 
   // Kubernetes member clusters: their Cluster objects, connectors and webhook.
