@@ -423,6 +423,19 @@ Status TokenService::CheckScopesExist(const std::vector<std::string>& workspaces
   return common::OkStatus();
 }
 
+Status TokenService::CheckNodeExists(std::string_view user) {
+  if (!user.starts_with(kNodeUserPrefix) || user.size() == kNodeUserPrefix.size()) {
+    return common::OkStatus();
+  }
+  const std::string_view node = user.substr(kNodeUserPrefix.size());
+  EGS_ASSIGN_OR_RETURN(auto stored, store_.Get("Node", "", node));
+  if (!stored) {
+    return common::InvalidArgumentError(
+        fmt::format("spec.user: node \"{}\" does not exist (add the Node first)", node));
+  }
+  return common::OkStatus();
+}
+
 Status TokenService::Revoke(std::string_view id) {
   std::lock_guard<std::mutex> revoking(revoke_mu_);
   EGS_ASSIGN_OR_RETURN(store::ListResult listed, store_.List(kTokenKind, ""));

@@ -126,6 +126,9 @@ class TokenService {
   // created under that name later. For the REST route; Issue itself does not check.
   common::Status CheckScopesExist(const std::vector<std::string>& workspaces,
                                   const std::vector<std::string>& projects);
+  // OK unless `user` names a node ("system:node:<name>") that is not a stored Node: then
+  // InvalidArgument "spec.user: node \"x\" does not exist". For the REST route, as above.
+  common::Status CheckNodeExists(std::string_view user);
   // Marks the token with this id revoked (idempotent). NotFound for an unknown id;
   // FailedPrecondition for the last admin token that is neither revoked nor expired (revoking
   // it would leave no one able to issue tokens, and a restart does not bootstrap another).

@@ -141,6 +141,9 @@ HttpResponse IssueToken(TokenService& tokens, const HttpRequest& req) {
   if (auto s = tokens.CheckScopesExist(args->workspaces, args->projects); !s.ok()) {
     return Error(s);
   }
+  if (args->role == Role::kNode) {
+    if (auto s = tokens.CheckNodeExists(args->user); !s.ok()) return Error(s);
+  }
   auto issued = tokens.Issue(std::move(args->user), args->role, std::move(args->workspaces),
                              std::move(args->projects), args->expires);
   if (!issued) return Error(issued.error());

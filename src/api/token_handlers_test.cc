@@ -35,7 +35,8 @@ class TokenHandlersTest : public ::testing::Test {
   // The workspace and project the tokens below are scoped to.
   void SetUp() override {
     std::vector<store::WriteOp> ops;
-    for (auto [kind, name] : {std::pair{"Workspace", "ws-a"}, std::pair{"Project", "vision"}}) {
+    for (auto [kind, name] : {std::pair{"Workspace", "ws-a"}, std::pair{"Project", "vision"},
+                              std::pair{"Node", "gpu-1"}}) {
       store::StoredObject o;
       o.kind = kind;
       o.name = name;
@@ -247,6 +248,8 @@ TEST_F(TokenHandlersTest, UnknownWorkspaceOrProjectIs422NamingTheEntry) {
        "spec.workspaces[1]: workspace \"nope\" does not exist"},
       {R"({"user":"x","role":"project-admin","projects":["vision","gone"]})",
        "spec.projects[1]: project \"gone\" does not exist"},
+      {R"({"user":"system:node:nosuch","role":"node"})",
+       "spec.user: node \"nosuch\" does not exist"},
   };
   for (const Case& c : cases) {
     json j =
@@ -257,6 +260,7 @@ TEST_F(TokenHandlersTest, UnknownWorkspaceOrProjectIs422NamingTheEntry) {
   auto list = tokens_.List();
   ASSERT_OK(list);
   EXPECT_TRUE(list->empty());  // nothing issued
+  IssueOk(R"({"user":"system:node:gpu-1","role":"node"})");
 }
 
 TEST_F(TokenHandlersTest, MalformedJsonIs400) {
