@@ -39,6 +39,17 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
   const core::WorkspacePolicy& qpolicy = workspaces_.at(q.spec.workspace).policy;
   const int gpus = core::GpusPerNode(q.spec, shape.gpus_per_node);
   if (gpus > shape.gpus_per_node) return std::nullopt;
+  // A victim its policy requeues goes back to its old place in the queue. Where that is ahead
+  // of q (a queue that does not order by priority), it would take the freed nodes back, and q
+  // would evict it again once it had run its minimum: no such victim.
+  const queue::QueueKey q_key =
+      queue_.KeyOf(q.id).value_or(queue_.KeyForNew(q.spec.workspace, QueuePriority(q.spec), now));
+  auto victim = [&](const RequestRecord& v) {
+    if (!IsVictimCandidate(v, q.spec.priority, now)) return false;
+    if (!workspaces_.at(v.spec.workspace).policy.requeue_on_preemption) return true;
+    return queue::KeyBefore(
+        q_key, queue_.KeyForNew(v.spec.workspace, QueuePriority(v.spec), v.submit_time));
+  };
   const bool exclusive = !qpolicy.share_nodes;
   // The takeover instant: after the longest notice any candidate victim of the pool is owed (so
   // every victim gets at least its own), the pool's lead time and the request's earliest start.
@@ -47,7 +58,7 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
     for (const inventory::Booking& b : inventory_.BookingsOf(n)) {
       if (b.owner.kind != inventory::BookingKind::kReservation) continue;
       const RequestRecord& v = requests_.Get(b.owner.request);
-      if (IsVictimCandidate(v, q.spec.priority, now)) {
+      if (victim(v)) {
         notice = std::max(notice, workspaces_.at(v.spec.workspace).policy.preemption_notice);
       }
     }
@@ -72,7 +83,7 @@ std::optional<Scheduler::VictimChoice> Scheduler::ChooseVictims(const RequestRec
       NodeOverlap o{b.window, b.gpus, b.workspace, b.exclusive, std::nullopt, 0};
       if (b.owner.kind == inventory::BookingKind::kReservation) {
         const RequestRecord& v = requests_.Get(b.owner.request);
-        if (IsVictimCandidate(v, q.spec.priority, now)) {
+        if (victim(v)) {
           o.victim = v.id;
           o.cost = cost_of(v);
         }

@@ -193,6 +193,44 @@ TEST(PreemptionTest, EvictsLowerPriorityAfterNoticeAndRequeuesIt) {
   EXPECT_EQ(h.Get(*low).phase, RequestPhase::kCompleted);
 }
 
+// In a queue that does not order by priority (FIFO), a victim requeued with its submit time would
+// sort ahead of a later preemptor and take the freed nodes back, to be evicted again once it had
+// run its minimum, over and over. Only a victim that would queue behind the preemptor, or that
+// its policy ends instead of requeueing, is evicted.
+TEST(PreemptionTest, InAFifoQueueOnlyVictimsThatWouldQueueBehindArePreempted) {
+  SchedulerOptions fifo;  // as the simulator's FIFO baseline: submit order only
+  fifo.queue_by_priority = false;
+  fifo.fair_share = false;
+  {
+    SchedulerHarness h(fifo);
+    const core::RequestId low = StartVictim(h);  // submitted at T(0)
+    auto high =
+        h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build());
+    ASSERT_TRUE(high.ok());
+    h.AdvanceTo(T(2));
+    EXPECT_EQ(h.Get(low).phase, RequestPhase::kActive);
+    EXPECT_EQ(h.Get(*high).phase, RequestPhase::kQueued);
+    EXPECT_EQ(h.Get(*high).plan->start, T(10));
+  }
+  {
+    SchedulerHarness h(fifo);
+    const core::RequestId low = [&] {
+      TwoNodes(h, Preemptible(/*requeue=*/false));
+      auto r =
+          h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(100).Build());
+      EGS_CHECK(r.ok());
+      h.AdvanceTo(T(1));
+      return *r;
+    }();
+    auto high =
+        h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build());
+    ASSERT_TRUE(high.ok());
+    h.Cycle();
+    EXPECT_EQ(h.Get(low).phase, RequestPhase::kPreempting);  // ends Preempted: no requeue
+    EXPECT_EQ(h.Get(low).preempted_by, *high);
+  }
+}
+
 // A request that leaves the queue during its victims' notice does not take their nodes: the
 // victims run to their old ends, and a later request may preempt them again.
 TEST(PreemptionTest, AVictimKeepsItsReservationWhenThePreemptorLeaves) {
