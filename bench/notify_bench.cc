@@ -65,7 +65,7 @@ void BM_NotifyMatchAndDeliver(benchmark::State& state) {
       e.meta.name = fmt::format("train.{}", seq);
       e.reason = seq % 4 == 0 ? "Queued" : "Active";
       e.message = "nodes ready in the workspace";
-      e.involved_object = {"GPUProvisionRequest", fmt::format("team-{}", seq % 50), "train"};
+      e.involved_object = {"GPUProvisionRequest", fmt::format("team-{}", seq % 50), "train", ""};
       e.first_timestamp = e.last_timestamp = clock.Now();
       store::StoredObject o{"Event", e.involved_object.ns, e.meta.name,          "",
                             0,       clock.Now(),          api::ToJson(e).dump()};

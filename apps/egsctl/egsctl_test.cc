@@ -508,7 +508,9 @@ TEST_F(EgsctlTest, ANamedConfigFileMustExistAndEmptySettingsAreRefused) {
 }
 
 TEST_F(EgsctlTest, DescribeShowsStatusAndEvents) {
-  server_.On("GET", std::string(kGprs) + "/a", Ok(Gpr("a")));
+  json gpr = Gpr("a");
+  gpr["metadata"]["uid"] = "gpr-7";
+  server_.On("GET", std::string(kGprs) + "/a", Ok(gpr));
   json event = {{"type", "Normal"},
                 {"reason", "Queued"},
                 {"message", "queued at position 3"},
@@ -516,13 +518,23 @@ TEST_F(EgsctlTest, DescribeShowsStatusAndEvents) {
                 {"lastTimestamp", "2026-11-22T10:01:00Z"}};
   json other = event;
   other["involvedObject"]["name"] = "b";
-  server_.On("GET", "/apis/egs.dev/v1alpha1/namespaces/team-a/events", Ok(List({event, other})));
+  // About an earlier request named "a" (deleted, then created again): not this one's.
+  json earlier = event;
+  earlier["involvedObject"]["uid"] = "gpr-3";
+  earlier["reason"] = "Cancelled";
+  json mine = event;
+  mine["involvedObject"]["uid"] = "gpr-7";
+  mine["reason"] = "Approved";
+  server_.On("GET", "/apis/egs.dev/v1alpha1/namespaces/team-a/events",
+             Ok(List({event, other, earlier, mine})));
   Outcome r = Egsctl({"describe", "gpr", "a", "-n", "team-a"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("Name:               a\n"));
   EXPECT_THAT(r.out, HasSubstr("Status:\n  phase: Queued\n"));
-  EXPECT_THAT(r.out, HasSubstr("Normal   Queued   4m    1       queued at position 3"));
+  EXPECT_THAT(r.out, HasSubstr("Normal   Queued     4m    1       queued at position 3"));
   EXPECT_THAT(r.out, Not(HasSubstr("\"b\"")));
+  EXPECT_THAT(r.out, HasSubstr("Approved"));
+  EXPECT_THAT(r.out, Not(HasSubstr("Cancelled")));
   EXPECT_EQ(server_.requests().back().Param("fieldSelector"), "involvedObject.name=a");
 }
 

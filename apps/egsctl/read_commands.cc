@@ -181,10 +181,14 @@ std::vector<json> EventsFor(ApiClient& client, const Resource& r, const json& ob
   }
   if (!list.ok()) return {};
   std::vector<json> out;
+  const std::string uid = TextAt(obj, {"metadata", "uid"});
   for (json& e : Items(*list)) {
     std::string kind = TextAt(e, {"involvedObject", "kind"});
     if (TextAt(e, {"involvedObject", "name"}) != name) continue;
     if (!kind.empty() && kind != r.kind) continue;
+    // About an earlier object of the same name (deleted, then created again).
+    const std::string event_uid = TextAt(e, {"involvedObject", "uid"});
+    if (!uid.empty() && !event_uid.empty() && event_uid != uid) continue;
     out.push_back(std::move(e));
   }
   auto when = [](const json& e) {

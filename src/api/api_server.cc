@@ -743,10 +743,12 @@ HttpResponse ApiServer::ServeCoreV1(const HttpRequest& req, std::string_view res
                                   {"status", {{"phase", "Active"}}}});
   }
   if (sub != "events") return ToResponse(NoRoute());
-  // Our events of the namespace. They record no uid of the object they are about, so a
-  // selector term on it (kubectl describe sends one) is left out.
+  // Our events of the namespace. A selector term on the object's uid (kubectl describe sends
+  // one) keeps the events of that object and those that record no uid (node events, and events
+  // stored before uids were recorded), but not those of an earlier object of the same name.
   HttpRequest inner = req;
   inner.path = fmt::format("/apis/{}/namespaces/{}/events", kApiVersion, ns);
+  std::optional<std::string> uid;
   if (auto fs = req.Query("fieldSelector")) {
     std::vector<std::string> kept;
     std::size_t start = 0;
@@ -754,7 +756,11 @@ HttpResponse ApiServer::ServeCoreV1(const HttpRequest& req, std::string_view res
       std::size_t comma = fs->find(',', start);
       if (comma == std::string::npos) comma = fs->size();
       std::string term = fs->substr(start, comma - start);
-      if (!term.empty() && !term.starts_with("involvedObject.uid")) kept.push_back(term);
+      if (constexpr std::string_view kUid = "involvedObject.uid="; term.starts_with(kUid)) {
+        uid = term.substr(kUid.size());
+      } else if (!term.empty()) {
+        kept.push_back(term);
+      }
       start = comma + 1;
     }
     inner.query.erase("fieldSelector");
@@ -768,6 +774,17 @@ HttpResponse ApiServer::ServeCoreV1(const HttpRequest& req, std::string_view res
   if (!list.is_object()) return r;
   list["apiVersion"] = "v1";
   if (auto items = list.find("items"); items != list.end() && items->is_array()) {
+    if (uid) {
+      auto other = [&](const json& item) {
+        const json* recorded = nullptr;
+        if (auto o = item.find("involvedObject"); o != item.end() && o->is_object()) {
+          if (auto u = o->find("uid"); u != o->end() && u->is_string()) recorded = &*u;
+        }
+        return recorded != nullptr && !recorded->get_ref<const std::string&>().empty() &&
+               recorded->get_ref<const std::string&>() != *uid;
+      };
+      items->erase(std::remove_if(items->begin(), items->end(), other), items->end());
+    }
     for (json& item : *items) item["apiVersion"] = "v1";
   }
   return JsonResponse(200, list);

@@ -939,17 +939,22 @@ TEST_F(ApiServerTest, CoreV1NamespacesAndEventsForKubectl) {
   ASSERT_EQ(none.status, 404);
   EXPECT_EQ(json::parse(none.body)["kind"], "Status");
   EXPECT_EQ(json::parse(none.body)["message"], "namespaces \"nope\" not found");
-  for (const char* name : {"e1", "e2"}) {
+  // e1: about train, no uid recorded; e2: about another request; e3: about an earlier train
+  // (deleted, then created again); e4: about this train.
+  for (const char* name : {"e1", "e2", "e3", "e4"}) {
+    const std::string n = name;
+    json involved = {{"kind", "GPUProvisionRequest"},
+                     {"namespace", "team-a"},
+                     {"name", n == "e2" ? "other" : "train"}};
+    if (n == "e3") involved["uid"] = "0a11";
+    if (n == "e4") involved["uid"] = "0b7c";
     json ev = {{"apiVersion", "egs.dev/v1alpha1"},
                {"kind", "Event"},
                {"metadata", {{"name", name}, {"namespace", "team-a"}}},
                {"type", "Normal"},
                {"reason", "Queued"},
                {"message", "queued"},
-               {"involvedObject",
-                {{"kind", "GPUProvisionRequest"},
-                 {"namespace", "team-a"},
-                 {"name", std::string(name) == "e1" ? "train" : "other"}}},
+               {"involvedObject", involved},
                {"count", 1}};
     store::StoredObject o{"Event", "team-a",     name,     std::string("uid-") + name,
                           0,       clock_.Now(), ev.dump()};
@@ -962,9 +967,11 @@ TEST_F(ApiServerTest, CoreV1NamespacesAndEventsForKubectl) {
   ASSERT_EQ(events.status, 200) << events.body;
   json list = json::parse(events.body);
   EXPECT_EQ(list["apiVersion"], "v1");
-  ASSERT_EQ(list["items"].size(), 1u) << events.body;
+  ASSERT_EQ(list["items"].size(), 2u) << events.body;
   EXPECT_EQ(list["items"][0]["apiVersion"], "v1");
-  EXPECT_EQ(list["items"][0]["involvedObject"]["name"], "train");
+  EXPECT_EQ(list["items"][0]["metadata"]["name"], "e1");
+  EXPECT_EQ(list["items"][1]["metadata"]["name"], "e4");
+  EXPECT_EQ(list["items"][1]["involvedObject"]["uid"], "0b7c");
   EXPECT_EQ(Post("/api/v1/namespaces/team-a", "{}").status, 405);
   EXPECT_EQ(Get("/api/v1/namespaces/team-a/pods").status, 404);
 }

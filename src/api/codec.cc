@@ -1275,7 +1275,8 @@ Result<EventDoc> ParseEvent(const json& j) {
     o.String("kind", &d.involved_object.kind);
     o.String("namespace", &d.involved_object.ns);
     o.String("name", &d.involved_object.name);
-    for (auto f : {"uid", "apiVersion", "resourceVersion", "fieldPath"}) o.Ignore(f);
+    o.String("uid", &d.involved_object.uid);
+    for (auto f : {"apiVersion", "resourceVersion", "fieldPath"}) o.Ignore(f);
     EGS_RETURN_IF_ERROR(o.Finish());
   }
   r.OptTime("firstTimestamp", &d.first_timestamp);
@@ -1300,6 +1301,7 @@ json ToJson(const EventDoc& d) {
   PutIf(obj, "kind", d.involved_object.kind);
   PutIf(obj, "namespace", d.involved_object.ns);
   PutIf(obj, "name", d.involved_object.name);
+  PutIf(obj, "uid", d.involved_object.uid);
   j["involvedObject"] = std::move(obj);
   PutIf(j, "firstTimestamp", d.first_timestamp);
   PutIf(j, "lastTimestamp", d.last_timestamp);

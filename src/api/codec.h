@@ -255,6 +255,9 @@ struct ObjectReferenceDoc {
   std::string kind;
   std::string ns;
   std::string name;
+  // The object's metadata.uid: tells a request from a later one of the same name. Empty in
+  // events stored before it was recorded.
+  std::string uid;
 };
 
 // As core/v1 Event: the fields sit at the top level, not under spec.

@@ -269,7 +269,7 @@ TEST(CodecRoundTripTest, EveryKind) {
   ev.type = "Warning";
   ev.reason = "Preempted";
   ev.message = "preempted by a higher priority request";
-  ev.involved_object = {"GPUProvisionRequest", "team-a", "train"};
+  ev.involved_object = {"GPUProvisionRequest", "team-a", "train", ""};
   ev.first_timestamp = *ParseTime("2026-11-22T10:00:00Z");
   ev.last_timestamp = *ParseTime("2026-11-22T10:05:00Z");
   ev.count = 2;

@@ -390,7 +390,8 @@ json KindSchema(const ResourceInfo& r, const std::map<std::string, std::pair<jso
     props.update({{"type", Enum({"Normal", "Warning"})},
                   {"reason", Str()},
                   {"message", Str()},
-                  {"involvedObject", Obj({{"kind", Str()}, {"namespace", Str()}, {"name", Str()}})},
+                  {"involvedObject",
+                   Obj({{"kind", Str()}, {"namespace", Str()}, {"name", Str()}, {"uid", Str()}})},
                   {"firstTimestamp", TimeS()},
                   {"lastTimestamp", TimeS()},
                   {"count", Int()}});

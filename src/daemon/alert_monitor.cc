@@ -217,7 +217,7 @@ void AlertMonitor::WriteEvent(const std::string& involved_kind, const std::strin
   doc.message = message;
   doc.first_timestamp = now;
   doc.last_timestamp = now;
-  doc.involved_object = {involved_kind, involved_kind == "Node" ? "" : ns, name};
+  doc.involved_object = {involved_kind, involved_kind == "Node" ? "" : ns, name, ""};
   doc.meta.ns = ns;
   // Unique across restarts: the time and a counter of this run.
   doc.meta.name = fmt::format("{}.alert-{:x}-{:x}", name, common::ToUnixMicros(now), next_event_++);

@@ -569,14 +569,15 @@ void ControlPlaneImpl::AddEventWrites(const std::vector<core::Event>& events,
       const core::RequestId id(e.object.id);
       auto it = names_.request_names.find(id);
       if (it == names_.request_names.end()) continue;  // a request being created: named later
-      doc.involved_object = {std::string(kGpr), it->second.ns, it->second.name};
+      doc.involved_object = {std::string(kGpr), it->second.ns, it->second.name, ""};
+      if (auto g = gprs_.find(id); g != gprs_.end()) doc.involved_object.uid = g->second.meta.uid;
       doc.meta.ns = it->second.ns;
       object_name = it->second.name;
       if (requests) requests->push_back(id);
     } else if (e.object.kind == core::ObjectKind::kNode) {
       const std::string& node =
           names_.nodes.Name(core::NodeId(static_cast<std::uint32_t>(e.object.id)));
-      doc.involved_object = {std::string(kNode), "", node};
+      doc.involved_object = {std::string(kNode), "", node, ""};
       doc.meta.ns = std::string(kDefaultNamespace);
       object_name = node;
     } else {

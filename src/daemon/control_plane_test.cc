@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -292,6 +293,49 @@ TEST(ControlPlaneTest, ADryRunCreateLeavesTheNameFree) {
   }
   ASSERT_OK(a.cp.Create(kAdmin, "Workspace", "", Obj("Workspace", "team-p2", {{"project", "p2"}}),
                         false));
+}
+
+// Events name the request's uid, so that a request created again under a deleted one's name
+// does not take on the old one's history (kubectl and egsctl describe filter on it).
+TEST(ControlPlaneTest, EventsRecordTheUidOfTheRequestTheyAreAbout) {
+  common::SimulatedClock clock(common::FromUnixMicros(0));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  auto uid_of_request = [&] {
+    auto o = store.Get("GPUProvisionRequest", "team-a", "re1");
+    return json::parse((*o)->data)["metadata"]["uid"].get<std::string>();
+  };
+  auto event_uids = [&] {
+    std::multiset<std::string> uids;
+    auto events = store.List("Event", std::string_view("team-a"));
+    EXPECT_OK(events);
+    for (const auto& e : events->objects) {
+      const json j = json::parse(e.data);
+      if (j["involvedObject"]["name"] == "re1") uids.insert(j["involvedObject"].value("uid", ""));
+    }
+    return uids;
+  };
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("re1", 1, "1h"), false));
+  a.Cycle(clock.Now());
+  const std::string first = uid_of_request();
+  ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "re1", std::nullopt));
+  for (int i = 0; i < 10 && *store.Get("GPUProvisionRequest", "team-a", "re1"); ++i) {
+    clock.AdvanceBy(common::Seconds(1));  // it started: released first, then removed
+    a.Cycle(clock.Now());
+  }
+  ASSERT_FALSE(*store.Get("GPUProvisionRequest", "team-a", "re1"));
+  const auto before = event_uids();
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(before.count(first), before.size());
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("re1", 1, "1h"), false));
+  a.Cycle(clock.Now());
+  const std::string second = uid_of_request();
+  EXPECT_NE(second, first);
+  const auto after = event_uids();
+  EXPECT_EQ(after.count(first), before.size());
+  EXPECT_GT(after.count(second), 0u);
+  EXPECT_EQ(after.count(""), 0u);
 }
 
 TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {

@@ -68,7 +68,7 @@ class DispatcherTest : public ::testing::Test {
     e.type = type;
     e.reason = reason;
     e.message = message;
-    e.involved_object = {"GPUProvisionRequest", ns, gpr};
+    e.involved_object = {"GPUProvisionRequest", ns, gpr, ""};
     e.first_timestamp = e.last_timestamp = clock_.Now();
     store::StoredObject o{"Event", ns,           e.meta.name,          e.meta.uid,
                           0,       clock_.Now(), api::ToJson(e).dump()};

@@ -118,7 +118,7 @@ class LiveDispatcherTest : public ::testing::Test {
     api::EventDoc e;
     e.meta.name = "train." + std::to_string(++events_);
     e.reason = reason;
-    e.involved_object = {"GPUProvisionRequest", "team-a", "train"};
+    e.involved_object = {"GPUProvisionRequest", "team-a", "train", ""};
     ASSERT_OK(store_.Commit({store::WriteOp::Put({"Event", "team-a", e.meta.name, "", 0,
                                                   clock_.Now(), api::ToJson(e).dump()},
                                                  std::nullopt)},
