@@ -168,20 +168,29 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
   reuse_blocked_ = true;  // its requests' pools and rules changed: nothing in the change log
   MarkDirty(0);
   // Queued requests the new policy no longer allows wait for an admin, as a submit or an edit
-  // of the same spec would. One an admin approved keeps its approval.
+  // of the same spec would. One an admin approved keeps its approval, unless the policy now
+  // refuses its shapes or clusters outright (no approval places it then: it would wait for
+  // ever); it then needs an approval with changes.
   std::vector<core::RequestId> held;
   queue_.ForEach([&](core::RequestId rid) {
     const RequestRecord& r = requests_.Get(rid);
-    if (r.spec.workspace == id && !r.spec.quota_exempt) held.push_back(rid);
+    if (r.spec.workspace == id) held.push_back(rid);
     return true;
   });
-  for (core::RequestId rid : held) {
+  std::erase_if(held, [&](core::RequestId rid) {
     RequestRecord& r = requests_.at(rid);
     std::string reason;
     const Status allowed = CheckPolicy(r.spec, &reason);
+    if (r.spec.quota_exempt && allowed.ok()) return true;
     if (!allowed.ok()) reason = std::string(allowed.message());
-    if (reason.empty()) continue;
-    reason = "workspace policy changed: " + reason;
+    if (reason.empty()) return true;
+    r.reason = std::move(reason);  // read below
+    return false;
+  });
+  for (core::RequestId rid : held) {
+    RequestRecord& r = requests_.at(rid);
+    r.spec.quota_exempt = false;  // an approval of what the policy now refuses is void
+    const std::string reason = "workspace policy changed: " + r.reason;
     Dequeue(r);
     SetPhase(r, RequestPhase::kPendingApproval, reason);
     Emit(r, core::EventType::kNormal, "PendingApproval", reason);
@@ -544,6 +553,14 @@ Status Scheduler::Approve(core::RequestId id, std::string_view reason) {
   if (r->phase != RequestPhase::kPendingApproval) {
     return common::FailedPreconditionError(
         fmt::format("{} is {}, not PendingApproval", Label(id), core::PhaseName(r->phase)));
+  }
+  // What the workspace policy refuses outright (its shapes, its clusters) no approval places:
+  // the request would wait for ever. An approval with changes can fix the spec.
+  std::string outside_policy;
+  if (Status allowed = CheckPolicy(r->spec, &outside_policy); !allowed.ok()) {
+    return common::FailedPreconditionError(
+        fmt::format("{} cannot be approved as it is: {}; approve it with changes to the spec",
+                    Label(id), allowed.message()));
   }
   r->spec.quota_exempt = true;
   Emit(*r, core::EventType::kNormal, "Approved",

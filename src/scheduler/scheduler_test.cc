@@ -279,6 +279,24 @@ TEST(SchedulerTest, ATighterPolicyHoldsTheQueuedRequestsItNoLongerAllows) {
   ASSERT_TRUE(h.Get(long_one).plan);
   EXPECT_EQ(h.Get(long_one).promised_start, h.Get(long_one).plan->start);
   EXPECT_FALSE(h.Get(long_one).spec.quota_exempt);  // admitted by the policy, not an admin
+  // A policy that refuses an approved request's only shape voids the approval (nothing could
+  // place it: it would wait for ever), and it cannot be approved again as it is.
+  p.allowed_shapes = {core::ShapeId(99)};
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
+  EXPECT_EQ(h.Get(big).phase, RequestPhase::kPendingApproval);
+  EXPECT_THAT(h.Get(big).reason, ::testing::HasSubstr("workspace policy changed: spec.shapes"));
+  EXPECT_FALSE(h.Get(big).spec.quota_exempt);
+  auto again = h.sched->Approve(big);
+  EXPECT_EQ(again.code(), common::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.message(), ::testing::HasSubstr("approve it with changes"));
+  EXPECT_EQ(h.Get(big).phase, RequestPhase::kPendingApproval);
+  // With the shape allowed again it waits for an approval of its size, which it gets.
+  p.allowed_shapes.clear();
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
+  EXPECT_EQ(h.Get(big).phase, RequestPhase::kPendingApproval);
+  EXPECT_THAT(h.Get(big).reason, ::testing::HasSubstr("32 GPUs exceed"));
+  ASSERT_TRUE(h.sched->Approve(big).ok());
+  EXPECT_EQ(h.Get(big).phase, RequestPhase::kQueued);
 }
 
 // A workspace that may not burst keeps to its project's clusters (unless it lists allowed
