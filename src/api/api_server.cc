@@ -1937,7 +1937,11 @@ HttpResponse ApiServer::RunAction(const HttpRequest& req, const Target& t, const
   if (!stored->has_value()) return ToResponse(ObjectNotFound(t.context()));
   auto result = control_plane_.Action(who, r.kind, t.scope_ns(), t.name, t.action, std::move(body));
   if (!result) return ErrorResponse(result.error(), t.context());
-  return JsonResponse(200, NormalizeResult(std::move(*result)));
+  json out = NormalizeResult(std::move(*result));
+  // The object itself (approve, move, ...): with its live fields, as a GET or a write returns it
+  // (queue position, planned start); explain and whatif answer with something else.
+  if (out.is_object() && out.value("kind", "") == r.kind) out = Decorated(r.kind, std::move(out));
+  return JsonResponse(200, out);
 }
 
 HttpResponse ApiServer::RunQuote(const HttpRequest& req, const Target& t, const Principal& who) {

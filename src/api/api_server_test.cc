@@ -131,6 +131,10 @@ class FakeControlPlane final : public ControlPlane {
                       std::string_view name, std::string_view action, json body) override {
     Record(fmt::format("action {} {}/{} {} {}", kind, ns, name, action, body.dump()));
     if (auto e = TakeFailure()) return *e;
+    if (action == "approve") {  // as egsd: the object as it is after the action
+      auto got = store_->Get(kind, ns, name);
+      if (got.ok() && got->has_value()) return Served(**got);
+    }
     return json{{"action", action}};
   }
 
@@ -1090,6 +1094,9 @@ TEST_F(ApiServerTest, DecorateFillsLiveStatusOnReads) {
       Patch(std::string(kGprs) + "/train", R"({"metadata":{"labels":{"a":"b"}}})");
   ASSERT_EQ(patched.status, 200) << patched.body;
   EXPECT_EQ(json::parse(patched.body)["status"]["queuePosition"], 1) << patched.body;
+  HttpResponse approved = Post(std::string(kGprs) + "/train/approve", "{}");
+  ASSERT_EQ(approved.status, 200) << approved.body;
+  EXPECT_EQ(json::parse(approved.body)["status"]["queuePosition"], 1) << approved.body;
   ASSERT_EQ(Post(kGprs, GprJson("broken").dump()).status, 201);
   EXPECT_EQ(json::parse(Get(std::string(kGprs) + "/train").body)["status"]["queuePosition"], 1);
   EXPECT_FALSE(json::parse(Get(std::string(kGprs) + "/broken").body)["status"].contains(
