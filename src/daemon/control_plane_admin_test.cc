@@ -182,6 +182,10 @@ TEST(ControlPlaneAdminTest, EvictEndsPreemptedWithTheReasonAndSurvivesARestart) 
     auto empty = a.Gpr("train", "evict", {{"reason", ""}});
     EXPECT_THAT(empty, StatusIs(StatusCode::kInvalidArgument));
     EXPECT_THAT(empty.error().message(), HasSubstr("reason"));
+    // A reason goes into the status and an event that every list carries: bounded.
+    auto huge = a.Gpr("train", "evict", {{"reason", std::string(1025, 'x')}});
+    EXPECT_THAT(huge, StatusIs(StatusCode::kInvalidArgument));
+    EXPECT_THAT(huge.error().message(), HasSubstr("reason: at most 1024 bytes (got 1025)"));
     EXPECT_THAT(a.Gpr("next", "evict", {{"reason", "x"}}),
                 StatusIs(StatusCode::kFailedPrecondition));
     EXPECT_EQ(*store.CurrentRevision(), *rev);

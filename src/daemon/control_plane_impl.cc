@@ -39,6 +39,13 @@ common::Result<std::string> StringField(const json& body, const char* key, bool 
   if (!it->is_string()) {
     return common::InvalidArgumentError(fmt::format("{}: expected string", key));
   }
+  // A reason is stored in the status and an event, which every list and watch carries.
+  constexpr std::size_t kMaxBytes = 1024;
+  const std::size_t size = it->get_ref<const std::string&>().size();
+  if (size > kMaxBytes) {
+    return common::InvalidArgumentError(
+        fmt::format("{}: at most {} bytes (got {})", key, kMaxBytes, size));
+  }
   return it->get<std::string>();
 }
 
