@@ -47,7 +47,14 @@ std::string Money(const json& v) {
   return fmt::format("{:.2f}", v.get<double>());
 }
 
-std::string Wait(const json& option) {
+// The wait to the P50 start shown beside it (from the quote's instant); without a P50 (an older
+// server), the planned wait.
+std::string Wait(const json& quote, const json& option) {
+  auto at = ParseTimestamp(TextAt(quote, {"at"}));
+  auto p50 = ParseTimestamp(TextAt(option, {"startP50"}));
+  if (at.ok() && p50.ok()) {
+    return common::FormatDuration(std::max(common::Duration(0), *p50 - *at));
+  }
   auto it = option.find("waitSeconds");
   if (it == option.end() || !it->is_number()) return "-";
   double secs = std::max(0.0, it->get<double>());
@@ -62,7 +69,7 @@ bool SameOption(const json& a, const json& b) {
 void PrintQuote(Context& ctx, const json& quote) {
   const json options = quote.value("options", json::array());
   const json best = quote.value("best", json());
-  Table t{{"", "SHAPE", "CLUSTER", "START(P50)", "P90", "WAIT", "PRICE", "CAUSE"}, {}};
+  Table t{{"", "SHAPE", "CLUSTER", "START(P50)", "P90", "WAIT(P50)", "PRICE", "CAUSE"}, {}};
   for (std::size_t i = 0; i < options.size(); ++i) {
     const json& o = options[i];
     bool is_best = best.is_number_integer() ? best.get<std::size_t>() == i : SameOption(o, best);
@@ -74,8 +81,9 @@ void PrintQuote(Context& ctx, const json& quote) {
     }
     t.rows.push_back({is_best ? "*" : "", TextAt(o, {"shape"}), TextAt(o, {"cluster"}),
                       p50.empty() ? "never" : p50,
-                      TextAt(o, {"startP90"}).empty() ? "-" : TextAt(o, {"startP90"}), Wait(o),
-                      Money(o.value("price", json())), cause.empty() ? "-" : cause});
+                      TextAt(o, {"startP90"}).empty() ? "-" : TextAt(o, {"startP90"}),
+                      Wait(quote, o), Money(o.value("price", json())),
+                      cause.empty() ? "-" : cause});
   }
   if (t.rows.empty()) {
     ctx.out << "No options: no allowed shape and cluster can run this request.\n";

@@ -320,10 +320,12 @@ TEST_F(EgsctlTest, DeleteByNameAndByFile) {
 }
 
 TEST_F(EgsctlTest, QuotePrintsOptionsAndMarksTheBest) {
+  // The plan starts at 12:00 (a wait of 2 h from the quote's instant); the P50, from history, at
+  // 11:30: the wait shown is the P50's, as the start beside it.
   json option1 = {{"shape", "h100x8"},
                   {"cluster", "c1"},
                   {"start", "2026-11-22T12:00:00Z"},
-                  {"startP50", "2026-11-22T12:00:00Z"},
+                  {"startP50", "2026-11-22T11:30:00Z"},
                   {"startP90", "2026-11-22T13:00:00Z"},
                   {"waitSeconds", 7200},
                   {"price", 1234.5},
@@ -332,6 +334,7 @@ TEST_F(EgsctlTest, QuotePrintsOptionsAndMarksTheBest) {
       {"shape", "a100x8"}, {"cluster", "c2"}, {"start", nullptr}, {"cause", "NotAllowed"}};
   server_.On("POST", "/apis/egs.dev/v1alpha1/namespaces/team-a/quotes",
              Ok({{"queuePosition", 3},
+                 {"at", "2026-11-22T10:00:00Z"},
                  {"needsApproval", false},
                  {"options", {option1, option2}},
                  {"best", option1}}));
@@ -340,8 +343,8 @@ TEST_F(EgsctlTest, QuotePrintsOptionsAndMarksTheBest) {
               "150", "--earliest-start", "2026-11-23T10:00:00+01:00", "-n", "team-a"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("SHAPE    CLUSTER   START(P50)"));
-  EXPECT_THAT(r.out, HasSubstr("*   h100x8   c1        2026-11-22T12:00:00Z   2026-11-22T13:00:00Z "
-                               "  2h     1234.50   Capacity"));
+  EXPECT_THAT(r.out, HasSubstr("*   h100x8   c1        2026-11-22T11:30:00Z   2026-11-22T13:00:00Z "
+                               "  1h30m       1234.50   Capacity"));
   EXPECT_THAT(r.out, HasSubstr("a100x8   c2        never"));
   EXPECT_THAT(r.out, HasSubstr("Queue position: 3"));
   auto body = server_.requests().at(0).Json();
