@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -1322,6 +1323,11 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   if (*min_revision && **min_revision > listed->revision) {
     return ToResponse(TooLargeResourceVersion(**min_revision, listed->revision));
   }
+  // Objects of a later page put back as they were at the first page's snapshot. They are served
+  // without the live fields (queue position, planned start, ...): those are the scheduler's now,
+  // and would mix a past version with the present (the live fields of the others are the
+  // present's, as on any read).
+  std::set<std::pair<std::string, std::string>> historical;
   if (token) {
     // Later pages show the first page's snapshot: the current state with every object of this
     // kind (in this namespace) that changed since put back as it was then (its first later
@@ -1363,7 +1369,9 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
         return then.contains({o.ns, o.name});
       });
       for (auto& [key, before] : then) {
-        if (before) listed->objects.push_back(std::move(*before));
+        if (!before) continue;
+        historical.insert(key);
+        listed->objects.push_back(std::move(*before));
       }
       std::sort(listed->objects.begin(), listed->objects.end(),
                 [](const store::StoredObject& a, const store::StoredObject& b) {
@@ -1387,8 +1395,9 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   std::string last_name;
   for (const auto& o : listed->objects) {
     if (token && std::tie(o.ns, o.name) <= std::tie(token->ns, token->name)) continue;
+    const bool past = historical.contains({o.ns, o.name});
     if (!as_bytes) {
-      auto j = Present(o);
+      auto j = past ? ServedObject(o) : Present(o);
       if (!j) return ErrorResponse(j.error(), t.context());
       if (!labels->Matches(LabelsOf(*j)) || !fields->Matches(*j)) continue;
       if (limit == 0 || count < limit) items.push_back(std::move(*j));
@@ -1400,7 +1409,11 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
     }
     if (as_bytes) {
       if (count > 0) item_bytes += ',';
-      if (Status s = AppendServed(o, item_bytes, decoration_version); !s.ok()) {
+      if (past) {
+        auto j = ServedObject(o);
+        if (!j) return ErrorResponse(j.error(), t.context());
+        item_bytes += Dump(*j);
+      } else if (Status s = AppendServed(o, item_bytes, decoration_version); !s.ok()) {
         return ErrorResponse(s, t.context());
       }
     }

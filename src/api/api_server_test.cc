@@ -1107,6 +1107,29 @@ TEST_F(ApiServerTest, DecorateFillsLiveStatusOnReads) {
   auto stored = store_->Get("GPUProvisionRequest", "team-a", "train");
   ASSERT_TRUE(stored.ok() && stored->has_value());
   EXPECT_FALSE(json::parse((*stored)->data)["status"].contains("queuePosition"));
+  // A later page serves an object changed since the first page as it was then, without the live
+  // fields, which are the scheduler's now; the unchanged ones have them. Both list paths.
+  ASSERT_EQ(Post(kGprs, GprJson("zeta").dump()).status, 201);
+  for (const char* selector : {"", "c!=d"}) {
+    SCOPED_TRACE(selector);
+    std::multimap<std::string, std::string> q = {{"limit", "1"}};
+    if (*selector != '\0') q.emplace("labelSelector", selector);
+    json first = json::parse(Get(kGprs, q).body);
+    ASSERT_EQ(first["items"][0]["metadata"]["name"], "broken");
+    json train = json::parse(Get(std::string(kGprs) + "/train").body);
+    train["metadata"]["labels"]["round"] = *selector == '\0' ? "one" : "two";
+    ASSERT_EQ(Put(std::string(kGprs) + "/train", train.dump()).status, 200);
+    q = {{"limit", "5"}, {"continue", first["metadata"]["continue"]}};
+    if (*selector != '\0') q.emplace("labelSelector", selector);
+    HttpResponse later = Get(kGprs, q);
+    ASSERT_EQ(later.status, 200) << later.body;
+    json items = json::parse(later.body)["items"];
+    ASSERT_EQ(items.size(), 2u) << later.body;
+    EXPECT_EQ(items[0]["metadata"]["name"], "train");
+    EXPECT_FALSE(items[0]["status"].contains("queuePosition")) << items[0].dump();
+    EXPECT_EQ(items[1]["metadata"]["name"], "zeta");
+    EXPECT_EQ(items[1]["status"]["queuePosition"], 1) << items[1].dump();
+  }
 }
 
 // A list without selectors is assembled from cached bytes plus appended status fields; it must
