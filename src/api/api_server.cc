@@ -1491,7 +1491,7 @@ HttpResponse ApiServer::StartWatch(const HttpRequest& req, const Target& t, cons
     if (d->count() > 0) timeout = std::min(timeout, *d);
   }
   timeout = std::min(timeout, options_.max_watch_timeout);
-  spec.deadline = clock_.Now() + timeout;
+  spec.deadline = StreamClock().Now() + timeout;
   spec.bookmarks = IsTrue(req.Query("allowWatchBookmarks"));
   spec.initial_events_end = IsTrue(req.Query("sendInitialEvents")) && spec.bookmarks;
   if (IsTrue(req.Query("sendInitialEvents"))) spec.from_revision.reset();
@@ -1610,7 +1610,7 @@ void ApiServer::RunWatch(const WatchSpec& spec, StreamSink& sink) {
   if (spec.initial_events_end && !bookmark(last, true)) return;
 
   // 2. Follow the change feed until the deadline, the client leaves or the server stops.
-  common::Time next_bookmark = clock_.Now() + options_.bookmark_interval;
+  common::Time next_bookmark = StreamClock().Now() + options_.bookmark_interval;
   while (sink.IsOpen() && !watches_->stop) {
     while (true) {
       auto current = store_.CurrentRevision();
@@ -1663,7 +1663,7 @@ void ApiServer::RunWatch(const WatchSpec& spec, StreamSink& sink) {
         break;
       }
     }
-    common::Time now = clock_.Now();
+    common::Time now = StreamClock().Now();
     if (now >= spec.deadline) return;
     if (spec.bookmarks && now >= next_bookmark) {
       if (!bookmark(last, false)) return;
@@ -1671,7 +1671,7 @@ void ApiServer::RunWatch(const WatchSpec& spec, StreamSink& sink) {
     }
     common::Time wake = std::min(now + options_.watch_poll_interval, spec.deadline);
     std::unique_lock<std::mutex> lock(session.mu);
-    clock_.WaitUntil(session.cv, lock, wake, [&] { return watches_->stop.load(); });
+    StreamClock().WaitUntil(session.cv, lock, wake, [&] { return watches_->stop.load(); });
   }
 }
 

@@ -66,6 +66,10 @@ struct ApiServerOptions {
   int max_watches = 64;                  // concurrent watch streams; more: 429
   common::Duration watch_poll_interval = std::chrono::milliseconds(100);
   common::Duration bookmark_interval = common::Seconds(60);
+  // The clock watch deadlines (timeoutSeconds), bookmarks and polls follow: seconds of the
+  // client's. nullptr: the server's clock. egsd passes the real clock when its simulated fleet
+  // runs time faster (its scheduler's clock is then scaled).
+  common::Clock* stream_clock = nullptr;
   common::Duration default_watch_timeout = common::Minutes(30);
   common::Duration max_watch_timeout = common::Minutes(60);
   std::size_t watch_batch = 500;  // changes read per ChangesSince call
@@ -172,6 +176,9 @@ class ApiServer {
   store::Store& store_;
   ControlPlane& control_plane_;
   common::Clock& clock_;
+  common::Clock& StreamClock() const {
+    return options_.stream_clock != nullptr ? *options_.stream_clock : clock_;
+  }
   const ApiServerOptions options_;
   const AuthenticateFn authenticate_;
   const AuthorizeFn authorize_;

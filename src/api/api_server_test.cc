@@ -1452,6 +1452,32 @@ TEST_F(ApiServerTest, WatchReportsObjectsThatLeftTheSelectorBeforeItStarted) {
   EXPECT_EQ(events[0]["object"]["metadata"]["name"], "a");
 }
 
+// A watch's timeoutSeconds are the client's seconds: with a stream clock (egsd's real clock when
+// its simulated fleet runs time faster), the server's own clock moving on does not end it.
+TEST_F(ApiServerTest, AWatchTimesOutOnTheStreamClock) {
+  common::SimulatedClock stream(clock_.Now());
+  ApiServerOptions opts;
+  opts.stream_clock = &stream;
+  Reset({}, opts);
+  SeedWorkspace("team-a");
+  HttpResponse w = Get(kGprs, {{"watch", "1"}, {"timeoutSeconds", "5"}});
+  ASSERT_EQ(w.status, 200);
+  RecordingSink sink(100);
+  StreamRunner runner(w, sink);
+  clock_.AdvanceBy(common::Hours(1));  // the scheduler's (scaled) time races ahead
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(runner.done());
+  for (int i = 0; i < 1'000'000 && !runner.done(); ++i) {
+    common::Time target = stream.Now() + std::chrono::microseconds(1);
+    if (auto next = stream.NextWakeup()) target = std::max(target, *next);
+    stream.AdvanceTo(target);
+    std::this_thread::yield();
+  }
+  runner.Join();
+  EXPECT_TRUE(runner.done());
+  EXPECT_GE(stream.Now(), clock_.Now() - common::Hours(1) + common::Seconds(5));
+}
+
 // Watching from a revision R, events are relative to each object's state at R, even for an
 // object that changed between R and the start of the watch (its state at R is no longer
 // stored, but its first change after R carries it).

@@ -743,9 +743,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                                                                 : common::OkStatus();
            }});
 
-  p->tokens = std::make_unique<api::TokenService>(*p->store, *p->clock);
-  p->limiter =
-      std::make_unique<api::RateLimiter>(*p->clock, config.rate_per_second, config.rate_burst);
+  // Token expiries and rate limits are in real time, whatever the simulated fleet's timeScale.
+  p->tokens = std::make_unique<api::TokenService>(*p->store, clock);
+  p->limiter = std::make_unique<api::RateLimiter>(clock, config.rate_per_second, config.rate_burst);
 
   // Backoff and status times on the unscaled clock: receivers recover in real time.
   p->notifier = std::make_unique<notify::Dispatcher>(*p->store, clock, p->webhook_sender);
@@ -780,6 +780,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   api::ApiServerOptions options;
   options.max_body_bytes = config.max_body_bytes;
   options.max_watches = config.max_watches;
+  options.stream_clock = &clock;  // watch timeouts in the client's seconds, whatever the timeScale
   options.allow = [raw](const api::Principal& who) { return raw->limiter->Allow(who.token_id); };
   options.decorate = [raw](std::string_view kind, json& object) {
     if (kind == api::kNotificationSubscriptionKind) return raw->notifier->Decorate(object);
