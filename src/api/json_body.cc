@@ -25,6 +25,12 @@ common::Result<json> ParseJsonBody(std::string_view body) {
         "column {} (JSON text must be UTF-8)",
         static_cast<unsigned char>(body[*at]), line, column));
   }
+  // A NUL byte is not JSON whitespace; the parser would stop at it and take what went before.
+  if (auto nul = body.find('\0'); nul != std::string_view::npos) {
+    auto [line, column] = common::LineColumnAt(body, nul);
+    return common::InvalidArgumentError(fmt::format(
+        "error decoding the request body as JSON: a NUL byte at line {}, column {}", line, column));
+  }
   // The callback sees each value with the depth of its container (0 for the outermost value):
   // a value at depth kMaxJsonDepth or more would open level kMaxJsonDepth + 1. Dropping it keeps
   // the parse from building the deep part at all; the flag says the body is refused.

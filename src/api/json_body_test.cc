@@ -83,6 +83,16 @@ TEST(ParseJsonBodyTest, RefusesBytesThatAreNotUtf8WithAUtf8Message) {
   EXPECT_EQ((*good)["note"], "caf\xC3\xA9");
 }
 
+// The parser stops at a NUL byte, which would make the text before it the whole body.
+TEST(ParseJsonBodyTest, RefusesANulByte) {
+  const std::string body("{\"a\": 1}\0garbage", 16);
+  auto bad = ParseJsonBody(body);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(),
+            "error decoding the request body as JSON: a NUL byte at line 1, column 9");
+  EXPECT_FALSE(ParseJsonBody(std::string("{}\0", 3)).ok());
+}
+
 // nlohmann keeps the last value of a repeated key: the client meant one of them.
 TEST(ParseJsonBodyTest, RefusesARepeatedKeyNamingIt) {
   struct Case {
