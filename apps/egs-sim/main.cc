@@ -45,6 +45,9 @@
 // --shadow-depth N (egs only): the same starts as --reservation-depth N, but every request past
 // the depth keeps a shadow plan, a start to promise that a request able to start now may take
 // (scheduler::MakeShadowPlansBackfill; docs/design/0014-shadow-plans.md).
+// A job asking for part of a GPU (openb gpu_milli < 1000, a spot gpu_request below 1) books one
+// whole GPU: requests book whole GPUs, as EGS has no GPU sharing (MIG slices, time slicing) yet;
+// the run says how many jobs that is.
 // The default fleet is the trace's own. --load rescales inter-arrival times to each offered load
 // (RescaleToLoad); 'trace' keeps the recorded arrivals.
 //
@@ -496,8 +499,9 @@ class ProgressTicker {
 
 // Says on stderr how well a --quotas table covers the trace's teams: a team without a quota has
 // no GPU cap under --hard-quota, which is most often a table from another cluster.
+// `source`: where the quotas come from ("--quotas PATH", or the built-in table).
 void ReportQuotaCoverage(const sim::Trace& trace, const std::vector<sim::TeamQuota>& quotas,
-                         const std::string& path) {
+                         const std::string& source) {
   std::set<std::string> with_quota;
   for (const sim::TeamQuota& q : quotas) with_quota.insert(q.team);
   std::set<std::string> teams, without;
@@ -505,20 +509,29 @@ void ReportQuotaCoverage(const sim::Trace& trace, const std::vector<sim::TeamQuo
     teams.insert(job.team);
     if (!with_quota.contains(job.team)) without.insert(job.team);
   }
-  fmt::print(stderr, "egs-sim: --quotas {}: {} team quota(s)", path, quotas.size());
-  if (without.empty()) {
-    fmt::print(stderr, ", every one of the trace's {} team(s) has one\n", teams.size());
-    return;
+  std::set<std::string> unused;  // quota teams with no job in the trace (a name that differs?)
+  for (const std::string& team : with_quota) {
+    if (!teams.contains(team)) unused.insert(team);
   }
-  fmt::print(stderr, "; {} of the trace's {} team(s) have none (no GPU cap):", without.size(),
-             teams.size());
-  std::size_t shown = 0;
-  for (const std::string& team : without) {
-    if (++shown > 10) {
-      fmt::print(stderr, " ...");
-      break;
+  auto names = [](const std::set<std::string>& set) {
+    std::string out;
+    std::size_t shown = 0;
+    for (const std::string& name : set) {
+      if (++shown > 10) return out + " ...";
+      out += " " + name;
     }
-    fmt::print(stderr, " {}", team);
+    return out;
+  };
+  fmt::print(stderr, "egs-sim: {}: {} team quota(s)", source, quotas.size());
+  if (without.empty()) {
+    fmt::print(stderr, ", every one of the trace's {} team(s) has one", teams.size());
+  } else {
+    fmt::print(stderr, "; {} of the trace's {} team(s) have none (no GPU cap):{}", without.size(),
+               teams.size(), names(without));
+  }
+  if (!unused.empty()) {
+    fmt::print(stderr, "; {} quota team(s) have no job in the trace:{}", unused.size(),
+               names(unused));
   }
   fmt::print(stderr, "\n");
 }
@@ -564,6 +577,15 @@ common::Result<Setup> Prepare(const Args& args) {
   }
   fmt::print(stderr, "\n");
   if (args.max_jobs > 0 && s.trace.jobs.size() > args.max_jobs) s.trace.jobs.resize(args.max_jobs);
+  // A share of a GPU books a whole one: requests book whole GPUs (no GPU sharing yet).
+  if (const auto part = std::count_if(s.trace.jobs.begin(), s.trace.jobs.end(),
+                                      [](const sim::TraceJob& j) { return j.gpu_fraction < 1.0; });
+      part > 0) {
+    fmt::print(stderr,
+               "egs-sim: {} job(s) ask for part of a GPU; each books a whole GPU, as requests "
+               "do\n",
+               part);
+  }
   if (!sim::RecordsPriorities(file.second)) {  // draw the documented mix
     EGS_ASSIGN_OR_RETURN(s.trace,
                          sim::AssignPriorityMix(s.trace, sim::DefaultPriorityMix(), args.seed));
@@ -577,10 +599,11 @@ common::Result<Setup> Prepare(const Args& args) {
     if (!quotas.ok()) return quotas.error().WithContext("--quotas");
     s.quotas = *std::move(quotas);
     ReportQuotaRule(notes, args.quotas);
-    ReportQuotaCoverage(s.trace, s.quotas, args.quotas);
+    ReportQuotaCoverage(s.trace, s.quotas, "--quotas " + args.quotas);
   } else if (args.trace == "philly") {
-    EGS_ASSIGN_OR_RETURN(s.quotas,
-                         sim::LoadPhillyVcQuotas(args.traces_dir + "/helios/philly_vc.csv"));
+    const std::string table = args.traces_dir + "/helios/philly_vc.csv";
+    EGS_ASSIGN_OR_RETURN(s.quotas, sim::LoadPhillyVcQuotas(table));
+    ReportQuotaCoverage(s.trace, s.quotas, "Philly's VC table " + table);
   }
   if (args.hard_quota && s.quotas.empty()) {
     return common::InvalidArgumentError(fmt::format(
