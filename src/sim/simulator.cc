@@ -319,6 +319,12 @@ common::Result<SimResult> RunSimulation(const Trace& trace, const std::vector<Fl
           out.rejected = true;
           out.reject_reason = r->reason;
           sched->Cancel(*id).IgnoreError();
+        } else if (r->phase == core::RequestPhase::kPendingApproval) {
+          // Outside its team's policy (more GPUs than a hard quota): egsd holds it for an
+          // admin, whom a replay does not have, so it would wait for ever. Refused instead.
+          out.rejected = true;
+          out.reject_reason = "needs an admin's approval: " + r->reason;
+          sched->Cancel(*id).IgnoreError();
         }
       }
       ++next_job;

@@ -1,6 +1,7 @@
 #include "sim/simulator.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -99,10 +100,15 @@ TEST(SimulatorTest, HardQuotasCapEachTeamsGpusAtOnce) {
     ASSERT_TRUE(hard.ok()) << hard.error().ToString();
     for (const JobOutcome& j : hard->jobs) {
       if (j.team == "a" && j.gpus > 8) {
-        // More GPUs than its workspace's quota: held for an approval nobody gives here.
+        // More GPUs than its workspace's quota: egsd holds it for an approval nobody gives in a
+        // replay, so it is refused at its submit, saying why.
         EXPECT_FALSE(j.start.has_value()) << j.id;
+        EXPECT_TRUE(j.rejected) << j.id;
+        EXPECT_THAT(j.reject_reason, ::testing::HasSubstr("needs an admin's approval")) << j.id;
+        EXPECT_EQ(j.end, j.submit) << j.id;
         continue;
       }
+      EXPECT_FALSE(j.rejected) << j.id;
       ASSERT_TRUE(j.start.has_value()) << PolicyName(p) << " never started " << j.id;
     }
     EXPECT_LE(PeakGpus(*hard, "a"), 8) << PolicyName(p);
