@@ -320,6 +320,19 @@ common::Result<Args> ParseArgs(int argc, char** argv) {
         fmt::format("{}: applies to the egs policy only, and --policy does not include egs",
                     args.reservation_depth > 0 ? "--reservation-depth" : "--shadow-depth"));
   }
+  // Only EGS orders its queue by fair share.
+  if (args.fair_share_age_limit_h && std::find(args.policies.begin(), args.policies.end(),
+                                               sim::Policy::kEgs) == args.policies.end()) {
+    return common::InvalidArgumentError(
+        "--fair-share-age-limit: applies to the egs policy only (the only one that orders by fair "
+        "share), and --policy does not include egs");
+  }
+  for (const char* flag : {"--lb-jobs", "--lb-windows"}) {
+    if (!args.lower_bound && std::find(seen.begin(), seen.end(), flag) != seen.end()) {
+      return common::InvalidArgumentError(
+          fmt::format("{}: sizes the lower bound's windows; give --lower-bound too", flag));
+    }
+  }
   if (args.shadow_depth > 0 && args.reservation_depth > 0) {
     return common::InvalidArgumentError(
         "--shadow-depth: cannot be combined with --reservation-depth (one backfill rule per run)");
@@ -589,6 +602,14 @@ common::Result<Setup> Prepare(const Args& args) {
   if (!sim::RecordsPriorities(file.second)) {  // draw the documented mix
     EGS_ASSIGN_OR_RETURN(s.trace,
                          sim::AssignPriorityMix(s.trace, sim::DefaultPriorityMix(), args.seed));
+  }
+  if (args.preemptible_below &&
+      std::none_of(s.trace.jobs.begin(), s.trace.jobs.end(),
+                   [&](const sim::TraceJob& j) { return j.priority < *args.preemptible_below; })) {
+    fmt::print(stderr,
+               "egs-sim: warning: --preemptible-below {}: no job has a priority below it, so "
+               "none is preemptible\n",
+               *args.preemptible_below);
   }
   // Philly's virtual-cluster table describes Philly's teams only: another trace in its format
   // (PATH.csv) has teams of its own, with equal fair-share weights and no quotas, unless
