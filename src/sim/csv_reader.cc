@@ -101,6 +101,13 @@ Status CsvReader::Open(const std::string& path) {
   }
   line_number_ = 1;
   StripLineEnd(header_line);
+  // Lines ended by a lone CR (old Mac files) read as one long header: say so, rather than "no
+  // rows after its header".
+  if (header_line.find('\r') != std::string::npos) {
+    return InvalidArgumentError(fmt::format(
+        "{}:1: lines end with a lone carriage return (CR); convert them to LF or CRLF line ends",
+        path));
+  }
   constexpr std::string_view kBom = "\xEF\xBB\xBF";
   if (std::string_view(header_line).starts_with(kBom)) header_line.erase(0, kBom.size());
   std::vector<std::string_view> names;

@@ -89,6 +89,14 @@ TEST(CsvReaderTest, EmptyFileAndMissingColumnAreInvalid) {
   EXPECT_THAT(cols.error().message(), HasSubstr("h.csv:1: missing column 'c'"));
 }
 
+TEST(CsvReaderTest, LinesEndedByALoneCarriageReturnAreNamed) {
+  TempDir dir;
+  CsvReader csv;
+  const auto opened = csv.Open(dir.Write("mac.csv", "a,b\r1,2\r3,4\r"));
+  EXPECT_THAT(opened, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(opened.message(), HasSubstr("mac.csv:1: lines end with a lone carriage return"));
+}
+
 TEST(CsvReaderTest, AColumnNamedTwiceInTheHeaderIsInvalid) {
   TempDir dir;
   CsvReader csv;

@@ -77,7 +77,13 @@ common::Result<Trace> RescaleToLoad(const Trace& trace, double rho, int total_gp
   const core::Duration old_window = trace.jobs.back().submit - first;
   if (old_window <= core::Duration(0)) {
     return InvalidArgumentError(
-        fmt::format("trace '{}': all jobs submit at the same instant", trace.name));
+        trace.jobs.size() == 1
+            ? fmt::format("trace '{}': one job has no arrival gaps to rescale (give more jobs, or "
+                          "--load trace)",
+                          trace.name)
+            : fmt::format("trace '{}': all {} jobs submit at the same instant (no arrival gaps "
+                          "to rescale; give --load trace)",
+                          trace.name, trace.jobs.size()));
   }
   // rho = work / (total_gpus x window)  =>  window = work / (total_gpus x rho).
   const double target = GpuMicros(trace) / (static_cast<double>(total_gpus) * rho);

@@ -60,7 +60,7 @@ bad --load 0.5 --load 0.7 -- "--load: given twice"
 bad --out --lower-bound -- "--out: missing value"
 bad --fleet= -- "--fleet: empty value"
 bad --load 1e-300 -- "--load 1e-300: rho: 1e-300 is too low"
-bad --max-jobs 1 --load 0.9 -- "--load 0.9: trace 'trace': all jobs submit at the same instant"
+bad --max-jobs 1 --load 0.9 -- "--load 0.9: trace 'trace': one job has no arrival gaps to rescale"
 # Damaged trace files: each names the file, the line and the column.
 head -1 "$trace" >"$work/header-only.csv"
 bad --trace "$work/header-only.csv" -- "no job to replay (the file has no rows after its header)"
