@@ -76,7 +76,8 @@ bad --fleet "$work/dup-node.csv" -- "dup-node.csv:3: column sn: 'n0' is given tw
 # A good run: one policy, one load, the report and the per-request CSV. An earlier run's files
 # in the same directory are removed; other files stay.
 mkdir -p "$work/good"
-touch "$work/good/jobs-easy-0.5.csv" "$work/good/wait-cdf-0.5.svg" "$work/good/notes.txt"
+touch "$work/good/jobs-easy-0.5.csv" "$work/good/wait-cdf-0.5.svg" "$work/good/notes.txt" \
+  "$work/good/jobs-mine.csv" "$work/good/wait-cdf-draft.svg"
 if ! "$sim" --trace "$trace" --fleet 4x8 --policy egs,fifo --load 0.9 --out "$work/good" \
     >"$work/stdout" 2>"$work/stderr"; then
   echo "FAIL: good run exited non-zero:" >&2
@@ -86,7 +87,8 @@ else
   for f in summary.json report.md jobs-egs-0.9.csv jobs-fifo-0.9.csv; do
     [[ -s $work/good/$f ]] || { echo "FAIL: good run wrote no $f" >&2; failures=$((failures + 1)); }
   done
-  if [[ -e $work/good/jobs-easy-0.5.csv || -e $work/good/wait-cdf-0.5.svg || ! -e $work/good/notes.txt ]]; then
+  if [[ -e $work/good/jobs-easy-0.5.csv || -e $work/good/wait-cdf-0.5.svg || ! -e $work/good/notes.txt ||
+    ! -e $work/good/jobs-mine.csv || ! -e $work/good/wait-cdf-draft.svg ]]; then
     echo "FAIL: good run: an earlier run's CSV/SVG left, or another file removed: $(ls "$work/good")" >&2
     failures=$((failures + 1))
   fi
