@@ -649,6 +649,15 @@ ApiServer::Target ApiServer::ParseTarget(const HttpRequest& req) {
 }
 
 HttpResponse ApiServer::Handle(const HttpRequest& req) {
+  // HEAD: a GET's status and headers without its body (RFC 9110); not of a watch, a stream.
+  if (req.method == "HEAD" && !IsTrue(req.Query("watch"))) {
+    HttpRequest get = req;
+    get.method = "GET";
+    HttpResponse head = Handle(get);
+    head.body.clear();
+    head.stream = nullptr;
+    return head;
+  }
   Target t = ParseTarget(req);
   std::optional<Principal> who;
   HttpResponse resp;
@@ -894,8 +903,37 @@ HttpResponse ApiServer::ServeResource(const HttpRequest& req, const Target& t,
   if (t.bad_path || t.resource == nullptr) return ToResponse(NoRoute());
   const ResourceInfo& r = *t.resource;
   const std::string& m = req.method;
+  // The methods this path takes, for a 405's Allow header.
+  auto allowed = [&] {
+    std::vector<std::string_view> methods;
+    auto add_if = [&](std::string_view verb, std::string_view method) {
+      if (r.HasVerb(verb)) methods.push_back(method);
+    };
+    if (r.namespaced != t.ns_in_path) {
+      if (r.namespaced && t.name.empty()) add_if("list", "GET");
+    } else if (!r.generic) {
+      if (r.kind == "Quote" && t.name.empty()) methods.push_back("POST");
+    } else if (!t.action.empty()) {
+      methods.push_back("POST");
+    } else if (t.name.empty()) {
+      add_if("list", "GET");
+      add_if("create", "POST");
+    } else {
+      add_if("get", "GET");
+      add_if("update", "PUT");
+      add_if("patch", "PATCH");
+      add_if("delete", "DELETE");
+    }
+    if (std::find(methods.begin(), methods.end(), "GET") != methods.end()) {
+      methods.push_back("HEAD");
+    }
+    return fmt::format("{}", fmt::join(methods, ", "));
+  };
   auto not_allowed = [&] {
-    return ToResponse(MethodNotAllowed(fmt::format("{} is not supported on {}", m, t.path)));
+    HttpResponse refused =
+        ToResponse(MethodNotAllowed(fmt::format("{} is not supported on {}", m, t.path)));
+    refused.headers.emplace_back("Allow", allowed());
+    return refused;
   };
   if (r.namespaced != t.ns_in_path) {
     // A namespaced kind without a namespace may only be listed or watched (every namespace).

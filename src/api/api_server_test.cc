@@ -579,6 +579,22 @@ TEST_F(ApiServerTest, ListWithSelectors) {
   for (const char* kind : {"nodes", "gpushapes", "clusters", "projects"}) {
     EXPECT_EQ(Delete(std::string("/apis/egs.dev/v1alpha1/") + kind + "/x").status, 405) << kind;
   }
+  // A 405 says what the path takes (RFC 9110); HEAD reads what GET reads, without the body.
+  auto allow_of = [](const HttpResponse& r) {
+    for (const auto& [k, v] : r.headers) {
+      if (k == "Allow") return v;
+    }
+    return std::string("<none>");
+  };
+  EXPECT_EQ(allow_of(Delete(kGprs)), "GET, POST, HEAD");
+  EXPECT_EQ(allow_of(Delete("/apis/egs.dev/v1alpha1/gpuprovisionrequests")), "GET, HEAD");
+  EXPECT_EQ(allow_of(Delete("/apis/egs.dev/v1alpha1/nodes/x")), "GET, PUT, PATCH, HEAD");
+  EXPECT_EQ(allow_of(Get(std::string(kGprs) + "/a1/approve")), "POST");
+  HttpResponse head = Call("HEAD", kGprs, "", {}, {}, "admin");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+  EXPECT_EQ(Call("HEAD", std::string(kGprs) + "/nope", "", {}, {}, "admin").status, 404);
+  EXPECT_EQ(Call("HEAD", kGprs, "", {}, {}, "").status, 401);
   EXPECT_THAT(ListNames(kGprs, {{"labelSelector", "app=train"}}), ElementsAre("a1"));
   EXPECT_THAT(ListNames(kGprs, {{"labelSelector", "app==train"}}), ElementsAre("a1"));
   EXPECT_THAT(ListNames(kGprs, {{"labelSelector", "app!=train"}}), ElementsAre("a2", "a3"));
