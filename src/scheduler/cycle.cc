@@ -92,9 +92,12 @@ void Scheduler::NoticeSlips() {
       r.slip_noticed.reset();  // back within the promise: a later slip is news again
       return true;
     }
+    // Told already: told again once the delay has doubled since (and grown by the tolerance at
+    // least), so that a request pushed back step by step by a run of higher-priority arrivals
+    // hears of it a few times (the log of its total delay), not at every step.
     if (r.slip_noticed && *r.slip_noticed != common::kInfiniteFuture &&
-        start <= *r.slip_noticed + tolerance) {
-      return true;  // told already, and it has not slipped by more since
+        start <= *r.slip_noticed + std::max(tolerance, *r.slip_noticed - *r.promised_start)) {
+      return true;
     }
     r.slip_noticed = start;
     Emit(r, core::EventType::kWarning, "StartDelayed",

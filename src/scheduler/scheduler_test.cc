@@ -573,6 +573,17 @@ TEST(SchedulerTest, AStartDelayedPastThePromiseIsTold) {
   h.Cycle();
   ASSERT_EQ(h.Get(waiting).plan->start, T(3) + common::Minutes(5));
   EXPECT_TRUE(delays().empty());
+  // Told again once the delay has doubled (1 h told; 2 h 5 min now), not at every step between.
+  MustSubmit(h, RequestBuilder().Duration(common::Minutes(30)).Priority(500).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(waiting).plan->start, T(3) + common::Minutes(35));
+  EXPECT_TRUE(delays().empty());
+  MustSubmit(h, RequestBuilder().Duration(common::Minutes(30)).Priority(500).Build());
+  h.Cycle();
+  ASSERT_EQ(h.Get(waiting).plan->start, T(4) + common::Minutes(5));
+  told = delays();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_THAT(told[0], ::testing::HasSubstr("2h5m later than promised"));
   // The node fails: no plan at all.
   ASSERT_OK(h.sched->SetNodeHealth(core::NodeId(1), core::NodeHealth::kUnhealthy));
   h.Cycle();
