@@ -542,8 +542,8 @@ json ControlPlaneImpl::GprJson(const RequestRecord& r) const {
   return api::ToJson(doc);
 }
 
-void ControlPlaneImpl::AddRequestWrites(const RequestRecord& r,
-                                        std::vector<store::WriteOp>& ops) const {
+bool ControlPlaneImpl::AddRequestWrites(const RequestRecord& r, std::vector<store::WriteOp>& ops,
+                                        bool only_if_changed) const {
   const GprObject& o = gprs_.at(r.id);
   store::StoredObject obj;
   obj.kind = std::string(kGpr);
@@ -555,8 +555,16 @@ void ControlPlaneImpl::AddRequestWrites(const RequestRecord& r,
   store::StoredObject state = obj;
   state.kind = kRequestStateKind;
   state.data = RequestStateToJson(r, names_, scheduler_.queue().MovedKeyOf(r.id)).dump();
+  if (only_if_changed) {
+    auto it = written_.find({obj.ns, obj.name});
+    if (it != written_.end() && it->second.object == Digest(obj.data) &&
+        it->second.state == Digest(state.data)) {
+      return false;
+    }
+  }
   ops.push_back(store::WriteOp::Put(std::move(obj), std::nullopt));
   ops.push_back(store::WriteOp::Put(std::move(state), std::nullopt));
+  return true;
 }
 
 void ControlPlaneImpl::AddEventWrites(const std::vector<core::Event>& events,
@@ -639,6 +647,16 @@ common::Result<store::CommitResult> ControlPlaneImpl::CommitAfterChange(
                      s.message(), common::ToSeconds(commit_retry_for_));
       });
   if (commit.result.ok()) {
+    for (const store::WriteOp& op : ops) {
+      const store::StoredObject& o = op.object;
+      if (o.kind != kGpr && o.kind != kRequestStateKind) continue;
+      if (op.type == store::WriteOp::Type::kDelete) {
+        written_.erase({o.ns, o.name});
+      } else {
+        WrittenDigest& d = written_[{o.ns, o.name}];
+        (o.kind == kGpr ? d.object : d.state) = Digest(o.data);
+      }
+    }
     if (commit.tries > 1) {
       spdlog::info("the store took the change after {} tries ({:.1f} s)", commit.tries,
                    common::ToSeconds(commit.took));
@@ -674,7 +692,7 @@ common::Status ControlPlaneImpl::PersistChange(std::vector<store::WriteOp> ops) 
     }
     const GprObject& o = gprs_.at(id);
     if (written.contains({o.meta.ns, o.meta.name})) continue;
-    AddRequestWrites(*r, ops);
+    AddRequestWrites(*r, ops, /*only_if_changed=*/true);
   }
   if (in_group_command_) {
     if (ops.empty()) return common::OkStatus();

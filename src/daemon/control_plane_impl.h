@@ -218,8 +218,11 @@ class ControlPlaneImpl final : public api::ControlPlane {
   common::Result<core::RequestId> FindGpr(std::string_view ns, std::string_view name) const;
   // The GPR's full object JSON from its record.
   nlohmann::json GprJson(const scheduler::RequestRecord& r) const;
-  // Store ops writing the request's object and internal state.
-  void AddRequestWrites(const scheduler::RequestRecord& r, std::vector<store::WriteOp>& ops) const;
+  // Store ops writing the request's object and internal state. With `only_if_changed`, none
+  // when both are what this process last wrote for the request (an event about it, such as
+  // StartDelayed, changes neither); returns whether ops were added.
+  bool AddRequestWrites(const scheduler::RequestRecord& r, std::vector<store::WriteOp>& ops,
+                        bool only_if_changed = false) const;
   // Event objects for `events` (and the ids of the requests they concern).
   void AddEventWrites(const std::vector<core::Event>& events, std::vector<store::WriteOp>& ops,
                       std::vector<core::RequestId>* requests);
@@ -268,6 +271,17 @@ class ControlPlaneImpl final : public api::ControlPlane {
 
   // Loop-thread state.
   Names names_;
+  // Per request (namespace, name): digests of the object and internal state the store holds,
+  // as this process committed them (CommitAfterChange), so that a rewrite of the same bytes can
+  // be left out.
+  struct WrittenDigest {
+    std::size_t object = 0;
+    std::size_t state = 0;
+  };
+  std::map<std::pair<std::string, std::string>, WrittenDigest> written_;
+  static std::size_t Digest(const std::string& data) {
+    return std::hash<std::string>{}(data) ^ (data.size() * 0x9E3779B97F4A7C15ULL);
+  }
   std::unordered_map<core::RequestId, GprObject> gprs_;
   std::map<core::ShapeId, core::GpuShape> shapes_;  // to fill in the GPUs of a node
   std::map<core::NodeId, core::Node> nodes_;

@@ -338,6 +338,42 @@ TEST(ControlPlaneTest, EventsRecordTheUidOfTheRequestTheyAreAbout) {
   EXPECT_EQ(after.count(""), 0u);
 }
 
+// An event about a request that changes neither its object nor its state (StartDelayed) is
+// written alone: the request is not written again with the same bytes (a new resourceVersion
+// and a watch event for nothing, hundreds per create in a long queue).
+TEST(ControlPlaneTest, AnEventAloneDoesNotRewriteItsRequest) {
+  common::SimulatedClock clock(common::FromUnixMicros(0));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a",
+                          Gpr("run" + std::to_string(i), 1, "2h"), false));
+  }
+  a.Cycle(clock.Now());
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("waits", 1, "1h"), false));
+  a.Cycle(clock.Now());
+  auto version_of = [&](std::string_view kind) {
+    return (*store.Get(kind, "team-a", "waits"))->resource_version;
+  };
+  const auto object_before = version_of("GPUProvisionRequest");
+  const auto state_before = version_of(kRequestStateKind);
+  // Four nodes for an hour at a higher priority: "waits" starts an hour later than promised.
+  ASSERT_OK(
+      a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("ahead", 4, "1h", 400), false));
+  a.Cycle(clock.Now());
+  bool told = false;
+  auto events = store.List("Event", std::string_view("team-a"));
+  ASSERT_OK(events);
+  for (const auto& e : events->objects) {
+    const json j = json::parse(e.data);
+    told |= j["reason"] == "StartDelayed" && j["involvedObject"]["name"] == "waits";
+  }
+  EXPECT_TRUE(told);
+  EXPECT_EQ(version_of("GPUProvisionRequest"), object_before);
+  EXPECT_EQ(version_of(kRequestStateKind), state_before);
+}
+
 TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
   common::SimulatedClock clock(common::FromUnixMicros(0));
   store::FakeStore store;
