@@ -229,8 +229,66 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
     EnsurePlanned();
     for (core::RequestId rid : admitted) RecordPromise(requests_.at(rid));
   }
+  TellRunningOutsidePolicy(id);
   changed_since_publish_ = true;
   return common::OkStatus();
+}
+
+void Scheduler::TellRunningOutsidePolicy(core::WorkspaceId id) {
+  // Running requests keep their reservations: a policy change does not take nodes back. Each one
+  // the new policy would not have admitted is told why (an event), as a waiting one is.
+  const core::Workspace& ws = workspaces_.at(id);
+  const core::WorkspacePolicy& policy = ws.policy;
+  auto is_running = [](const RequestRecord& r) {
+    return r.phase == RequestPhase::kActive || r.phase == RequestPhase::kProvisioning;
+  };
+  std::erase_if(outside_policy_told_, [&](const auto& told) {
+    const RequestRecord* r = requests_.FindConst(told.first);
+    return r == nullptr || !is_running(*r);
+  });
+  std::vector<RequestRecord*> running;
+  int gpus = 0;
+  for (const auto& [rid, record] : requests_) {
+    if (record.spec.workspace != id || !is_running(record)) continue;
+    running.push_back(&requests_.at(rid));
+    gpus += TotalGpus(record);
+  }
+  std::vector<std::string> shared;  // about the workspace as a whole
+  if (static_cast<int>(running.size()) > policy.max_active_requests) {
+    shared.push_back(fmt::format("the workspace runs {} requests, above its new maximum of {}",
+                                 running.size(), policy.max_active_requests));
+  }
+  if (policy.gpu_quota && gpus > *policy.gpu_quota) {
+    shared.push_back(fmt::format("the workspace holds {} GPUs, above its new quota of {}", gpus,
+                                 *policy.gpu_quota));
+  }
+  for (RequestRecord* r : running) {
+    std::vector<std::string> reasons;
+    std::string approval;
+    if (const Status allowed = CheckPolicy(r->spec, &approval); !allowed.ok()) {
+      reasons.emplace_back(allowed.message());
+    } else if (!approval.empty() && !r->spec.quota_exempt) {
+      reasons.push_back(std::move(approval));
+    }
+    if (r->plan && !policy.AllowsCluster(r->plan->cluster)) {
+      reasons.push_back(fmt::format("it runs on cluster {}, which the workspace may no longer use",
+                                    ClusterLabel(r->plan->cluster)));
+    }
+    reasons.insert(reasons.end(), shared.begin(), shared.end());
+    if (reasons.empty()) {
+      outside_policy_told_.erase(r->id);
+      continue;
+    }
+    const std::string message =
+        fmt::format("workspace policy changed: {}; it keeps its reservation until it ends",
+                    fmt::join(reasons, "; "));
+    auto [it, fresh] = outside_policy_told_.try_emplace(r->id, message);
+    if (!fresh) {
+      if (it->second == message) continue;
+      it->second = message;
+    }
+    Emit(*r, core::EventType::kWarning, "OutsidePolicy", message);
+  }
 }
 
 common::Result<std::vector<core::RequestId>> Scheduler::RemoveWorkspace(core::WorkspaceId id) {

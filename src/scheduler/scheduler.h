@@ -632,6 +632,9 @@ class Scheduler {
     return options_.queue_by_priority ? spec.priority : 0;
   }
   void UnbookPlan(RequestRecord& r);
+  // After a policy change of workspace `id`: an OutsidePolicy event for each of its running
+  // requests the new policy would not admit (once per distinct reason).
+  void TellRunningOutsidePolicy(core::WorkspaceId id);
   // Sets ws.policy.home_clusters from its project's clusters (core::WorkspacePolicy).
   void SetHomeClusters(core::Workspace& ws) const;
   // `q` left the queue without starting (`why`: "was deleted", ...): the requests it had put on
@@ -652,6 +655,9 @@ class Scheduler {
   std::map<core::ClusterId, core::Cluster> clusters_;
   std::map<core::ShapeId, core::GpuShape> shapes_;
   std::map<core::WorkspaceId, core::Workspace> workspaces_;
+  // Running requests a policy change left outside their workspace's policy, and what they were
+  // told (UpdatePolicy): told again only when that changes.
+  std::map<core::RequestId, std::string> outside_policy_told_;
   std::map<core::WorkspaceId, WorkspaceLoad> loads_;
   std::map<core::NodeId, std::vector<core::Interval>> maintenance_;
   // Nodes whose health is not kHealthy, with it (SetNodeHealth is idempotent by it).

@@ -255,10 +255,24 @@ TEST(SchedulerTest, ATighterPolicyHoldsTheQueuedRequestsItNoLongerAllows) {
   h.sched->EnsurePlanned();
   EXPECT_EQ(h.Get(big).phase, RequestPhase::kQueued);
   EXPECT_TRUE(h.Get(big).plan);
+  auto outside = [&] {
+    std::vector<std::string> out;
+    for (const core::Event& e : h.sched->TakeEvents()) {
+      if (e.reason == "OutsidePolicy" && e.object.id == running.value()) out.push_back(e.message);
+    }
+    return out;
+  };
+  EXPECT_TRUE(outside().empty());  // 16 GPUs against a quota of 16: within it
   p.gpu_quota = 8;
   ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
   EXPECT_EQ(h.Get(big).phase, RequestPhase::kQueued);
   EXPECT_EQ(h.Get(small).phase, RequestPhase::kQueued);
+  // The running request runs on, and is told it is outside the policy now; once.
+  EXPECT_EQ(h.Get(running).phase, RequestPhase::kActive);
+  EXPECT_THAT(outside(), ::testing::ElementsAre(::testing::HasSubstr(
+                             "16 GPUs, above its new quota of 8; it keeps its reservation")));
+  ASSERT_TRUE(h.sched->UpdatePolicy(core::WorkspaceId(1), p).ok());
+  EXPECT_TRUE(outside().empty());
   // A change that does not admit it updates the reason of a request still waiting; one that
   // admits it queues it with a plan and a promise, as a submit would.
   p.max_duration = common::Hours(5);
