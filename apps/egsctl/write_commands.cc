@@ -207,15 +207,51 @@ common::Result<Written> ApplyOne(ApiClient& client, const Manifest& m, bool dry_
   }
 }
 
+// The names a manifest gives objects that later manifests of the same run may refer to, quoted
+// as the server's messages quote them: its name, and a workspace's namespaces (requests name
+// their workspace by namespace).
+std::vector<std::string> QuotedNames(const Manifest& m) {
+  std::vector<std::string> out = {fmt::format("\"{}\"", m.name)};
+  if (m.resource->kind == "Workspace") {
+    const json spec = m.object.value("spec", json::object());
+    for (const json& ns : spec.value("namespaces", json::array())) {
+      if (ns.is_string()) out.push_back(fmt::format("\"{}\"", ns.get<std::string>()));
+    }
+  }
+  return out;
+}
+
 // Several objects: every write is first checked by the server (dryRun=All), so that one it
 // refuses leaves the others unwritten too. False (each refusal reported) when any was refused.
+// The server checks each against what exists now, so an object that names one created earlier
+// in the same run (a workspace in a new project, a request in a new workspace) is refused for
+// that alone: such a refusal is left to the write, which comes after the object it names (and
+// if it still fails, what this run wrote is rolled back).
 bool AllAccepted(Context& ctx, std::span<const Manifest> manifests,
                  const std::function<common::Status(const Manifest&)>& check) {
   if (manifests.size() < 2) return true;
   std::size_t refused = 0;
+  std::vector<std::string> earlier;  // QuotedNames of the manifests before, accepted
   for (const Manifest& m : manifests) {
     common::Status st = check(m);
-    if (st.ok()) continue;
+    if (st.ok()) {
+      for (std::string& q : QuotedNames(m)) earlier.push_back(std::move(q));
+      continue;
+    }
+    const bool names_earlier =
+        (st.code() == common::StatusCode::kNotFound ||
+         st.code() == common::StatusCode::kFailedPrecondition) &&  // 404, 422
+        std::any_of(earlier.begin(), earlier.end(), [&](const std::string& q) {
+          return st.message().find(q) != std::string::npos;
+        });
+    if (names_earlier) {
+      ctx.err << fmt::format(
+          "note: {} ({}) names an object this run writes first ({}); it is checked when it is "
+          "written\n",
+          m.where, m.Ref(), st.message());
+      for (std::string& q : QuotedNames(m)) earlier.push_back(std::move(q));
+      continue;
+    }
     ctx.Report(st);
     ++refused;
   }
@@ -402,11 +438,14 @@ common::Status Delete(Context& ctx) {
 std::string ManyObjectsHelp(std::string_view verb) {
   return fmt::format(
       "Several objects, in order: first the server checks each write (dryRun); if it refuses\n"
-      "one, nothing is written. Then they are written one by one. If a write still fails (two\n"
-      "objects in conflict with each other, a change made meanwhile, a rate limit that outlasts\n"
-      "the retries), {0} stops and rolls back what this run wrote: it deletes the objects it\n"
-      "created and puts back the spec, labels and annotations of those it updated, then lists\n"
-      "what was rolled back and what is still written. This is not a transaction:\n"
+      "one, nothing is written. (It checks each against what exists now: one that it refuses\n"
+      "only for naming an object an earlier one in the run creates, such as a workspace in a\n"
+      "new project or a request in a new workspace, is checked when it is written.) Then they\n"
+      "are written one by one. If a write still fails (two objects in conflict with each\n"
+      "other, a change made meanwhile, a rate limit that outlasts the retries), {0} stops and\n"
+      "rolls back what this run wrote: it deletes the objects it created and puts back the\n"
+      "spec, labels and annotations of those it updated, then lists what was rolled back and\n"
+      "what is still written. This is not a transaction:\n"
       "  - egsd does not delete Nodes, Clusters, GPUShapes and Projects: one of those this run\n"
       "    created stays (it is listed as not rolled back);\n"
       "  - a rollback fails if someone changed the object meanwhile, or if the server refuses the\n"

@@ -374,6 +374,67 @@ spec: {shapes: [h100x8], nodes: 1, duration: 4h}
   EXPECT_EQ(Writes().back(), std::string("DELETE ") + kGprs + "/a");
 }
 
+// The server checks each dry run against what exists: a workspace in a project the same file
+// creates first, and a request in that workspace, are refused for that alone. Those refusals are
+// left to the writes, which come after what they name; a refusal naming nothing of the file
+// still stops the run before anything is written.
+TEST_F(WriteCommandsTest, ApplyOfObjectsNamingOnesCreatedEarlierInTheRun) {
+  std::string file = dir_.Write("m.yaml", R"(kind: Project
+metadata: {name: newproj}
+spec: {}
+---
+kind: Workspace
+metadata: {name: team-x}
+spec: {project: newproj, namespaces: [team-x]}
+---
+kind: GPUProvisionRequest
+metadata: {name: a, namespace: team-x}
+spec: {shapes: [h100x8], nodes: 1, duration: 4h}
+)");
+  const std::string gprs = std::string(kApi) + "/namespaces/team-x/gpuprovisionrequests";
+  server_.On("GET", std::string(kApi) + "/projects/newproj", NotFound());
+  server_.On("GET", std::string(kApi) + "/workspaces/team-x", NotFound());
+  server_.On("GET", gprs + "/a", NotFound());
+  server_.On("POST", std::string(kApi) + "/projects", Ok(json::object()));  // dry run
+  server_.On("POST", std::string(kApi) + "/workspaces",
+             StatusError(422, "Invalid", "spec.project: unknown project \"newproj\""));
+  server_.On("POST", gprs, StatusError(404, "NotFound", "namespace \"team-x\": no such workspace"));
+  server_.On("POST", std::string(kApi) + "/projects", Ok(Object("Project", "newproj", "5", {})));
+  server_.On("POST", std::string(kApi) + "/workspaces",
+             Ok(Object("Workspace", "team-x", "6", {{"project", "newproj"}})));
+  server_.On("POST", gprs, Ok(Gpr("a", "7")));
+  Outcome r = Egsctl({"apply", "-f", file});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "project/newproj created\n"
+            "workspace/team-x created\n"
+            "gpuprovisionrequest/a created\n");
+  EXPECT_THAT(r.err, HasSubstr("m.yaml, object 2 (workspace/team-x) names an object this run "
+                               "writes first"));
+  EXPECT_THAT(r.err, HasSubstr("m.yaml, object 3 (gpuprovisionrequest/a) names an object"));
+}
+
+// A refusal that names nothing the file writes stops everything, as before.
+TEST_F(WriteCommandsTest, ApplyOfAnObjectNamingAMissingOneWritesNothing) {
+  std::string other = dir_.Write("o.yaml", R"(kind: Project
+metadata: {name: p2}
+spec: {}
+---
+kind: Workspace
+metadata: {name: team-y}
+spec: {project: elsewhere}
+)");
+  server_.On("GET", std::string(kApi) + "/projects/p2", NotFound());
+  server_.On("GET", std::string(kApi) + "/workspaces/team-y", NotFound());
+  server_.On("POST", std::string(kApi) + "/projects", Ok(json::object()));
+  server_.On("POST", std::string(kApi) + "/workspaces",
+             StatusError(422, "Invalid", "spec.project: unknown project \"elsewhere\""));
+  Outcome r = Egsctl({"apply", "-f", other});
+  EXPECT_EQ(r.exit, 1);
+  EXPECT_THAT(r.err, HasSubstr("nothing was written"));
+  EXPECT_EQ(Writes().size(), 2u);  // the two dry runs only
+}
+
 TEST_F(WriteCommandsTest, HelpSaysWhatIsGuaranteed) {
   for (const char* verb : {"apply", "create"}) {
     std::ostringstream out, err;
