@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -152,8 +153,20 @@ class Parser {
     const std::string field = Join(path, key);
     if (!v.IsScalar()) return Error(field, fmt::format("must be {}", KindName<T>()));
     auto value = ConvertScalar<T>(v.Scalar());
-    if (!value)
+    if (!value) {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        // A whole number that does not fit: say so, not that it is no integer.
+        const std::string& text = v.Scalar();
+        const std::size_t digits = text.starts_with('-') ? 1 : 0;
+        if (text.size() > digits &&
+            text.find_first_not_of("0123456789", digits) == std::string::npos) {
+          return Error(field,
+                       fmt::format("{} is out of range ({} to {})", text,
+                                   std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+        }
+      }
       return Error(field, fmt::format("must be {}, got \"{}\"", KindName<T>(), v.Scalar()));
+    }
     out = std::move(*value);
     return common::OkStatus();
   }

@@ -233,6 +233,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "shapes[0].gpus: unknown key"},
         BadCase{"ShapeGpusNotInt", "shapes: [{name: s, gpuModel: H100, gpusPerNode: eight}]\n",
                 "shapes[0].gpusPerNode: must be an integer, got \"eight\""},
+        BadCase{"ShapeGpusTooLarge",
+                "shapes: [{name: s, gpuModel: H100, gpusPerNode: 99999999999}]\n",
+                "shapes[0].gpusPerNode: 99999999999 is out of range (-2147483648 to 2147483647)"},
         BadCase{"ShapeGpusZero", "shapes: [{name: s, gpuModel: H100, gpusPerNode: 0}]\n",
                 "shapes[0].gpusPerNode: must be >= 1"},
         BadCase{"ShapeNegativePrice",
@@ -342,7 +345,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"SimUnknownKey", kBase + "simulation: {speed: 2}\n",
                 "simulation.speed: unknown key"},
         BadCase{"SimSeedNegative", kBase + "simulation: {seed: -1}\n",
-                "simulation.seed: must be an integer"}),
+                "simulation.seed: -1 is out of range (0 to 18446744073709551615)"}),
     [](const ::testing::TestParamInfo<BadCase>& param) { return std::string(param.param.name); });
 
 // What followed a "---" was ignored; a leading "---" is still one document.
