@@ -267,11 +267,27 @@ void Dispatcher::Enqueue(const Subscription& sub, const NotificationEvent& event
   const std::string key = Key(sub.ref.ns, sub.ref.name);
   SubscriptionStatus& st = StatusFor(key, sub.ref.uid);
   dirty_ = true;
+  const std::string ns(NamespaceOf(key));
+  const auto mine = open_by_key_.find(key);
+  const std::size_t sub_open = mine == open_by_key_.end() ? 0 : mine->second.size();
+  const auto ns_it = open_by_ns_.find(ns);
+  const std::size_t ns_open = ns_it == open_by_ns_.end() ? 0 : ns_it->second;
+  std::string full;
   if (queue_.size() + in_flight_ >= options_.max_queue) {
+    full = fmt::format("notification queue full ({} deliveries)", options_.max_queue);
+  } else if (ns_open >= options_.max_queue_per_namespace) {
+    full = fmt::format("the workspace's share of the notification queue is full ({} deliveries)",
+                       options_.max_queue_per_namespace);
+  } else if (sub_open >= options_.max_queue_per_subscription) {
+    full = fmt::format(
+        "this subscription's share of the notification queue is full ({} "
+        "deliveries)",
+        options_.max_queue_per_subscription);
+  }
+  if (!full.empty()) {
     ++st.dropped;
     ++stats_.overflow;
-    st.last_error = fmt::format("notification queue full ({} deliveries): {} event dropped",
-                                options_.max_queue, event.reason);
+    st.last_error = fmt::format("{}: {} event dropped", full, event.reason);
     st.last_error_time = clock_.Now();
     Touch();
     return;
@@ -284,6 +300,7 @@ void Dispatcher::Enqueue(const Subscription& sub, const NotificationEvent& event
   d.due = clock_.Now();
   open_revisions_.insert(event.revision);
   open_by_key_[key].insert(event.revision);
+  ++open_by_ns_[ns];
   queue_.emplace(std::make_pair(d.due, d.seq), std::move(d));
   ++stats_.enqueued;
   Touch();
@@ -298,7 +315,22 @@ void Dispatcher::Finish(const Delivery& d) {
       mine->second.erase(r);
     if (mine->second.empty()) open_by_key_.erase(mine);
   }
+  if (auto ns = open_by_ns_.find(NamespaceOf(d.key)); ns != open_by_ns_.end()) {
+    if (--ns->second == 0) open_by_ns_.erase(ns);
+  }
   dirty_ = true;
+}
+
+std::map<std::pair<common::Time, std::uint64_t>, Dispatcher::Delivery>::iterator
+Dispatcher::NextReady() {
+  const common::Time now = clock_.Now();
+  const int ns_share = std::max(1, options_.workers / 2);
+  for (auto it = queue_.begin(); it != queue_.end() && it->first.first <= now; ++it) {
+    if (busy_keys_.contains(it->second.key)) continue;
+    auto ns = busy_ns_.find(NamespaceOf(it->second.key));
+    if (ns == busy_ns_.end() || ns->second < ns_share) return it;
+  }
+  return queue_.end();
 }
 
 SubscriptionStatus& Dispatcher::StatusFor(const std::string& key, const std::string& uid) {
@@ -325,9 +357,10 @@ std::optional<common::Time> Dispatcher::NextDue() const {
 
 bool Dispatcher::DeliverOnce() {
   std::unique_lock lock(mu_);
-  if (queue_.empty() || queue_.begin()->first.first > clock_.Now()) return false;
-  Delivery d = std::move(queue_.begin()->second);
-  queue_.erase(queue_.begin());
+  const auto next = NextReady();
+  if (next == queue_.end()) return false;
+  Delivery d = std::move(next->second);
+  queue_.erase(next);
   auto sub = subs_.find(d.key);
   if (sub == subs_.end() || sub->second.ref.uid != d.sub_uid) {
     Finish(d);  // deleted or replaced meanwhile
@@ -341,12 +374,20 @@ bool Dispatcher::DeliverOnce() {
       (sub->second.slack ? SlackPayload(d.event) : GenericPayload(sub->second.ref, d.event))
           .dump(-1, ' ', false, json::error_handler_t::replace);
   ++in_flight_;
+  const std::string ns(NamespaceOf(d.key));
+  ++busy_ns_[ns];
+  busy_keys_.insert(d.key);
   lock.unlock();
 
   SendOutcome out = sender_.Send(request, options_.attempt_timeout);
 
   lock.lock();
   --in_flight_;
+  if (auto busy = busy_ns_.find(ns); busy != busy_ns_.end() && --busy->second == 0) {
+    busy_ns_.erase(busy);
+  }
+  busy_keys_.erase(d.key);
+  work_cv_.notify_all();  // the namespace's next delivery may go now
   ++d.attempts;
   const common::Time now = clock_.Now();
   sub = subs_.find(d.key);
@@ -489,10 +530,14 @@ void Dispatcher::WorkerLoop() {
   while (true) {
     {
       std::unique_lock lock(mu_);
-      auto due = [&] { return !queue_.empty() && queue_.begin()->first.first <= clock_.Now(); };
+      auto due = [&] { return NextReady() != queue_.end(); };
       while (!stopping_ && !due()) {
-        const common::Time deadline =
-            queue_.empty() ? clock_.Now() + common::Seconds(1) : queue_.begin()->first.first;
+        // The first due delivery waits for its namespace's in-flight one, which wakes us when it
+        // ends; otherwise sleep until the first is due.
+        const common::Time now = clock_.Now();
+        const common::Time deadline = queue_.empty() || queue_.begin()->first.first <= now
+                                          ? now + common::Seconds(1)
+                                          : queue_.begin()->first.first;
         clock_.WaitUntil(work_cv_, lock, deadline, [&] { return stopping_ || due(); });
       }
       if (stopping_) return;

@@ -9,12 +9,17 @@
 //
 // Delivery: `workers` threads take due deliveries from a bounded queue (max_queue, counting
 // the ones in flight) and post them through the WebhookSender, each attempt bounded by
-// attempt_timeout. A retryable failure (connection error, timeout, 5xx, 429) is retried after
-// initial_backoff * 2^(attempt-1), capped at max_backoff (or the receiver's Retry-After, capped
-// the same), up to max_attempts; then the delivery is abandoned. A non-retryable answer (another
-// 4xx) abandons it at once. A delivery whose subscription was deleted or replaced is dropped.
-// When the queue is full a new delivery is dropped and counted (queue overflow): visible in the
-// subscription's status.dropped and in egs_notify_queue_overflow_total.
+// attempt_timeout. One workspace's receivers cannot starve the others': a subscription has at
+// most one delivery in flight (a hanging receiver holds one worker), a namespace at most half
+// the workers (its hanging receivers leave the other half to the other workspaces), and a
+// namespace may hold at most max_queue_per_namespace of the queue, a subscription at most
+// max_queue_per_subscription (beyond that its own new deliveries are dropped, not others'). A
+// retryable failure (connection error, timeout, 5xx, 429) is retried after initial_backoff *
+// 2^(attempt-1), capped at max_backoff (or the receiver's Retry-After, capped the same), up to
+// max_attempts; then the delivery is abandoned. A non-retryable answer (another 4xx) abandons it at
+// once. A delivery whose subscription was deleted or replaced is dropped. When the queue is full a
+// new delivery is dropped and counted (queue overflow): visible in the subscription's
+// status.dropped and in egs_notify_queue_overflow_total.
 //
 // Durability (at-least-once for events committed before a restart): the feeder persists, at
 // most every state_interval, a cursor (every event at or before it has been delivered, abandoned
@@ -53,8 +58,10 @@
 namespace egs::notify {
 
 struct DispatcherOptions {
-  int workers = 2;
+  int workers = 4;
   std::size_t max_queue = 1000;  // deliveries waiting or in flight
+  std::size_t max_queue_per_namespace = 250;
+  std::size_t max_queue_per_subscription = 100;
   int max_attempts = 8;
   common::Duration initial_backoff = common::Seconds(1);
   common::Duration max_backoff = common::Minutes(5);
@@ -168,6 +175,10 @@ class Dispatcher {
   common::Status ListSubscriptions(std::int64_t* revision);
   void FeederLoop();
   void WorkerLoop();
+  // mu_ held: the first due delivery whose subscription has none in flight and whose namespace
+  // is below its share of the workers; queue_.end() if none.
+  std::map<std::pair<common::Time, std::uint64_t>, Delivery>::iterator NextReady();
+  static std::string_view NamespaceOf(std::string_view key) { return key.substr(0, key.find('/')); }
 
   store::Store& store_;
   common::Clock& clock_;
@@ -183,6 +194,11 @@ class Dispatcher {
   // Waiting deliveries by (due, seq).
   std::map<std::pair<common::Time, std::uint64_t>, Delivery> queue_;  // GUARDED_BY(mu_)
   std::size_t in_flight_ = 0;                                         // GUARDED_BY(mu_)
+  // Per namespace: deliveries waiting or in flight, and those in flight; per subscription key,
+  // whether one is in flight.
+  std::map<std::string, std::size_t, std::less<>> open_by_ns_;  // GUARDED_BY(mu_)
+  std::map<std::string, int, std::less<>> busy_ns_;             // GUARDED_BY(mu_)
+  std::set<std::string, std::less<>> busy_keys_;                // GUARDED_BY(mu_)
   // Revisions of the events behind queued or in-flight deliveries (one entry per delivery).
   std::multiset<std::int64_t> open_revisions_;  // GUARDED_BY(mu_)
   // The same per subscription key, for its own cursor (SubscriptionStatus::done_through).

@@ -106,23 +106,23 @@ class LiveDispatcherTest : public ::testing::Test {
   void TearDown() override {
     if (dispatcher_) dispatcher_->Stop();
   }
-  void PutSub(const std::string& name, const std::string& url) {
-    json j = {{"metadata", {{"name", name}, {"namespace", "team-a"}}},
+  void PutSub(const std::string& name, const std::string& url, const std::string& ns = "team-a") {
+    json j = {{"metadata", {{"name", name}, {"namespace", ns}}},
               {"spec", {{"url", url}, {"format", "JSON"}}}};
-    ASSERT_OK(store_.Commit({store::WriteOp::Put({"NotificationSubscription", "team-a", name,
+    ASSERT_OK(store_.Commit({store::WriteOp::Put({"NotificationSubscription", ns, name,
                                                   "uid-" + name, 0, clock_.Now(), j.dump()},
                                                  std::nullopt)},
                             {}));
   }
-  void PutEvent(const std::string& reason) {
+  void PutEvent(const std::string& reason, const std::string& ns = "team-a") {
     api::EventDoc e;
     e.meta.name = "train." + std::to_string(++events_);
     e.reason = reason;
-    e.involved_object = {"GPUProvisionRequest", "team-a", "train", ""};
-    ASSERT_OK(store_.Commit({store::WriteOp::Put({"Event", "team-a", e.meta.name, "", 0,
-                                                  clock_.Now(), api::ToJson(e).dump()},
-                                                 std::nullopt)},
-                            {}));
+    e.involved_object = {"GPUProvisionRequest", ns, "train", ""};
+    ASSERT_OK(store_.Commit(
+        {store::WriteOp::Put({"Event", ns, e.meta.name, "", 0, clock_.Now(), api::ToJson(e).dump()},
+                             std::nullopt)},
+        {}));
   }
   // Waits (up to 20 s, real time) until `pred` holds on the subscription's status.
   bool WaitStatus(const std::string& name, const std::function<bool(const json&)>& pred) {
@@ -183,7 +183,7 @@ TEST_F(LiveDispatcherTest, AReceiverThatIsDownBacksOffAndShowsTheError) {
 TEST_F(LiveDispatcherTest, AHangingReceiverHoldsOneWorkerOnlyAndTimesOut) {
   Receiver rx;
   DispatcherOptions o;
-  o.workers = 2;
+  o.workers = 4;            // a namespace may use two of them
   o.attempt_timeout = 30s;  // the hang lasts until the test releases it
   o.max_attempts = 1;
   Start(o);
@@ -198,6 +198,55 @@ TEST_F(LiveDispatcherTest, AHangingReceiverHoldsOneWorkerOnlyAndTimesOut) {
   EXPECT_GE(dispatcher_->stats().queue_length, 1u);  // the hung attempt is in flight
   rx.Release();
   ASSERT_TRUE(WaitStatus("hangs", [](const json& s) { return s["delivered"] >= 1; }));
+}
+
+// One workspace's hanging receivers hold at most half the workers: another workspace's events
+// still go out (before, two hanging subscriptions of one workspace took both workers).
+TEST_F(LiveDispatcherTest, AWorkspacesHangingReceiversDoNotHoldUpAnotherWorkspace) {
+  Receiver rx;
+  DispatcherOptions o;
+  o.workers = 2;
+  o.attempt_timeout = 30s;  // the hangs last until the test releases them
+  o.max_attempts = 1;
+  Start(o);
+  PutSub("hang1", rx.Url("/hang"));
+  PutSub("hang2", rx.Url("/hang"));
+  PutSub("fine", rx.Url("/fine"), "team-b");
+  PutEvent("Active");
+  ASSERT_TRUE(rx.WaitHanging());
+  PutEvent("Active", "team-b");
+  EXPECT_TRUE(rx.WaitFor("/fine", 1));
+  rx.Release();
+  ASSERT_TRUE(WaitStatus("hang2", [](const json& s) { return s["delivered"] >= 1; }));
+}
+
+// A workspace's burst fills only its share of the queue: another workspace's events still get in.
+TEST_F(LiveDispatcherTest, AWorkspacesBacklogLeavesRoomForOthers) {
+  Receiver rx;
+  DispatcherOptions o;
+  o.workers = 1;
+  o.attempt_timeout = 30s;
+  o.max_attempts = 1;
+  o.max_queue = 10;
+  o.max_queue_per_namespace = 5;
+  o.max_queue_per_subscription = 3;
+  Start(o);
+  PutSub("hang1", rx.Url("/hang"));
+  PutSub("hang2", rx.Url("/hang"));
+  PutSub("fine", rx.Url("/fine"), "team-b");
+  for (int i = 0; i < 8; ++i) PutEvent("Queued");
+  ASSERT_TRUE(rx.WaitHanging());
+  ASSERT_TRUE(WaitStatus("hang2", [](const json& s) { return s["dropped"] >= 1; }));
+  PutEvent("Active", "team-b");
+  for (int i = 0; i < 2000 && dispatcher_->stats().queue_length < 6; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto fine = dispatcher_->StatusJson("team-b", "fine");
+  EXPECT_EQ((*fine)["dropped"], 0);
+  auto hung = dispatcher_->StatusJson("team-a", "hang1");
+  EXPECT_THAT((*hung)["lastError"].get<std::string>(), HasSubstr("share of the notification"));
+  rx.Release();
+  EXPECT_TRUE(rx.WaitFor("/fine", 1));
 }
 
 TEST_F(LiveDispatcherTest, TheAttemptTimeoutBoundsAHang) {
