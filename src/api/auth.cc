@@ -194,10 +194,11 @@ Status Authorize(const Principal& who, const Access& access) {
   if (who.role == Role::kNode) return Denied(who, access);
   // Tokens are credentials: only admins see or manage them.
   if (access.resource == "tokens") return Denied(who, access);
-  // Webhook URLs are credentials (a Slack URL lets anyone post): only the workspace's own
-  // people read its subscriptions.
+  // Webhook URLs are credentials (a Slack URL lets anyone post): only those who may write a
+  // workspace's subscriptions read them (its members and its project's admins; not viewers).
   if (access.resource == "notificationsubscriptions" && IsReadVerb(access.verb)) {
-    if (Contains(who.workspaces, access.ns) || Contains(who.projects, access.ns_project)) {
+    if ((who.role == Role::kMember && Contains(who.workspaces, access.ns)) ||
+        (who.role == Role::kProjectAdmin && Contains(who.projects, access.ns_project))) {
       return common::OkStatus();
     }
     return Denied(who, access);
