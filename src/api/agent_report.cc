@@ -81,8 +81,27 @@ common::Result<std::optional<InventoryCheck>> CheckAgentInventory(
         index->get<std::int64_t>() != static_cast<std::int64_t>(i)) {
       return common::InvalidArgumentError(fmt::format("{}.gpu: expected {}", where, i));
     }
-    for (const char* f : {"uuid", "model", "migMode"})
+    for (const char* f : {"uuid", "model", "migMode"}) {
       EGS_RETURN_IF_ERROR(CheckString(g, where, f));
+      // As a sample's uuid and model: bounded, and present when given.
+      if (auto v = g.find(f); v != g.end()) {
+        const std::string& text = v->get_ref<const std::string&>();
+        if (text.empty()) {
+          return common::InvalidArgumentError(
+              fmt::format("{}.{}: empty (leave it out when unknown)", where, f));
+        }
+        if (text.size() > 256) {
+          return common::InvalidArgumentError(
+              fmt::format("{}.{}: {} characters, at most 256", where, f, text.size()));
+        }
+      }
+    }
+    if (auto mig = g.find("migMode");
+        mig != g.end() && *mig != "enabled" && *mig != "disabled" && *mig != "unknown") {
+      return common::InvalidArgumentError(
+          fmt::format("{}.migMode: \"{}\" is not enabled, disabled or unknown", where,
+                      mig->get<std::string>()));
+    }
     if (auto m = g.find("memoryTotalMiB");
         m != g.end() && !(m->is_number() && m->get<double>() >= 0)) {
       return common::InvalidArgumentError(where + ".memoryTotalMiB: expected a number >= 0");

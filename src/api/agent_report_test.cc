@@ -100,6 +100,12 @@ TEST_F(AgentReportTest, BadAgentFieldsAreRefusedNamingTheFieldAndNothingIsAdded)
       {{{"inventory", {{"gpus", {{{"gpu", 1}}}}}}}, "inventory.gpus[0].gpu: expected 0"},
       {{{"inventory", {{"gpus", {{{"gpu", 0}, {"model", 7}}}}}}},
        "inventory.gpus[0].model: expected string"},
+      {{{"inventory", {{"gpus", {{{"gpu", 0}, {"model", ""}}}}}}},
+       "inventory.gpus[0].model: empty"},
+      {{{"inventory", {{"gpus", {{{"gpu", 0}, {"model", std::string(300, 'm')}}}}}}},
+       "inventory.gpus[0].model: 300 characters, at most 256"},
+      {{{"inventory", {{"gpus", {{{"gpu", 0}, {"migMode", "weird"}}}}}}},
+       "inventory.gpus[0].migMode"},
       {{{"events", {{{"gpu", 2}, {"type", "Xid"}, {"xid", 1}, {"time", "2027-01-15T08:00:00Z"}}}}},
        "events[0].gpu"},
       // 2^64 - 1 read as an int64 is -1, "unknown GPU": it must not pass as that.

@@ -151,12 +151,21 @@ Result<telemetry::GpuReading> ParseSample(const json& s, std::size_t i, int gpus
           fmt::format("samples[{}].time: {} is more than 5m after the server's time {}", i,
                       FormatTime(*at), FormatTime(now)));
     }
-    r.sample.at = *at;
+    // Within the skew allowed, a sample stamped ahead (an agent whose clock runs fast) is
+    // recorded at the server's time: stamped later than the readings that follow it, it would
+    // hide them (each GPU's latest sample is the one with the latest time).
+    r.sample.at = std::min(*at, now);
   }
   constexpr double kBig = 1e9;
   EGS_ASSIGN_OR_RETURN(r.sample.util_percent, Number(s, i, "utilization", true, 0, 100));
   EGS_ASSIGN_OR_RETURN(r.sample.mem_used_mib, Number(s, i, "memoryUsedMiB", false, 0, kBig));
   EGS_ASSIGN_OR_RETURN(r.sample.mem_total_mib, Number(s, i, "memoryTotalMiB", false, 0, kBig));
+  if (s.contains("memoryUsedMiB") && s.contains("memoryTotalMiB") &&
+      r.sample.mem_used_mib > r.sample.mem_total_mib) {
+    return common::InvalidArgumentError(
+        fmt::format("samples[{}].memoryUsedMiB: {} is more than memoryTotalMiB {}", i,
+                    r.sample.mem_used_mib, r.sample.mem_total_mib));
+  }
   EGS_ASSIGN_OR_RETURN(r.sample.power_w, Number(s, i, "powerW", false, 0, 100000));
   EGS_ASSIGN_OR_RETURN(r.sample.temp_c, Number(s, i, "temperatureC", false, -100, 300));
   EGS_ASSIGN_OR_RETURN(r.sample.sm_clock_mhz, Number(s, i, "smClockMHz", false, 0, 100000));

@@ -134,6 +134,8 @@ TEST_F(TelemetryHandlersTest, BadInputIsRejectedNamingTheField) {
        422, "events[0].note"},
       {R"({"samples":[],"inventory":{"gpus":[{"gpu":0,"modle":"H100"}]}})", 422,
        "inventory.gpus[0].modle"},
+      {R"({"samples":[{"gpu":0,"utilization":1,"memoryUsedMiB":9000,"memoryTotalMiB":1000}]})", 422,
+       "samples[0].memoryUsedMiB"},
   };
   // Labels repeated on every /metrics line of the GPU: bounded.
   for (const char* field : {"uuid", "model"}) {
@@ -152,6 +154,29 @@ TEST_F(TelemetryHandlersTest, BadInputIsRejectedNamingTheField) {
   }
   EXPECT_EQ(hub_.samples_ingested(), 0u);  // nothing from a rejected batch
   EXPECT_EQ(Call(admin_, Req("POST", "nodes/ghost/telemetry", R"({"samples":[]})")).status, 404);
+}
+
+// A sample stamped a little ahead of the server (an agent whose clock runs fast; up to 5 min is
+// accepted) is recorded at the server's time: stamped ahead, it hid every reading after it from
+// /metrics, hotspots and the alert rules, which read each GPU's latest sample.
+TEST_F(TelemetryHandlersTest, ASampleStampedAheadDoesNotHideTheReadingsAfterIt) {
+  const std::string ahead = common::FormatTime(kNow + common::Minutes(4));
+  ASSERT_EQ(Call(admin_, Req("POST", "nodes/n1/telemetry",
+                             R"({"samples":[{"gpu":0,"utilization":1,"powerW":100,"time":")" +
+                                 ahead + R"("}]})"))
+                .status,
+            202);
+  clock_.AdvanceBy(common::Seconds(10));
+  ASSERT_EQ(Call(admin_, Req("POST", "nodes/n1/telemetry",
+                             R"({"samples":[{"gpu":0,"utilization":99,"powerW":700}]})"))
+                .status,
+            202);
+  HttpRequest hot = Req("GET", "telemetry/hotspots");
+  hot.query.emplace("by", "power");
+  json items = Body(Call(viewer_, hot))["items"];
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0]["utilization"], 99) << items[0];
+  EXPECT_EQ(items[0]["time"], common::FormatTime(clock_.Now()));
 }
 
 TEST_F(TelemetryHandlersTest, SeriesHotspotsAndGprSummary) {
