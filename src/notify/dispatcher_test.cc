@@ -152,6 +152,33 @@ TEST_F(DispatcherTest, GenericBodyIsTheEventAndSlackBodyIsAnIncomingWebhookMessa
   EXPECT_THAT(sj["blocks"][0]["text"]["text"].get<std::string>(), HasSubstr("*Progress50"));
 }
 
+// An alert event's structured fields reach the receiver, not only its message text.
+TEST_F(DispatcherTest, AnAlertEventsBodyCarriesItsAlertObject) {
+  auto d = Make();
+  PutSub("team-a", "alerts", "http://g.example/x");
+  const json alert = {{"id", 3},      {"rule", "xid"}, {"severity", "critical"},
+                      {"node", "n1"}, {"gpu", 2},      {"value", 79}};
+  const json ev = {{"apiVersion", "egs.dev/v1alpha1"},
+                   {"kind", "Event"},
+                   {"metadata", {{"name", "train.a1"}, {"namespace", "team-a"}}},
+                   {"type", "Warning"},
+                   {"reason", "AlertRaised"},
+                   {"message", "xid 79 on n1 GPU 2"},
+                   {"involvedObject",
+                    {{"kind", "GPUProvisionRequest"},
+                     {"namespace", "team-a"},
+                     {"name", "train"},
+                     {"uid", "gpr-9"}}},
+                   {"alert", alert}};
+  store::StoredObject o{"Event", "team-a", "train.a1", "ev-a1", 0, clock_.Now(), ev.dump()};
+  ASSERT_OK(store_.Commit({store::WriteOp::Put(o, std::nullopt)}, {}));
+  ASSERT_OK(d->PollOnce());
+  ASSERT_EQ(DeliverAll(*d), 1);
+  const json body = json::parse(sender_.requests().at(0).body);
+  EXPECT_EQ(body["alert"], alert);
+  EXPECT_EQ(body["involvedObject"]["uid"], "gpr-9");
+}
+
 TEST_F(DispatcherTest, RetriesWithExponentialBackoffThenSucceeds) {
   DispatcherOptions o;
   o.initial_backoff = common::Seconds(2);

@@ -50,7 +50,9 @@ common::Result<NotificationEvent> ParseStoredEvent(const store::StoredObject& ob
     e.involved_kind = StringAt(*it, "kind");
     e.involved_ns = StringAt(*it, "namespace");
     e.involved_name = StringAt(*it, "name");
+    e.involved_uid = StringAt(*it, "uid");
   }
+  if (auto it = j.find("alert"); it != j.end() && it->is_object()) e.alert = *it;
   return e;
 }
 
@@ -60,23 +62,26 @@ std::string DeliveryId(const SubscriptionRef& sub, const NotificationEvent& even
 }
 
 json GenericPayload(const SubscriptionRef& sub, const NotificationEvent& event) {
-  return {{"apiVersion", api::kApiVersion},
-          {"kind", "Notification"},
-          {"deliveryId", DeliveryId(sub, event)},
-          {"subscription", {{"namespace", sub.ns}, {"name", sub.name}}},
-          {"workspace", event.ns},
-          {"reason", event.reason},
-          {"type", event.type},
-          {"message", event.message},
-          {"time", api::FormatTime(event.time)},
-          {"involvedObject",
-           {{"kind", event.involved_kind},
-            {"namespace", event.involved_ns},
-            {"name", event.involved_name}}},
-          {"event",
-           {{"name", event.name},
-            {"uid", event.uid},
-            {"resourceVersion", std::to_string(event.revision)}}}};
+  json body = {{"apiVersion", api::kApiVersion},
+               {"kind", "Notification"},
+               {"deliveryId", DeliveryId(sub, event)},
+               {"subscription", {{"namespace", sub.ns}, {"name", sub.name}}},
+               {"workspace", event.ns},
+               {"reason", event.reason},
+               {"type", event.type},
+               {"message", event.message},
+               {"time", api::FormatTime(event.time)},
+               {"involvedObject",
+                {{"kind", event.involved_kind},
+                 {"namespace", event.involved_ns},
+                 {"name", event.involved_name}}},
+               {"event",
+                {{"name", event.name},
+                 {"uid", event.uid},
+                 {"resourceVersion", std::to_string(event.revision)}}}};
+  if (!event.involved_uid.empty()) body["involvedObject"]["uid"] = event.involved_uid;
+  if (event.alert.is_object()) body["alert"] = event.alert;
+  return body;
 }
 
 std::string SlackEscape(std::string_view text) {

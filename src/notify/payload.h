@@ -8,6 +8,7 @@
 //      "reason":"Progress50","type":"Normal","message":"...","time":"2026-...Z",
 //      "involvedObject":{"kind":"GPUProvisionRequest","namespace":"team-a","name":"train"},
 //      "event":{"name":"train.1f","uid":"ev-7","resourceVersion":"42"}}
+//     plus "alert":{...} as on the Event, for alert events (docs/design/0006).
 //   Slack (format "Slack"): an incoming-webhook message, {"text": "...", "blocks": [...]}, with
 //     the text escaped for Slack's mrkdwn (&, <, >).
 //
@@ -36,6 +37,10 @@ struct NotificationEvent {
   std::string involved_kind;
   std::string involved_ns;
   std::string involved_name;
+  std::string involved_uid;  // empty when the event records none
+  // An alert event's structured fields (AlertRaised, AlertCleared, AlertRemediation: the
+  // Event's top-level "alert" object); null otherwise.
+  nlohmann::json alert;
 };
 
 // A stored Event object (kind "Event", as egsd writes them). InvalidArgument when its data is
