@@ -32,7 +32,8 @@ bool ParseAlertState(std::string_view text, AlertState& out) {
   return true;
 }
 
-AlertEngine::AlertEngine(AlertConfig config) : config_(std::move(config)) {}
+AlertEngine::AlertEngine(AlertConfig config, std::uint64_t first_id)
+    : config_(std::move(config)), next_id_(std::max<std::uint64_t>(first_id, 1)) {}
 
 void AlertEngine::RecordPrecheckFailure(const std::string& node, Time at, std::string message) {
   std::lock_guard lock(mu_);

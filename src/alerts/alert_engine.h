@@ -49,7 +49,7 @@ std::string_view AlertStateName(AlertState s);  // "firing", "resolved"
 bool ParseAlertState(std::string_view text, AlertState& out);
 
 struct Alert {
-  std::uint64_t id = 0;  // unique within one egsd run
+  std::uint64_t id = 0;  // unique: ids of one run start past the last run's (AlertEngine)
   std::string rule;      // see the list above
   std::string node;
   std::optional<int> gpu;  // nullopt for node rules (notReporting, precheck)
@@ -87,7 +87,10 @@ struct AlertFilter {
 
 class AlertEngine {
  public:
-  explicit AlertEngine(AlertConfig config);
+  // Alert ids count from `first_id`: egsd passes its start time in milliseconds since the epoch,
+  // so that a restart does not give a new alert an id an earlier one had (alert state is not
+  // kept across restarts).
+  explicit AlertEngine(AlertConfig config, std::uint64_t first_id = 1);
 
   // A provisioning pre-check failed on `node` at `at` (raises at the next evaluation).
   void RecordPrecheckFailure(const std::string& node, common::Time at, std::string message);

@@ -79,6 +79,15 @@ TEST(AlertEngineTest, PowerRaisesOnlyAfterHoldingAndClearsAfterClearHold) {
   EXPECT_THAT(e.List(StateIs(AlertState::kResolved)), SizeIs(1));
 }
 
+// Ids count from the first id given (egsd: its start in ms), so that alerts of two runs never
+// share one.
+TEST(AlertEngineTest, IdsCountFromTheFirstIdGiven) {
+  AlertEngine e(BuiltinAlertConfig(), 1'800'000'000'000);
+  auto raised = RunPower(e, kT0, Minutes(5), [](Time) { return 710.0; });
+  ASSERT_THAT(raised, SizeIs(1));
+  EXPECT_EQ(raised[0].alert.id, 1'800'000'000'000u);
+}
+
 TEST(AlertEngineTest, ValuesWobblingAroundAThresholdDoNotFlap) {
   AlertEngine e(BuiltinAlertConfig());
   // Alternating 705 / 695 W: the raise condition never holds for 5 minutes.

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "api/codec.h"
 #include "daemon/control_plane_impl.h"
 #include "scheduler/scheduler.h"
@@ -95,7 +97,10 @@ AlertMonitor::AlertMonitor(common::Clock& clock, alerts::AlertConfig config,
                            AlertMonitorSources sources)
     : clock_(clock),
       sources_(std::move(sources)),
-      engine_(config),
+      // Ids past any an earlier run gave (one run's alerts would have to outnumber the
+      // milliseconds between two starts to collide).
+      engine_(config, static_cast<std::uint64_t>(
+                          std::max<std::int64_t>(1, common::ToUnixMicros(clock.Now()) / 1000))),
       remediation_(config.remediation),
       archive_(*sources_.hub, *sources_.store) {}
 
