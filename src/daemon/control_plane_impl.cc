@@ -810,7 +810,17 @@ common::Result<json> ControlPlaneImpl::ReadBack(std::string_view kind, std::stri
 
 common::Result<json> ControlPlaneImpl::ReadStored(std::string_view kind, std::string_view ns,
                                                   std::string_view name) {
-  EGS_ASSIGN_OR_RETURN(auto stored, store_.Get(kind, ns, name));
+  // The change is committed: a read that finds the store out of reach is tried again, as the
+  // commit was, so that the client is not told "unavailable, retry" for a write that was made
+  // (and then hears AlreadyExists for its retry).
+  auto read = RetryUnavailable(
+      *retry_clock_, {commit_retry_for_, std::chrono::milliseconds(20), common::Seconds(1)},
+      [&] { return store_.Get(kind, ns, name); }, [this] { return abandon_retries_.load(); },
+      [&](const common::Status& s) {
+        spdlog::warn("reading back {} {}/{} after its commit: {}; trying again", kind, ns, name,
+                     s.message());
+      });
+  EGS_ASSIGN_OR_RETURN(auto stored, std::move(read.result));
   if (!stored) return common::InternalError("object vanished after commit");
   json j = json::parse(stored->data, nullptr, false);
   j["metadata"]["resourceVersion"] = std::to_string(stored->resource_version);

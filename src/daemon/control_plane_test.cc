@@ -766,6 +766,27 @@ TEST(ControlPlaneTest, ACommitWaitsForAStoreThatComesBack) {
   EXPECT_EQ(json::parse((*stored)->data)["metadata"]["name"], "train");
 }
 
+// A connection dropped just after a commit (a PostgreSQL restart): the read of the written
+// object is tried again, so the client hears of its write, not "unavailable, retry" (and then
+// AlreadyExists for the retry).
+TEST(ControlPlaneTest, AReadBackAfterTheCommitWaitsForTheStore) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore fake;
+  {
+    Instance a(fake, clock);
+    CreateFleet(a.cp);
+  }
+  store::FailingStore dropped(fake, {.fail_on_commit = 0, .fail_gets_after_commit = 3});
+  Instance b(dropped, clock);
+  ASSERT_OK(b.cp.LoadFromStore());
+  SleeplessClock retry_clock;
+  b.cp.SetCommitRetry(common::Seconds(15), retry_clock);
+  auto created = b.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("train", 1, "1h"), false);
+  ASSERT_OK(created);
+  EXPECT_EQ((*created)["metadata"]["name"], "train");
+  EXPECT_EQ(retry_clock.sleeps.size(), 3u);
+}
+
 // Creates a request through `cp` with the log on stderr, where a death test reads it.
 void CreateLoggingToStderr(ControlPlaneImpl& cp) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));

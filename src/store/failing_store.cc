@@ -19,7 +19,11 @@ bool FailingStore::Fails(std::int64_t n) const {
 common::Result<CommitResult> FailingStore::Commit(std::vector<WriteOp> ops,
                                                   std::vector<LogRecord> logs) {
   const std::int64_t n = ++commits_;
-  if (!Fails(n)) return inner_.Commit(std::move(ops), std::move(logs));
+  if (!Fails(n)) {
+    auto committed = inner_.Commit(std::move(ops), std::move(logs));
+    if (committed.ok()) failing_gets_ = options_.fail_gets_after_commit;
+    return committed;
+  }
   common::Status injected =
       common::UnavailableError(fmt::format("injected failure of commit {}", n));
   if (options_.mode == FailingStoreOptions::Mode::kAfterApply) {

@@ -26,6 +26,9 @@ struct FailingStoreOptions {
   bool keep_failing = false;        // also fail every Commit after it
   std::int64_t fail_times = 1;      // without keep_failing: this many Commits in a row fail
   Mode mode = Mode::kBeforeApply;
+  // After each successful Commit, this many Get calls fail with Unavailable (a connection the
+  // server dropped just after the commit, as a PostgreSQL restart does).
+  int fail_gets_after_commit = 0;
 };
 
 class FailingStore final : public Store {
@@ -40,6 +43,10 @@ class FailingStore final : public Store {
                                       std::vector<LogRecord> logs) override;
   common::Result<std::optional<StoredObject>> Get(std::string_view kind, std::string_view ns,
                                                   std::string_view name) override {
+    if (failing_gets_ > 0) {
+      --failing_gets_;
+      return common::UnavailableError("injected: the connection was closed after the commit");
+    }
     return inner_.Get(kind, ns, name);
   }
   common::Result<ListResult> List(std::string_view kind,
@@ -70,6 +77,7 @@ class FailingStore final : public Store {
   Store& inner_;
   const FailingStoreOptions options_;
   std::atomic<std::int64_t> commits_{0};
+  std::atomic<int> failing_gets_{0};
 };
 
 }  // namespace egs::store
