@@ -187,6 +187,13 @@ class PostgresStore::Connection {
             "postgresql: cannot connect: {} (the server took the password and refused the session)",
             why));
       }
+      // A value libpq refuses before it tries to connect ('invalid integer value "abc" for
+      // connection option "port"', 'invalid sslmode value: "bogus"'): the string is wrong, and
+      // waiting for the server cannot help.
+      if (why.starts_with("invalid ") && why.find(" value") != std::string::npos) {
+        return common::InvalidArgumentError(
+            fmt::format("postgresql: the connection string is invalid: {}", why));
+      }
       return common::UnavailableError(fmt::format("postgresql: cannot connect: {}", why));
     }
     PQsetNoticeProcessor(conn, &IgnoreNotice, nullptr);

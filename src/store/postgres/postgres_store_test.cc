@@ -121,6 +121,12 @@ TEST_F(PostgresStoreTest, MalformedConnectionStringIsInvalidArgument) {
   EXPECT_THAT(CheckPostgresConninfo("postgresql://egs@[::1/egs"),
               StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(PostgresStore::Open("nosuchoption=1"), StatusIs(StatusCode::kInvalidArgument));
+  // Values libpq refuses before connecting: the string is wrong, not the server away.
+  for (const char* bad : {"host=127.0.0.1 port=abc dbname=d", "host=127.0.0.1 sslmode=bogus"}) {
+    auto refused = PostgresStore::Open(bad);
+    EXPECT_THAT(refused, StatusIs(StatusCode::kInvalidArgument)) << bad;
+    EXPECT_THAT(refused.error().message(), HasSubstr("the connection string is invalid")) << bad;
+  }
 }
 
 TEST_F(PostgresStoreTest, UnreachableServerIsUnavailable) {
