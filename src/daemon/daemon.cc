@@ -561,7 +561,16 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     return common::InvalidArgumentError(
         fmt::format("--data-dir: cannot create {}: {}", config.data_dir, ec.message()));
   }
-  EGS_RETURN_IF_ERROR(p->data_dir_lock.Acquire(config.data_dir));
+  if (common::Status locked = p->data_dir_lock.Acquire(config.data_dir); !locked.ok()) {
+    if (!config.database.empty() && locked.code() == common::StatusCode::kFailedPrecondition) {
+      // The state is in PostgreSQL, but each egsd (a standby too) keeps its own local files.
+      return common::FailedPreconditionError(fmt::format(
+          "{} (with --database, each egsd, a --standby too, needs a --data-dir of its own; the "
+          "default is ./egs-data)",
+          locked.message()));
+    }
+    return locked;
+  }
   undo.Locked();
   if (!config.database.empty()) {
     // One egsd per database: the store holds the database's egsd lock while egsd runs. The
