@@ -293,6 +293,8 @@ common::Status ControlPlaneImpl::LoadFromStore() {
     doc->meta.creation_timestamp = o.created;
     gprs_[id] = GprObject{doc->meta, doc->spec};
     names_.AddRequest({o.ns, o.name}, id);
+    // What the store holds: a rewrite of the same bytes after the restart is left out.
+    written_[{o.ns, o.name}] = {Digest(o.data), Digest(st->second->data)};
     if (doc->meta.deletion_timestamp) pending_deletes_.insert(id);  // finished after a cycle
     ++restored;
   }
@@ -555,16 +557,17 @@ bool ControlPlaneImpl::AddRequestWrites(const RequestRecord& r, std::vector<stor
   store::StoredObject state = obj;
   state.kind = kRequestStateKind;
   state.data = RequestStateToJson(r, names_, scheduler_.queue().MovedKeyOf(r.id)).dump();
+  bool object_changed = true;
+  bool state_changed = true;
   if (only_if_changed) {
-    auto it = written_.find({obj.ns, obj.name});
-    if (it != written_.end() && it->second.object == Digest(obj.data) &&
-        it->second.state == Digest(state.data)) {
-      return false;
+    if (auto it = written_.find({obj.ns, obj.name}); it != written_.end()) {
+      object_changed = it->second.object != Digest(obj.data);
+      state_changed = it->second.state != Digest(state.data);
     }
   }
-  ops.push_back(store::WriteOp::Put(std::move(obj), std::nullopt));
-  ops.push_back(store::WriteOp::Put(std::move(state), std::nullopt));
-  return true;
+  if (object_changed) ops.push_back(store::WriteOp::Put(std::move(obj), std::nullopt));
+  if (state_changed) ops.push_back(store::WriteOp::Put(std::move(state), std::nullopt));
+  return object_changed || state_changed;
 }
 
 void ControlPlaneImpl::AddEventWrites(const std::vector<core::Event>& events,

@@ -94,6 +94,8 @@ json RequestStateToJson(const scheduler::RequestRecord& r, const Names& names,
   put_time("actualStartUs", r.actual_start);
   put_time("finishUs", r.finish_time);
   put_time("endBeforePreemptionUs", r.end_before_preemption);
+  // The start a StartDelayed event last told of, so that a restart does not tell it again.
+  if (r.slip_noticed) j["slipNoticedUs"] = Us(*r.slip_noticed);
   if (r.reservation) j["reservation"] = r.reservation->value();
   if (r.preempted_by.value() != 0) j["preemptedBy"] = r.preempted_by.value();
   if (r.evicted) j["evicted"] = true;
@@ -143,6 +145,7 @@ common::Result<scheduler::RequestRecord> RequestStateFromJson(const json& j, con
   r.actual_start = in.OptTime("actualStartUs");
   r.finish_time = in.OptTime("finishUs");
   r.end_before_preemption = in.OptTime("endBeforePreemptionUs");
+  if (auto told = in.OptTime("slipNoticedUs")) r.slip_noticed = *told;
   if (auto res = in.Opt<std::uint64_t>("reservation")) r.reservation = core::ReservationId(*res);
   if (auto by = in.Opt<std::uint64_t>("preemptedBy")) r.preempted_by = core::RequestId(*by);
   if (auto evicted = in.Opt<bool>("evicted")) r.evicted = *evicted;
