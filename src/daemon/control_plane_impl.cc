@@ -220,6 +220,15 @@ std::uint64_t UidSequence(const std::string& uid) {
 
 }  // namespace
 
+bool ControlPlaneImpl::HoldsFleetObject(std::string_view kind, std::string_view name) const {
+  if (kind == kProject) return names_.projects.Find(name).has_value();
+  if (kind == kShape) return names_.shapes.Find(name).has_value();
+  if (kind == kCluster) return names_.clusters.Find(name).has_value();
+  if (kind == kNode) return names_.nodes.Find(name).has_value();
+  if (kind == kWorkspace) return names_.workspaces.Find(name).has_value();
+  return false;
+}
+
 common::Result<bool> ControlPlaneImpl::HasFleet() {
   for (std::string_view kind : {kShape, kCluster, kNode, kWorkspace}) {
     EGS_ASSIGN_OR_RETURN(store::ListResult list, store_.List(kind, std::nullopt));

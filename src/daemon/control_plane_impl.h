@@ -125,6 +125,9 @@ class ControlPlaneImpl final : public api::ControlPlane {
   common::Result<api::SchedulePage> NodeSchedules(const api::ScheduleQuery& q) const;
   // Whether the Store holds any object of the fleet kinds (a first start has none).
   common::Result<bool> HasFleet();
+  // Whether the restored state holds the fleet object `kind` (Project, GPUShape, Cluster, Node,
+  // Workspace) named `name`. Before the loop starts.
+  bool HoldsFleetObject(std::string_view kind, std::string_view name) const;
 
   common::Result<nlohmann::json> Create(const api::Principal& who, std::string_view kind,
                                         std::string_view ns, nlohmann::json object,

@@ -625,8 +625,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     std::vector<std::string> missing;
     for (const auto& [kind, object] : fleet_objects) {
       const std::string name = object["metadata"].value("name", "");
-      EGS_ASSIGN_OR_RETURN(auto stored, p->store->Get(kind, "", name));
-      if (!stored) missing.push_back(fmt::format("{} {}", kind, name));
+      if (!p->control_plane->HoldsFleetObject(kind, name)) {
+        missing.push_back(fmt::format("{} {}", kind, name));
+      }
     }
     if (missing.empty()) {
       spdlog::info(
