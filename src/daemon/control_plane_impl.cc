@@ -553,7 +553,7 @@ json ControlPlaneImpl::GprJson(const RequestRecord& r) const {
   return api::ToJson(doc);
 }
 
-bool ControlPlaneImpl::AddRequestWrites(const RequestRecord& r, std::vector<store::WriteOp>& ops,
+void ControlPlaneImpl::AddRequestWrites(const RequestRecord& r, std::vector<store::WriteOp>& ops,
                                         bool only_if_changed) const {
   const GprObject& o = gprs_.at(r.id);
   store::StoredObject obj;
@@ -576,7 +576,6 @@ bool ControlPlaneImpl::AddRequestWrites(const RequestRecord& r, std::vector<stor
   }
   if (object_changed) ops.push_back(store::WriteOp::Put(std::move(obj), std::nullopt));
   if (state_changed) ops.push_back(store::WriteOp::Put(std::move(state), std::nullopt));
-  return object_changed || state_changed;
 }
 
 void ControlPlaneImpl::AddEventWrites(const std::vector<core::Event>& events,

@@ -221,10 +221,10 @@ class ControlPlaneImpl final : public api::ControlPlane {
   common::Result<core::RequestId> FindGpr(std::string_view ns, std::string_view name) const;
   // The GPR's full object JSON from its record.
   nlohmann::json GprJson(const scheduler::RequestRecord& r) const;
-  // Store ops writing the request's object and internal state. With `only_if_changed`, none
-  // when both are what this process last wrote for the request (an event about it, such as
-  // StartDelayed, changes neither); returns whether ops were added.
-  bool AddRequestWrites(const scheduler::RequestRecord& r, std::vector<store::WriteOp>& ops,
+  // Store ops writing the request's object and internal state. With `only_if_changed`, each of
+  // the two only when its bytes differ from what the store holds (`written_`): an event about
+  // the request, such as StartDelayed, may change neither.
+  void AddRequestWrites(const scheduler::RequestRecord& r, std::vector<store::WriteOp>& ops,
                         bool only_if_changed = false) const;
   // Event objects for `events` (and the ids of the requests they concern).
   void AddEventWrites(const std::vector<core::Event>& events, std::vector<store::WriteOp>& ops,
