@@ -441,17 +441,19 @@ Status TokenService::Revoke(std::string_view id) {
   std::lock_guard<std::mutex> revoking(revoke_mu_);
   EGS_ASSIGN_OR_RETURN(store::ListResult listed, store_.List(kTokenKind, ""));
   const common::Time now = clock_.Now();
-  // Admin tokens that work now, but the one to revoke.
-  int other_admins = 0;
+  std::vector<TokenInfo> infos;
+  infos.reserve(listed.objects.size());
+  int working_admins = 0;  // admin tokens neither revoked nor expired
   for (const store::StoredObject& obj : listed.objects) {
-    if (obj.uid == id) continue;
     EGS_ASSIGN_OR_RETURN(TokenInfo info, InfoFromStored(obj));
-    if (info.role == Role::kAdmin && CheckUsable(info, now).ok()) ++other_admins;
+    if (info.role == Role::kAdmin && CheckUsable(info, now).ok()) ++working_admins;
+    infos.push_back(std::move(info));
   }
-  for (store::StoredObject& obj : listed.objects) {
+  for (std::size_t i = 0; i < listed.objects.size(); ++i) {
+    store::StoredObject& obj = listed.objects[i];
     if (obj.uid != id || id.empty()) continue;
-    EGS_ASSIGN_OR_RETURN(TokenInfo info, InfoFromStored(obj));
-    if (info.role == Role::kAdmin && CheckUsable(info, now).ok() && other_admins == 0) {
+    TokenInfo& info = infos[i];
+    if (info.role == Role::kAdmin && CheckUsable(info, now).ok() && working_admins == 1) {
       return common::FailedPreconditionError(fmt::format(
           "token \"{}\" is the last admin token that is neither revoked nor expired: revoking it "
           "would leave no one able to issue or revoke tokens; issue another admin token first "
