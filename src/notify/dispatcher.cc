@@ -327,8 +327,11 @@ Dispatcher::NextReady() {
   const int ns_share = std::max(1, options_.workers / 2);
   for (auto it = queue_.begin(); it != queue_.end() && it->first.first <= now; ++it) {
     if (busy_keys_.contains(it->second.key)) continue;
-    auto ns = busy_ns_.find(NamespaceOf(it->second.key));
-    if (ns == busy_ns_.end() || ns->second < ns_share) return it;
+    const std::string_view ns = NamespaceOf(it->second.key);
+    const auto in_flight =
+        std::count_if(busy_keys_.begin(), busy_keys_.end(),
+                      [&](const std::string& k) { return NamespaceOf(k) == ns; });
+    if (in_flight < ns_share) return it;
   }
   return queue_.end();
 }
@@ -374,8 +377,6 @@ bool Dispatcher::DeliverOnce() {
       (sub->second.slack ? SlackPayload(d.event) : GenericPayload(sub->second.ref, d.event))
           .dump(-1, ' ', false, json::error_handler_t::replace);
   ++in_flight_;
-  const std::string ns(NamespaceOf(d.key));
-  ++busy_ns_[ns];
   busy_keys_.insert(d.key);
   lock.unlock();
 
@@ -383,9 +384,6 @@ bool Dispatcher::DeliverOnce() {
 
   lock.lock();
   --in_flight_;
-  if (auto busy = busy_ns_.find(ns); busy != busy_ns_.end() && --busy->second == 0) {
-    busy_ns_.erase(busy);
-  }
   busy_keys_.erase(d.key);
   work_cv_.notify_all();  // the namespace's next delivery may go now
   ++d.attempts;

@@ -194,10 +194,9 @@ class Dispatcher {
   // Waiting deliveries by (due, seq).
   std::map<std::pair<common::Time, std::uint64_t>, Delivery> queue_;  // GUARDED_BY(mu_)
   std::size_t in_flight_ = 0;                                         // GUARDED_BY(mu_)
-  // Per namespace: deliveries waiting or in flight, and those in flight; per subscription key,
-  // whether one is in flight.
+  // Per namespace: deliveries waiting or in flight. The subscription keys with a delivery in
+  // flight (at most `workers` of them).
   std::map<std::string, std::size_t, std::less<>> open_by_ns_;  // GUARDED_BY(mu_)
-  std::map<std::string, int, std::less<>> busy_ns_;             // GUARDED_BY(mu_)
   std::set<std::string, std::less<>> busy_keys_;                // GUARDED_BY(mu_)
   // Revisions of the events behind queued or in-flight deliveries (one entry per delivery).
   std::multiset<std::int64_t> open_revisions_;  // GUARDED_BY(mu_)
