@@ -798,36 +798,12 @@ int Run(const Args& args, const std::string& command) {
   // Files an earlier run wrote to the same directory would sit beside this run's report as if
   // they were its own (another policy's or load's CSV and plots): removed. Only names this
   // program writes; anything else in the directory is left alone.
-  // A load label: "trace" or a number ("0.9").
-  auto is_load = [](std::string_view text) {
-    if (text == "trace") return true;
-    double v = 0;
-    auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), v);
-    return err == std::errc() && end == text.data() + text.size() && !text.empty();
-  };
-  // "jobs-<policy>-<load>.csv" and "<plot>-<load>.svg": this program's names, not a user's.
-  auto written_here = [&](std::string_view name) {
-    if (name.starts_with("jobs-") && name.ends_with(".csv")) {
-      std::string_view rest = name.substr(5, name.size() - 9);
-      const auto dash = rest.find('-');
-      return dash != std::string_view::npos && sim::ParsePolicy(rest.substr(0, dash)).ok() &&
-             is_load(rest.substr(dash + 1));
-    }
-    if (!name.ends_with(".svg")) return false;
-    for (std::string_view plot : {"wait-cdf-", "allocation-", "estimate-error-", "fairness-"}) {
-      if (name.starts_with(plot)) {
-        return is_load(name.substr(plot.size(), name.size() - plot.size() - 4));
-      }
-    }
-    return false;
-  };
   std::size_t stale = 0;
   for (const auto& entry : std::filesystem::directory_iterator(args.out, ec)) {
     const std::string name = entry.path().filename().string();
-    const bool csv = written_here(name) && name.ends_with(".csv");
-    const bool svg = written_here(name) && name.ends_with(".svg");
     std::error_code rm;
-    if ((csv || svg) && entry.is_regular_file(rm) && std::filesystem::remove(entry.path(), rm)) {
+    if (sim::IsPerLoadOutputName(name) && entry.is_regular_file(rm) &&
+        std::filesystem::remove(entry.path(), rm)) {
       ++stale;
     }
   }

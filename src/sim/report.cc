@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -310,6 +311,32 @@ common::Result<RunSummary> SummarizeRun(std::string policy, std::string load, do
 
 std::string JobsCsvName(std::string_view policy, std::string_view load) {
   return fmt::format("jobs-{}-{}.csv", policy, load);
+}
+
+std::string PlotFileName(std::string_view plot, std::string_view load) {
+  return fmt::format("{}-{}.svg", plot, load);
+}
+
+bool IsPerLoadOutputName(std::string_view file) {
+  auto is_load = [](std::string_view text) {
+    if (text == "trace") return true;
+    double v = 0;
+    auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), v);
+    return !text.empty() && err == std::errc() && end == text.data() + text.size();
+  };
+  if (file.starts_with("jobs-") && file.ends_with(".csv")) {
+    const std::string_view rest = file.substr(5, file.size() - 9);
+    const auto dash = rest.find('-');
+    return dash != std::string_view::npos && ParsePolicy(rest.substr(0, dash)).ok() &&
+           is_load(rest.substr(dash + 1));
+  }
+  if (!file.ends_with(".svg")) return false;
+  for (std::string_view plot : kPlotNames) {
+    if (file.starts_with(plot) && file.size() > plot.size() + 4 && file[plot.size()] == '-') {
+      return is_load(file.substr(plot.size() + 1, file.size() - plot.size() - 5));
+    }
+  }
+  return false;
 }
 
 common::Status WriteJobsCsv(const SimResult& result, const std::string& path) {

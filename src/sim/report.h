@@ -118,6 +118,13 @@ common::Result<RunSummary> SummarizeRun(std::string policy, std::string load, do
 // FailedPrecondition if the file cannot be written.
 common::Status WriteJobsCsv(const SimResult& result, const std::string& path);
 std::string JobsCsvName(std::string_view policy, std::string_view load);
+// The SVG plots written per load ("<plot>-<load>.svg", RenderPlots).
+inline constexpr std::string_view kPlotNames[] = {"wait-cdf", "allocation", "estimate-error",
+                                                  "fairness"};
+std::string PlotFileName(std::string_view plot, std::string_view load);
+// Whether `file` is named as a per-load output of a run: a JobsCsvName of a known policy or a
+// PlotFileName, for a load "trace" or a number. A user's own files in --out are not.
+bool IsPerLoadOutputName(std::string_view file);
 
 struct ReportInput {
   std::string trace;  // trace name

@@ -238,9 +238,9 @@ std::string RenderMarkdownReport(const ReportInput& input) {
     WaitTables(runs, md);
     OtherTables(runs, md);
     md += fmt::format(
-        "\n![wait CDF](wait-cdf-{0}.svg)\n![allocation](allocation-{0}.svg)\n"
-        "![estimate error](estimate-error-{0}.svg)\n![fairness](fairness-{0}.svg)\n",
-        load);
+        "\n![wait CDF]({})\n![allocation]({})\n![estimate error]({})\n![fairness]({})\n",
+        PlotFileName("wait-cdf", load), PlotFileName("allocation", load),
+        PlotFileName("estimate-error", load), PlotFileName("fairness", load));
   }
   return md;
 }
@@ -249,10 +249,10 @@ std::vector<std::pair<std::string, std::string>> RenderPlots(const ReportInput& 
   std::vector<std::pair<std::string, std::string>> plots;
   for (const std::string& load : Loads(input)) {
     const auto runs = RunsAt(input, load);
-    plots.emplace_back(fmt::format("wait-cdf-{}.svg", load), WaitCdfPlot(load, runs));
-    plots.emplace_back(fmt::format("allocation-{}.svg", load), AllocationPlot(load, runs));
-    plots.emplace_back(fmt::format("estimate-error-{}.svg", load), ErrorPlot(load, runs));
-    plots.emplace_back(fmt::format("fairness-{}.svg", load), FairnessPlot(load, runs));
+    plots.emplace_back(PlotFileName("wait-cdf", load), WaitCdfPlot(load, runs));
+    plots.emplace_back(PlotFileName("allocation", load), AllocationPlot(load, runs));
+    plots.emplace_back(PlotFileName("estimate-error", load), ErrorPlot(load, runs));
+    plots.emplace_back(PlotFileName("fairness", load), FairnessPlot(load, runs));
   }
   return plots;
 }

@@ -321,5 +321,18 @@ TEST(SvgPlotTest, EscapesTextAndSkipsNonPositiveOnLogAxis) {
   EXPECT_EQ(RenderLinePlot(flat).find("nan"), std::string::npos);
 }
 
+// egs-sim removes an earlier run's per-load files from --out, and nothing else.
+TEST(ReportTest, PerLoadOutputNamesAreThoseARunWrites) {
+  for (const std::string& name :
+       {JobsCsvName("egs", "0.9"), JobsCsvName("fifo", "trace"), PlotFileName("wait-cdf", "1.1"),
+        PlotFileName("estimate-error", "0.5")}) {
+    EXPECT_TRUE(IsPerLoadOutputName(name)) << name;
+  }
+  for (const char* name : {"jobs-mine.csv", "jobs-nosuch-0.9.csv", "jobs-egs-x.csv",
+                           "wait-cdf-draft.svg", "wait-cdf-.svg", "notes.txt", "summary.json"}) {
+    EXPECT_FALSE(IsPerLoadOutputName(name)) << name;
+  }
+}
+
 }  // namespace
 }  // namespace egs::sim
