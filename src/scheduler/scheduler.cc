@@ -171,26 +171,23 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
   // of the same spec would. One an admin approved keeps its approval, unless the policy now
   // refuses its shapes or clusters outright (no approval places it then: it would wait for
   // ever); it then needs an approval with changes.
-  std::vector<core::RequestId> held;
+  std::vector<std::pair<core::RequestId, std::string>> held;  // and why
   queue_.ForEach([&](core::RequestId rid) {
     const RequestRecord& r = requests_.Get(rid);
-    if (r.spec.workspace == id) held.push_back(rid);
-    return true;
-  });
-  std::erase_if(held, [&](core::RequestId rid) {
-    RequestRecord& r = requests_.at(rid);
+    if (r.spec.workspace != id) return true;
     std::string reason;
     const Status allowed = CheckPolicy(r.spec, &reason);
-    if (r.spec.quota_exempt && allowed.ok()) return true;
-    if (!allowed.ok()) reason = std::string(allowed.message());
-    if (reason.empty()) return true;
-    r.reason = std::move(reason);  // read below
-    return false;
+    if (!allowed.ok()) {
+      held.emplace_back(rid, allowed.message());
+    } else if (!reason.empty() && !r.spec.quota_exempt) {
+      held.emplace_back(rid, std::move(reason));
+    }
+    return true;
   });
-  for (core::RequestId rid : held) {
+  for (const auto& [rid, why] : held) {
     RequestRecord& r = requests_.at(rid);
     r.spec.quota_exempt = false;  // an approval of what the policy now refuses is void
-    const std::string reason = "workspace policy changed: " + r.reason;
+    const std::string reason = "workspace policy changed: " + why;
     Dequeue(r);
     SetPhase(r, RequestPhase::kPendingApproval, reason);
     Emit(r, core::EventType::kNormal, "PendingApproval", reason);
@@ -202,7 +199,7 @@ Status Scheduler::UpdatePolicy(core::WorkspaceId id, core::WorkspacePolicy polic
   std::vector<core::RequestId> pending;
   for (const auto& [rid, r] : requests_) {
     if (r.spec.workspace == id && r.phase == RequestPhase::kPendingApproval &&
-        std::find(held.begin(), held.end(), rid) == held.end()) {
+        std::none_of(held.begin(), held.end(), [&](const auto& h) { return h.first == rid; })) {
       pending.push_back(rid);
     }
   }
