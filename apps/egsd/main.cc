@@ -27,7 +27,9 @@ void PrintUsage() {
              "            [--database postgresql://USER@HOST:PORT/DB [--standby]]\n"
              "            [--log-level trace|debug|info|warn|error|off] [--admin-token-file FILE]\n"
              "            [--tls-cert-file FILE --tls-key-file FILE] [--portal-dir DIR]\n"
-             "            [--http-threads N (1-256; watches: half of them, at most 32)]\n");
+             "            [--http-threads N (1-256; watches: half of them, at most 32)]\n"
+             "Flags override the config file; a relative path in the file is read from the\n"
+             "file's directory (src/daemon/config.h lists its keys).\n");
 }
 
 }  // namespace

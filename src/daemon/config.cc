@@ -114,7 +114,15 @@ common::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& s
   return common::OkStatus();
 }
 
-common::Status ApplyNode(const YAML::Node& root, const std::string& source, DaemonConfig& out) {
+// A path read from the config file: relative ones are relative to the file's directory `base`
+// (empty: kept as written, for text that is not read from a file).
+std::string FromFile(const std::string& path, const std::filesystem::path& base) {
+  if (path.empty() || base.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (base / path).lexically_normal().string();
+}
+
+common::Status ApplyNode(const YAML::Node& root, const std::string& source,
+                         const std::filesystem::path& base, DaemonConfig& out) {
   if (!root.IsMap())
     return common::InvalidArgumentError(fmt::format("{}: must be a mapping", source));
   for (const auto& kv : root) {
@@ -131,6 +139,7 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
     } else if (key == "dataDir") {
       EGS_ASSIGN_OR_RETURN(out.data_dir, scalar());
       if (out.data_dir.empty()) return common::InvalidArgumentError(field + ": must not be empty");
+      out.data_dir = FromFile(out.data_dir, base);
     } else if (key == "database") {
       EGS_ASSIGN_OR_RETURN(out.database, scalar());
       if (!out.database.empty()) {
@@ -144,20 +153,23 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
       out.standby = s == "true";
     } else if (key == "fleet") {
       EGS_ASSIGN_OR_RETURN(out.fleet_file, scalar());
+      out.fleet_file = FromFile(out.fleet_file, base);
     } else if (key == "logLevel") {
       EGS_ASSIGN_OR_RETURN(out.log_level, scalar());
       EGS_RETURN_IF_ERROR(CheckLogLevel(out.log_level, field));
     } else if (key == "adminTokenFile") {
       EGS_ASSIGN_OR_RETURN(out.admin_token_file, scalar());
+      out.admin_token_file = FromFile(out.admin_token_file, base);
     } else if (key == "portalDir") {
       EGS_ASSIGN_OR_RETURN(out.portal_dir, scalar());
+      out.portal_dir = FromFile(out.portal_dir, base);
     } else if (key == "tls") {
       auto set = [&](const std::string& k, const std::string& f,
                      const std::string& value) -> common::Status {
         if (k == "certFile") {
-          out.tls_cert_file = value;
+          out.tls_cert_file = FromFile(value, base);
         } else if (k == "keyFile") {
-          out.tls_key_file = value;
+          out.tls_key_file = FromFile(value, base);
         } else {
           return common::InvalidArgumentError(f + ": unknown key");
         }
@@ -166,6 +178,12 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source, Daem
       EGS_RETURN_IF_ERROR(ForEachScalar(v, field, set));
     } else if (key == "kubernetes") {
       EGS_RETURN_IF_ERROR(ApplyKubernetesYaml(v, field, out.kubernetes));
+      for (KubeClusterSettings& c : out.kubernetes.clusters) {
+        c.kubeconfig = FromFile(c.kubeconfig, base);
+      }
+      WebhookSettings& webhook = out.kubernetes.webhook;
+      webhook.tls_cert_file = FromFile(webhook.tls_cert_file, base);
+      webhook.tls_key_file = FromFile(webhook.tls_key_file, base);
     } else if (key == "http" || key == "rateLimit") {
       auto set = [&](const std::string& k, const std::string& f,
                      const std::string& value) -> common::Status {
@@ -251,7 +269,7 @@ common::Status ParseListen(const std::string& value, const std::string& field, D
 }
 
 common::Status ApplyConfigYaml(const std::string& text, const std::string& source,
-                               DaemonConfig& out) {
+                               DaemonConfig& out, const std::filesystem::path& base_dir) {
   cluster::YamlDocuments documents;
   try {
     documents = cluster::LoadYamlDocuments(text);
@@ -273,7 +291,8 @@ common::Status ApplyConfigYaml(const std::string& text, const std::string& sourc
   DaemonConfig copy = out;
   try {
     EGS_RETURN_IF_ERROR(CheckNoDuplicateKeys(root, source, "", 0));
-    EGS_RETURN_IF_ERROR(cluster::PlaceYamlError(ApplyNode(root, source, copy), source, root));
+    EGS_RETURN_IF_ERROR(
+        cluster::PlaceYamlError(ApplyNode(root, source, base_dir, copy), source, root));
   } catch (const YAML::Exception& e) {
     return common::InvalidArgumentError(fmt::format("{}: {}", source, e.what()));
   }
@@ -305,7 +324,10 @@ common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& ar
     if (!in) return common::InvalidArgumentError(fmt::format("--config: cannot read {}", path));
     std::stringstream text;
     text << in.rdbuf();
-    EGS_RETURN_IF_ERROR(ApplyConfigYaml(text.str(), path, config));
+    // Relative paths in the file are read from the file's directory, wherever egsd runs.
+    const std::filesystem::path dir =
+        std::filesystem::absolute(std::filesystem::path(path), ec).parent_path();
+    EGS_RETURN_IF_ERROR(ApplyConfigYaml(text.str(), path, config, dir));
   }
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];

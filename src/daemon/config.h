@@ -15,6 +15,9 @@
 //   kubernetes: {...}               # member clusters and the pod webhook (kube_settings.h)
 //   alerts: {...}                   # alert rules and remediation, see alerts/alert_config.h
 //
+// A relative path in the file is relative to the file's directory; in a flag, to the working
+// directory.
+//
 // Flags: --config FILE, --listen ADDR:PORT, --data-dir DIR, --database CONNINFO, --standby,
 // --fleet FILE, --log-level L,
 // --admin-token-file FILE, --tls-cert-file FILE, --tls-key-file FILE, --portal-dir DIR,
@@ -24,6 +27,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -87,9 +91,11 @@ struct DaemonConfig {
 // Parses "ADDR:PORT" into the config. InvalidArgument naming `field`.
 common::Status ParseListen(const std::string& value, const std::string& field, DaemonConfig& out);
 // Applies a YAML config document. InvalidArgument naming "<source>: <key>: <reason>"; unknown
-// keys are errors.
+// keys are errors. Relative paths in it (dataDir, fleet, adminTokenFile, portalDir, the TLS
+// files, kubeconfigs) are taken relative to `base_dir`, the file's directory; an empty
+// `base_dir` keeps them as written.
 common::Status ApplyConfigYaml(const std::string& text, const std::string& source,
-                               DaemonConfig& out);
+                               DaemonConfig& out, const std::filesystem::path& base_dir = {});
 // Reads --config first (if given), then applies the other flags over it. InvalidArgument naming
 // the flag for unknown flags, missing values and bad values. `args` excludes argv[0].
 common::Result<DaemonConfig> ParseCommandLine(const std::vector<std::string>& args);

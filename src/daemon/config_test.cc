@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
@@ -35,6 +37,42 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
   EXPECT_EQ(c->tls_key_file, "/etc/egs/tls.key");
   EXPECT_EQ(c->fair_share_age_limit, common::Minutes(390));
   EXPECT_EQ(c->shadow_depth, 4);
+}
+
+// A relative path in the config file names a file beside it, wherever egsd was started from; one
+// in a flag stays relative to the working directory.
+TEST(ConfigTest, RelativePathsInTheFileAreReadFromItsDirectory) {
+  egs::testing::TempDir dir;
+  const std::string path =
+      dir.Write("egsd.yaml",
+                "dataDir: state\n"
+                "fleet: fleets/demo.yaml\n"
+                "adminTokenFile: ../admin-token\n"
+                "portalDir: /srv/portal\n"
+                "tls: {certFile: tls/egsd.crt, keyFile: tls/egsd.key}\n"
+                "kubernetes:\n"
+                "  clusters:\n"
+                "    - {name: east, project: research, kubeconfig: east.yaml,\n"
+                "       shapes: [{gpuProduct: A100, gpuCount: 8, shape: a100}]}\n"
+                "  webhook: {listen: 127.0.0.1:9443,\n"
+                "            tls: {certFile: w.crt, keyFile: /etc/w.key}}\n");
+  const std::filesystem::path base = std::filesystem::path(path).parent_path();
+  auto c = ParseCommandLine({"--config", path});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->data_dir, (base / "state").string());
+  EXPECT_EQ(c->fleet_file, (base / "fleets/demo.yaml").string());
+  EXPECT_EQ(c->admin_token_file, (base.parent_path() / "admin-token").string());
+  EXPECT_EQ(c->portal_dir, "/srv/portal");
+  EXPECT_EQ(c->tls_cert_file, (base / "tls/egsd.crt").string());
+  EXPECT_EQ(c->tls_key_file, (base / "tls/egsd.key").string());
+  ASSERT_EQ(c->kubernetes.clusters.size(), 1U);
+  EXPECT_EQ(c->kubernetes.clusters[0].kubeconfig, (base / "east.yaml").string());
+  EXPECT_EQ(c->kubernetes.webhook.tls_cert_file, (base / "w.crt").string());
+  EXPECT_EQ(c->kubernetes.webhook.tls_key_file, "/etc/w.key");
+  auto flags = ParseCommandLine({"--config", path, "--fleet", "mine.yaml", "--data-dir", "d"});
+  ASSERT_OK(flags);
+  EXPECT_EQ(flags->fleet_file, "mine.yaml");
+  EXPECT_EQ(flags->data_dir, "d");
 }
 
 // Each watch holds a worker thread. Unless maxWatches is given, half the threads (at most 32) may
