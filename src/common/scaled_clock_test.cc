@@ -20,6 +20,24 @@ TEST(ScaledClockTest, RunsScaleTimesFasterThanItsBase) {
   EXPECT_EQ(same.Now() - s0, Seconds(5));
 }
 
+// A clock made again from saved origins continues where the first one was, and its waits end
+// at the base time that corresponds.
+TEST(ScaledClockTest, ContinuesFromSavedOrigins) {
+  SimulatedClock base(FromUnixMicros(0) + Hours(10));
+  ScaledClock first(base, 60);
+  base.AdvanceBy(Minutes(1));
+  const Time reached = first.Now();
+  EXPECT_EQ(reached - base.Now(), Minutes(59));
+  ScaledClock again(base, 60, first.real_origin(), first.scaled_origin());
+  EXPECT_EQ(again.Now(), reached);
+  base.AdvanceBy(Seconds(1));
+  EXPECT_EQ(again.Now(), reached + Minutes(1));
+  // Scale 1 from origins an hour apart: real time's pace, an hour ahead.
+  ScaledClock ahead(base, 1, base.Now(), base.Now() + Hours(1));
+  base.AdvanceBy(Seconds(3));
+  EXPECT_EQ(ahead.Now() - base.Now(), Hours(1));
+}
+
 TEST(ScaledClockTest, WaitsConvertDeadlinesToBaseTime) {
   SimulatedClock base(FromUnixMicros(0));
   ScaledClock fast(base, 10);

@@ -34,6 +34,7 @@
 #include "cluster/fleet_file.h"
 #include "cluster/simulated_fleet.h"
 #include "common/scaled_clock.h"
+#include "store/store.h"
 #include "compat/v1_server.h"
 #include "daemon/alert_monitor.h"
 #include "daemon/alert_routes.h"
@@ -447,6 +448,60 @@ auto OpenWaiting(const DaemonConfig& config, common::Clock& clock, std::string_v
   return std::move(opened.result);
 }
 
+// Where the scaled clock of a simulated fleet's timeScale stands: its origins, kept so that a
+// restart continues the scaled time. Made again from the real now, a clock running ahead of
+// real time went back by all it had gained: requests Active with starts in the future, nodes
+// handed out twice while the stored reservations still held them.
+constexpr std::string_view kScaledClockKey = "egsd.scaledClock";
+
+// Sets p.clock: the real clock, or a scaled one continued from the store's origins (a changed
+// timeScale goes on at its new pace from where the old one was). Real time that never ran
+// faster keeps nothing in the store.
+common::Status StartClock(Daemon::Parts& p, double scale, common::Clock& real) {
+  EGS_ASSIGN_OR_RETURN(std::optional<std::string> saved, store::GetMeta(*p.store, kScaledClockKey));
+  const core::Time now = real.Now();
+  if (!saved && scale == 1.0) {
+    p.clock = &real;
+    return common::OkStatus();
+  }
+  core::Time real_origin = now;
+  core::Time scaled_origin = now;
+  if (saved) {
+    const json j = json::parse(*saved, nullptr, false);
+    if (!j.is_object() || !j.contains("scale") || !j["scale"].is_number() ||
+        !(j["scale"].get<double>() > 0) || !j.contains("realOriginUs") ||
+        !j["realOriginUs"].is_number_integer() || !j.contains("scaledOriginUs") ||
+        !j["scaledOriginUs"].is_number_integer()) {
+      return common::InternalError(
+          fmt::format("the stored scaled clock ({}) is not readable: {}", kScaledClockKey, *saved));
+    }
+    const common::ScaledClock before(
+        real, j["scale"].get<double>(),
+        common::FromUnixMicros(j["realOriginUs"].get<std::int64_t>()),
+        common::FromUnixMicros(j["scaledOriginUs"].get<std::int64_t>()));
+    if (before.scale() == scale) {
+      real_origin = before.real_origin();
+      scaled_origin = before.scaled_origin();
+    } else {
+      scaled_origin = before.Now();
+    }
+  }
+  p.scaled_clock = std::make_unique<common::ScaledClock>(real, scale, real_origin, scaled_origin);
+  p.clock = p.scaled_clock.get();
+  if (saved && real_origin != now) return common::OkStatus();  // the same origins as stored
+  const json state = {{"scale", scale},
+                      {"realOriginUs", common::ToUnixMicros(real_origin)},
+                      {"scaledOriginUs", common::ToUnixMicros(scaled_origin)}};
+  auto committed =
+      p.store->Commit({store::MetaPut(std::string(kScaledClockKey), state.dump())}, {});
+  if (!committed.ok()) return committed.error().WithContext("store the scaled clock");
+  if (saved) {
+    spdlog::info("timeScale is now {}: scheduled time goes on from {}", scale,
+                 common::FormatTime(scaled_origin));
+  }
+  return common::OkStatus();
+}
+
 // The telemetry routes' view of the daemon.
 api::TelemetrySources TelemetrySourcesOf(Daemon::Parts& p) {
   ControlPlaneImpl* cp = p.control_plane.get();
@@ -513,12 +568,6 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         CheckFleetObjects(fleet_objects).WithContext(fmt::format("--fleet {}", config.fleet_file)));
   }
   const cluster::SimulationSettings sim = fleet ? fleet->sim : cluster::SimulationSettings{};
-  if (sim.time_scale != 1.0) {
-    p->scaled_clock = std::make_unique<common::ScaledClock>(clock, sim.time_scale);
-    p->clock = p->scaled_clock.get();
-  } else {
-    p->clock = &clock;
-  }
 
   // The portal's assets under /portal/ (when configured).
   std::optional<api::StaticFiles> portal;
@@ -600,6 +649,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     if (!store.ok()) return store.error().WithContext(fmt::format("open {}", db));
     p->store = std::move(*store);
   }
+
+  // The scheduler's clock, which may run ahead of real time (the fleet's timeScale).
+  EGS_RETURN_IF_ERROR(StartClock(*p, sim.time_scale, clock));
 
   Parts* raw = p.get();
   scheduler::SchedulerOptions scheduler_options;

@@ -4,12 +4,16 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "api/codec.h"
 #include "api/httplib_server.h"
 #include "daemon/test_daemon.h"
 #include "testing/self_signed_cert.h"
@@ -299,6 +303,52 @@ TEST(DaemonStartTest, AConfiguredShadowDepthGivesShadowPlans) {
   };
   EXPECT_EQ(explain("protected").find("a shadow plan"), std::string::npos);
   EXPECT_NE(explain("shadow").find("a shadow plan"), std::string::npos);
+}
+
+// A fleet whose timeScale runs scheduled time ahead of real time: a restart continues it. Made
+// again from the real now, it went back by all it had gained, and a request started at once on
+// the node that the stored reservation of another still held.
+TEST(DaemonStartTest, ScaledTimeContinuesAcrossRestarts) {
+  std::string fleet = kFleet;
+  const std::string sim = "simulation: {provisioningTime: 1s, precheckFailureRate: 0, ";
+  ASSERT_NE(fleet.find(sim), std::string::npos);
+  fleet.replace(fleet.find(sim), sim.size(), sim + "timeScale: 3600, ");
+  TestDaemon egsd(fleet);
+  ASSERT_OK(egsd.Start());
+  const std::string token = egsd.admin_token();
+  const std::string gprs = "/apis/egs.dev/v1alpha1/namespaces/team-a/gpuprovisionrequests";
+  auto create = [&](const std::string& name) {
+    httplib::Client c = egsd.Client(token);
+    const std::string body =
+        R"({"apiVersion":"egs.dev/v1alpha1","kind":"GPUProvisionRequest","metadata":{"name":")" +
+        name + R"("},"spec":{"shape":"h100x8","nodes":1,"duration":"100h"}})";
+    auto res = c.Post(gprs, body, "application/json");
+    EXPECT_TRUE(res && res->status == 201) << (res ? res->body : "no response");
+    const auto j = nlohmann::json::parse(res ? res->body : "{}", nullptr, false);
+    auto created = api::ParseTime(j.value("/metadata/creationTimestamp"_json_pointer, ""));
+    EXPECT_OK(created);
+    return created.ok() ? *created : common::Time{};
+  };
+  auto phase = [&](const std::string& name) {
+    httplib::Client c = egsd.Client(token);
+    auto res = c.Get(gprs + "/" + name);
+    const auto j = nlohmann::json::parse(res ? res->body : "{}", nullptr, false);
+    return j.value("/status/phase"_json_pointer, std::string("?"));
+  };
+  const common::Time first = create("first");
+  // 0.3 s of real time is 18 min of scheduled time.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_OK(egsd.Restart());
+  const common::Time second = create("second");
+  EXPECT_GE(second - first, common::Minutes(18));
+  // The one node is first's for 100 h: second waits for it.
+  EXPECT_EQ(phase("second"), "Queued");
+  // Back to real time's pace: scheduled time goes on from where it was.
+  fleet.replace(fleet.find("timeScale: 3600"), 15, "timeScale: 1");
+  std::ofstream(egsd.dir() / "fleet.yaml") << fleet;
+  ASSERT_OK(egsd.Restart());
+  EXPECT_GE(create("third"), second);
+  EXPECT_EQ(phase("third"), "Queued");
 }
 
 }  // namespace
