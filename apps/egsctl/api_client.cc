@@ -9,6 +9,7 @@
 #include <optional>
 #include <regex>
 
+#include "egsctl/cli_time.h"
 #include "egsctl/resources.h"
 
 namespace egs::egsctl {
@@ -253,11 +254,18 @@ std::optional<common::Duration> RetryHint(const httplib::Response& r) {
 
 }  // namespace
 
+void ApiClient::NoteServerTime(const httplib::Response& r) {
+  if (!r.has_header(kServerTimeHeader)) return;
+  auto at = ParseTimestamp(r.get_header_value(kServerTimeHeader));
+  if (at.ok()) server_clock_offset_ = *at - clock_.Now();
+}
+
 common::Result<json> ApiClient::Send(const std::function<httplib::Result()>& send) {
   common::Duration waited(0);
   for (int attempt = 1;; ++attempt) {
     httplib::Result r = send();
     if (!r) return TransportError(r.error(), options_.server);
+    NoteServerTime(*r);
     if (r->status < 400) return ParseBody(r->body);
     std::optional<common::Duration> hint = RetryHint(*r);
     if (hint && attempt < kMaxAttempts && waited + *hint <= kMaxRetryWait) {
@@ -343,6 +351,7 @@ common::Status ApiClient::Watch(std::string_view path, const QueryParams& query,
       Target(path, query),
       [&](const httplib::Response& resp) {
         http_status = resp.status;
+        NoteServerTime(resp);
         return true;
       },
       [&](const char* data, std::size_t len) {

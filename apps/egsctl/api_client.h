@@ -36,6 +36,7 @@
 namespace httplib {
 class Client;
 class Result;
+struct Response;
 }  // namespace httplib
 
 namespace egs::egsctl {
@@ -52,6 +53,9 @@ struct ClientOptions {
 };
 
 using QueryParams = std::vector<std::pair<std::string, std::string>>;
+
+// egsd's clock at the answer (RFC 3339), on every API answer: the time its timestamps are in.
+inline constexpr char kServerTimeHeader[] = "EGS-Server-Time";
 
 class ApiClient {
  public:
@@ -85,6 +89,10 @@ class ApiClient {
                        common::Time deadline, const EventHandler& on_event);
 
   const std::string& server() const { return options_.server; }
+  // The server's clock minus `clock`, from the kServerTimeHeader of the latest answer that had
+  // one (nullopt before). Ages are of the server's timestamps, and egsd's scheduled time runs
+  // ahead of real time when its simulated fleet has a timeScale.
+  std::optional<common::Duration> server_clock_offset() const { return server_clock_offset_; }
 
  private:
   ApiClient(ClientOptions options, common::Clock& clock, std::string prefix,
@@ -92,11 +100,13 @@ class ApiClient {
   std::string Target(std::string_view path, const QueryParams& query) const;
   // Calls `send` (one HTTP exchange) and again after a 429's hint (see the header comment).
   common::Result<nlohmann::json> Send(const std::function<httplib::Result()>& send);
+  void NoteServerTime(const httplib::Response& r);
 
   ClientOptions options_;
   common::Clock& clock_;
   std::string prefix_;  // path prefix of the server URL, "" or "/egs"
   std::unique_ptr<httplib::Client> http_;
+  std::optional<common::Duration> server_clock_offset_;
 };
 
 // The Status for an HTTP error answer (see the header comment): exposed for tests.

@@ -44,6 +44,9 @@ struct Context {
 
   // The API client, created on first use. InvalidArgument for a malformed server URL.
   common::Result<ApiClient*> Client();
+  // The server's time now, as far as its answers so far tell (ApiClient::server_clock_offset);
+  // `clock`'s before any: what ages of the server's timestamps are counted from.
+  common::Time ServerNow() const;
 
   // Prints a failure now (for commands that go on with their next object) and remembers the exit
   // code of the first one.

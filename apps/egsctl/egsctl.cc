@@ -178,6 +178,12 @@ common::Result<ApiClient*> Context::Client() {
   return client_.get();
 }
 
+common::Time Context::ServerNow() const {
+  const common::Time now = clock.Now();
+  if (!client_) return now;
+  return now + client_->server_clock_offset().value_or(common::Duration(0));
+}
+
 void Context::Report(const common::Status& s) {
   if (s.ok()) return;
   PrintError(err, s);

@@ -91,6 +91,24 @@ TEST_F(EgsctlTest, GetListsATableWithBearerToken) {
   EXPECT_EQ(reqs[0].Param("labelSelector"), "team=a");
 }
 
+// Ages count from the server's clock when it says it (egsd's runs ahead of real time under a
+// simulated fleet's timeScale): here 2 h after the object's creation, while egsctl's own clock
+// is 5 min after it. (Without the header, from egsctl's clock: GetListsATableWithBearerToken.)
+TEST_F(EgsctlTest, AgesCountFromTheServersClock) {
+  testing::CannedResponse list = Ok(List({Gpr("train-1")}));
+  list.headers = {{"EGS-Server-Time", "2026-11-22T12:00:00Z"}};
+  server_.On("GET", kGprs, list);
+  Outcome r = Egsctl({"get", "gpr", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("   120m\n"));
+  testing::CannedResponse one = Ok(Gpr("train-1"));
+  one.headers = list.headers;
+  server_.On("GET", std::string(kGprs) + "/train-1", one);
+  r = Egsctl({"describe", "gpr", "train-1", "-n", "team-a"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2026-11-22T10:00:00Z (120m ago)"));
+}
+
 TEST_F(EgsctlTest, GetOneByNameAsJsonAndYaml) {
   server_.On("GET", std::string(kGprs) + "/train-1", Ok(Gpr("train-1")));
   Outcome r = Egsctl({"get", "gpuprovisionrequest", "train-1", "-n", "team-a", "-o", "json"});

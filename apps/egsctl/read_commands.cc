@@ -69,7 +69,7 @@ class EventPrinter {
       case OutputFormat::kWide: {
         bool wide = ctx_.format == OutputFormat::kWide;
         bool with_ns = ctx_.all_namespaces;
-        std::vector<std::string> row = TableRow(r_, object, wide, with_ns, ctx_.clock.Now());
+        std::vector<std::string> row = TableRow(r_, object, wide, with_ns, ctx_.ServerNow());
         row.insert(row.begin(), type);
         if (widths_.empty()) {
           std::vector<std::string> header = TableHeader(r_, wide, with_ns);
@@ -158,7 +158,7 @@ common::Status Get(Context& ctx) {
   }
   bool with_ns = names.empty() && ctx.all_namespaces;
   PrintObjects(ctx.out, ctx.err, *r, objects, names.size() == 1, ctx.format, with_ns,
-               Namespace(ctx), ctx.clock.Now());
+               Namespace(ctx), ctx.ServerNow());
   return common::OkStatus();
 }
 
@@ -222,7 +222,7 @@ void Describe(Context& ctx, ApiClient& client, const Resource& r, const json& ob
   line("Annotations", KeyValues(meta.value("annotations", json::object())));
   std::string created = TextAt(obj, {"metadata", "creationTimestamp"});
   if (auto t = ParseTimestamp(created); t.ok()) {
-    created += fmt::format(" ({} ago)", FormatAge(ctx.clock.Now() - *t));
+    created += fmt::format(" ({} ago)", FormatAge(ctx.ServerNow() - *t));
   }
   line("Created", created.empty() ? "-" : created);
   line("Resource Version", TextAt(obj, {"metadata", "resourceVersion"}));
@@ -240,7 +240,7 @@ void Describe(Context& ctx, ApiClient& client, const Resource& r, const json& ob
   }
   ctx.out << "Events:\n";
   Table t{{"TYPE", "REASON", "AGE", "COUNT", "MESSAGE"}, {}};
-  common::Time now = ctx.clock.Now();
+  common::Time now = ctx.ServerNow();
   for (const json& e : events) {
     std::string when = TextAt(e, {"lastTimestamp"});
     auto at = ParseTimestamp(when);

@@ -1,6 +1,8 @@
 // The portal's only way to egsd: JSON over fetch to the public REST API, with the user's bearer
 // token. Errors are Kubernetes Status objects; they become ApiError with the server's message.
 
+import { noteServerTime } from './format.js';
+
 export const API = '/apis/egs.dev/v1alpha1';
 
 export class ApiError extends Error {
@@ -31,6 +33,7 @@ export function client(token, onUnauthenticated) {
       init.body = JSON.stringify(body);
     }
     const res = await fetch(path, init);
+    noteServerTime(res.headers.get('EGS-Server-Time'));
     const text = await res.text();
     let json = null;
     if (text) {
@@ -54,6 +57,7 @@ export function client(token, onUnauthenticated) {
     const sep = path.includes('?') ? '&' : '?';
     const rv = resourceVersion ? `&resourceVersion=${encodeURIComponent(resourceVersion)}` : '';
     const res = await fetch(`${path}${sep}watch=1${rv}`, { headers, signal });
+    noteServerTime(res.headers.get('EGS-Server-Time'));
     if (!res.ok) {
       if (res.status === 401 && onUnauthenticated) onUnauthenticated();
       throw new ApiError(res.status, await res.json().catch(() => null));

@@ -2,7 +2,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 
 import { html } from './html.js';
-import { duration, parseTime } from './format.js';
+import { duration, parseTime, serverNow } from './format.js';
 
 // Calls `load()` now and every `everyMs` (0 = once); returns {data, error, reload}. A failed
 // poll keeps the last data and reports the error.
@@ -64,11 +64,11 @@ export function Progress({ start, end, now }) {
   </div>`;
 }
 
-// Re-renders every `everyMs` so that relative times move; returns Date.now().
+// Re-renders every `everyMs` so that relative times move; returns egsd's time now (serverNow).
 export function useNow(everyMs = 1000) {
-  const [now, setNow] = useState(Date.now());
+  const [now, setNow] = useState(serverNow());
   useEffect(() => {
-    const t = setInterval(() => setNow(Date.now()), everyMs);
+    const t = setInterval(() => setNow(serverNow()), everyMs);
     return () => clearInterval(t);
   }, [everyMs]);
   return now;

@@ -1,6 +1,21 @@
 // Formatting of times, durations and money for display. Times from the API are RFC 3339 UTC;
 // the portal shows them in UTC (as egsctl does) with a relative hint.
 
+// egsd's clock minus the browser's, from the EGS-Server-Time header of its latest answer: the
+// API's timestamps are in egsd's time, which runs ahead of real time when its simulated fleet
+// has a timeScale (and a browser's clock may be off), so relative times count from it.
+let serverOffsetMs = 0;
+
+export function noteServerTime(header, receivedMs = Date.now()) {
+  const t = header ? Date.parse(header) : NaN;
+  if (!Number.isNaN(t)) serverOffsetMs = t - receivedMs;
+}
+
+// egsd's time now, as far as its answers tell; the browser's before any.
+export function serverNow() {
+  return Date.now() + serverOffsetMs;
+}
+
 export function parseTime(s) {
   if (!s) return null;
   const t = Date.parse(s);
@@ -39,7 +54,7 @@ export function parseDuration(text) {
 }
 
 // "14:05 UTC" today, "Nov 24 14:05 UTC" otherwise.
-export function clock(ms, now = Date.now()) {
+export function clock(ms, now = serverNow()) {
   if (ms == null) return '–';
   const d = new Date(ms);
   const hm = d.toISOString().slice(11, 16);
@@ -50,14 +65,14 @@ export function clock(ms, now = Date.now()) {
 }
 
 // "now", "in 12m", "3m ago".
-export function relative(ms, now = Date.now()) {
+export function relative(ms, now = serverNow()) {
   if (ms == null) return '';
   const diff = (ms - now) / 1000;
   if (Math.abs(diff) < 30) return 'now';
   return diff > 0 ? `in ${duration(diff)}` : `${duration(-diff)} ago`;
 }
 
-export function when(s, now = Date.now()) {
+export function when(s, now = serverNow()) {
   const ms = parseTime(s);
   if (ms == null) return '–';
   return `${clock(ms, now)} (${relative(ms, now)})`;

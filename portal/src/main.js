@@ -4,6 +4,7 @@ import { render } from 'preact';
 import { useCallback, useEffect, useState } from 'preact/hooks';
 
 import { client, whoAmI } from './api.js';
+import { serverNow } from './format.js';
 import { html } from './html.js';
 import { SignIn } from './views/signin.js';
 import { Workspaces } from './views/workspaces.js';
@@ -51,7 +52,7 @@ export function isAdmin(me) {
 // The bell: warnings of the last hour, live; leads to the events page.
 function Bell({ events, current }) {
   const { data } = events;
-  const hourAgo = Date.now() - 3600e3;
+  const hourAgo = serverNow() - 3600e3;
   const warnings = (data || []).filter((e) => e.type === 'Warning' && lastTime(e) >= hourAgo).length;
   const label = `${warnings} warning${warnings === 1 ? '' : 's'} in the last hour`;
   return html`<a class=${`bell${warnings ? ' hot' : ''}`} href="#/events" title=${label}

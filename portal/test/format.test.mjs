@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { clock, duration, money, parseDuration, relative } from '../src/format.js';
+import { clock, duration, money, noteServerTime, parseDuration, relative, serverNow } from '../src/format.js';
 import { myWorkspaces, policyInWords } from '../src/views/workspaces.js';
 
 test('duration prints Go-style spans', () => {
@@ -59,4 +59,16 @@ test('myWorkspaces: members see theirs, project admins their projects, admins al
   assert.deepEqual(names({ role: 'member', workspaces: ['b'], projects: [] }), ['b']);
   assert.deepEqual(names({ role: 'project-admin', workspaces: [], projects: ['p'] }), ['a']);
   assert.deepEqual(names({ role: 'admin', workspaces: [], projects: [] }), ['a', 'b']);
+});
+
+test('serverNow follows the clock of egsd\'s answers, which may run ahead of the browser\'s', () => {
+  const received = Date.now();
+  noteServerTime(new Date(received + 5 * 3600e3).toISOString(), received);
+  const ahead = serverNow() - Date.now();
+  assert.ok(ahead > 5 * 3600e3 - 1000 && ahead <= 5 * 3600e3 + 1000, `ahead by ${ahead} ms`);
+  assert.equal(relative(received + 5 * 3600e3 - 7200e3), '2h ago');
+  noteServerTime('not a time');  // ignored
+  assert.ok(serverNow() - Date.now() > 5 * 3600e3 - 1000);
+  noteServerTime(new Date().toISOString());
+  assert.ok(Math.abs(serverNow() - Date.now()) < 1000);
 });

@@ -668,6 +668,7 @@ HttpResponse ApiServer::Handle(const HttpRequest& req) {
     resp = ErrorResponse(common::InternalError(fmt::format("unexpected error: {}", e.what())));
   }
   if (t.mutating && (who.has_value() || options_.audit_unauthenticated)) Audit(req, t, who, resp);
+  resp.headers.emplace_back(kServerTimeHeader, FormatTime(clock_.Now()));
   return resp;
 }
 

@@ -16,6 +16,11 @@
 
 namespace egs::api {
 
+// On every answer of the API: the server's clock at the answer (RFC 3339), the time its
+// timestamps are in. It runs ahead of real time when egsd's simulated fleet has a timeScale, so
+// clients count ages from it, not from their own clock.
+inline constexpr char kServerTimeHeader[] = "EGS-Server-Time";
+
 // Case-insensitive ordering for header names.
 struct HeaderLess {
   bool operator()(std::string_view a, std::string_view b) const;

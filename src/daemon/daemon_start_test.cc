@@ -343,6 +343,15 @@ TEST(DaemonStartTest, ScaledTimeContinuesAcrossRestarts) {
   EXPECT_GE(second - first, common::Minutes(18));
   // The one node is first's for 100 h: second waits for it.
   EXPECT_EQ(phase("second"), "Queued");
+  // Every answer says the server's time, which clients count ages from.
+  {
+    httplib::Client c = egsd.Client(token);
+    auto res = c.Get(gprs);
+    ASSERT_TRUE(res);
+    auto now = api::ParseTime(res->get_header_value("EGS-Server-Time"));
+    ASSERT_OK(now);
+    EXPECT_GE(*now, second);
+  }
   // Back to real time's pace: scheduled time goes on from where it was.
   fleet.replace(fleet.find("timeScale: 3600"), 15, "timeScale: 1");
   std::ofstream(egsd.dir() / "fleet.yaml") << fleet;

@@ -7,7 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { html } from '../html.js';
 import { API } from '../api.js';
 import { ErrorBox, usePoll, useNow } from '../components.js';
-import { clock, parseDuration, when } from '../format.js';
+import { clock, parseDuration, serverNow, when } from '../format.js';
 import { loadSchedule } from './schedule.js';
 import { lastTime } from './events.js';
 
@@ -98,7 +98,7 @@ export function Dashboard({ session }) {
   const [alloc, setAlloc] = useState(null);
   const [allocError, setAllocError] = useState(null);
   useEffect(() => {
-    const from = Math.floor((Date.now() - 24 * HOUR) / HOUR) * HOUR;
+    const from = Math.floor((serverNow() - 24 * HOUR) / HOUR) * HOUR;
     const to = from + 8 * 24 * HOUR;
     loadSchedule(api, { from, to })
       .then((rows) => setAlloc(allocation(rows, from, to)))

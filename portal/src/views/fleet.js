@@ -12,7 +12,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { html } from '../html.js';
 import { API } from '../api.js';
 import { ErrorBox, useNow } from '../components.js';
-import { when } from '../format.js';
+import { serverNow, when } from '../format.js';
 
 const MAX_SHOWN = 100;
 export const RESYNC_MS = 60000;
@@ -220,8 +220,8 @@ function ProjectItem({ p, clusters, api, act }) {
 function Maintenance({ name, path, api, act, done, windows, now }) {
   const hour = 3600e3;
   const iso = (t) => new Date(t).toISOString().slice(0, 16);
-  const [start, setStart] = useState(iso(Math.ceil(Date.now() / hour) * hour + hour));
-  const [end, setEnd] = useState(iso(Math.ceil(Date.now() / hour) * hour + 3 * hour));
+  const [start, setStart] = useState(iso(Math.ceil(serverNow() / hour) * hour + hour));
+  const [end, setEnd] = useState(iso(Math.ceil(serverNow() / hour) * hour + 3 * hour));
   const id = `mw-${name}`;
   const submit = (e) => {
     e.preventDefault();

@@ -6,7 +6,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { html } from '../html.js';
 import { API, gprPath } from '../api.js';
 import { ErrorBox, usePoll } from '../components.js';
-import { WAIT_WORDS, duration, money, parseDuration, when } from '../format.js';
+import { WAIT_WORDS, duration, money, parseDuration, serverNow, when } from '../format.js';
 import { myWorkspaces } from './workspaces.js';
 
 function suggestName(user) {
@@ -193,7 +193,7 @@ export function NewRequest({ session }) {
 
 function QuoteTable({ quote, pick, setPick }) {
   if (!quote.options.length) return html`<p role="status">No allowed shape and cluster can run this request.</p>`;
-  const now = Date.now();
+  const now = serverNow();
   return html`<div class="quote" aria-live="polite">
     <h2 id="quote-h">Wait time</h2>
     <p>

@@ -12,7 +12,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { html } from '../html.js';
 import { API } from '../api.js';
 import { ErrorBox } from '../components.js';
-import { clock, duration } from '../format.js';
+import { clock, duration, serverNow } from '../format.js';
 
 const ROW_H = 16;
 const AXIS_H = 28;
@@ -88,7 +88,7 @@ export function Schedule({ session }) {
   const [view, setView] = useState({ first: 0, last: 0 });
   const [find, setFind] = useState('');
   const [pools, setPools] = useState({ clusters: [], shapes: [] });
-  const now = loaded ? loaded.now : Date.now();
+  const now = loaded ? loaded.now : serverNow();
   const from = loaded ? loaded.from : Math.floor((now - BACK_H * HOUR) / HOUR) * HOUR;
   const to = from + (BACK_H + AHEAD_H) * HOUR;
   const scroller = useRef(null);
@@ -109,7 +109,7 @@ export function Schedule({ session }) {
     let live = true;
     setLoaded(null);
     setError(null);
-    const t = Date.now();
+    const t = serverNow();
     const f = Math.floor((t - BACK_H * HOUR) / HOUR) * HOUR;
     loadSchedule(api, { from: f, to: f + (BACK_H + AHEAD_H) * HOUR, ...filters }, (n, total) => live && setProgress(`${n} of ${total} nodes loaded`))
       .then((r) => {
