@@ -41,6 +41,13 @@ inline std::string Label(const json& object, const std::string& key) {
   return labels.contains(key) && labels[key].is_string() ? labels[key].get<std::string>() : "";
 }
 
+inline std::string Annotation(const json& object, const std::string& key) {
+  json annotations = object.value("/metadata/annotations"_json_pointer, json::object());
+  return annotations.contains(key) && annotations[key].is_string()
+             ? annotations[key].get<std::string>()
+             : "";
+}
+
 inline int ToInt(const std::string& s) {
   try {
     return s.empty() ? 0 : std::stoi(s);

@@ -178,7 +178,14 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
       return *pending;
     }
   }
-  std::vector<std::pair<std::string, bool>> nodes;      // name, already labelled for the request
+  // Each node, whether it is labelled for the request already, and whether for this very order
+  // (a retry after a requeue has another reservation and window: those labels are rewritten).
+  struct Claimed {
+    std::string name;
+    bool ours = false;
+    bool current = false;
+  };
+  std::vector<Claimed> nodes;
   std::vector<std::pair<core::NodeId, json>> to_check;  // passed the built-in pre-checks
   std::vector<core::NodeId> failed;
   std::vector<std::string> reasons;
@@ -189,6 +196,7 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
   // 1. Read and pre-check every node (nodes already labelled for the request passed before).
   for (core::NodeId id : order.nodes) {
     std::optional<std::string> name = NodeName(id);
+    if (!name && Registering()) return Attempt::Wait(options_.retry_initial);
     if (!name) {
       fail(id, "node " + std::to_string(id.value()) + " is not a GPU node of the cluster");
       continue;
@@ -208,7 +216,10 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
     if (!ours && !holder.empty() && BeingReleased(*node, holder)) {
       return Attempt::Wait(options_.retry_initial);
     }
-    nodes.emplace_back(*name, ours);
+    const bool current =
+        ours && Label(*node, kLabelReservation) == std::to_string(order.reservation.value()) &&
+        Annotation(*node, kAnnotationWindowEnd) == common::FormatTime(order.window.end);
+    nodes.push_back({*name, ours, current});
     if (ours) continue;
     auto reason = PreCheck(*node, order);
     if (!reason) return Attempt::Retry(reason.error());
@@ -242,9 +253,9 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
           .error()
           .IgnoreError();  // best effort: activeDeadlineSeconds ends it anyway
     }
-    for (const auto& [name, ours] : nodes) {
-      if (!ours) continue;
-      common::Status s = PatchNode(name, std::nullopt, false);
+    for (const Claimed& n : nodes) {
+      if (!n.ours) continue;
+      common::Status s = PatchNode(n.name, std::nullopt, false);
       if (!s.ok()) return Attempt::Retry(s);
     }
     if (slot_pool) return AbandonSlots(*slot_pool, order, report, failed, JoinNames(reasons));
@@ -259,12 +270,21 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
   if (!running.empty()) return Attempt::Wait(options_.precheck_job.poll);
   // 3. Namespaces, then labels and taints, then the milestone.
   common::Status s = EnsureNamespaces(order.workspace);
-  for (const auto& [name, ours] : nodes) {
-    if (!s.ok()) break;
-    if (!ours) s = PatchNode(name, order, false);
+  std::vector<std::string> labelled;  // nodes that hold this request's labels
+  for (const Claimed& n : nodes) {
+    if (n.ours) labelled.push_back(n.name);
+    if (!s.ok() || n.current) continue;
+    s = PatchNode(n.name, order, false);
+    if (s.ok() && !n.ours) labelled.push_back(n.name);
   }
   if (!s.ok()) {
     if (IsRetryable(s)) return Attempt::Retry(s);
+    // A failed order changes nothing, as in step 2: the nodes labelled for it so far are given
+    // back (else each stayed held by a request that had failed, refused to every later one).
+    for (const std::string& name : labelled) {
+      common::Status undo = PatchNode(name, std::nullopt, false);
+      if (!undo.ok() && IsRetryable(undo)) return Attempt::Retry(undo);
+    }
     if (slot_pool) return AbandonSlots(*slot_pool, order, report, {}, s.ToString());
     if (report && callbacks_.on_provisioned) {
       callbacks_.on_provisioned({order.request, false, {}, s.ToString()});
@@ -272,7 +292,7 @@ KubernetesConnector::Attempt KubernetesConnector::TryProvision(const core::Provi
     return Attempt::Done();
   }
   std::vector<std::string> names;
-  for (const auto& entry : nodes) names.push_back(entry.first);
+  for (const Claimed& n : nodes) names.push_back(n.name);
   RecordEvent(order.workspace, "GpuProvisioned",
               "request " + request + ": nodes " + JoinNames(names) + " ready until " +
                   common::FormatTime(order.window.end));
@@ -656,6 +676,11 @@ std::vector<std::string> KubernetesConnector::NamespacesOf(core::WorkspaceId wor
   return {"egs-ws-" + std::to_string(workspace.value())};
 }
 
+bool KubernetesConnector::Registering() const {
+  std::lock_guard lock(mu_);
+  return registering_ > 0;
+}
+
 std::optional<std::string> KubernetesConnector::NodeName(core::NodeId id) const {
   std::lock_guard lock(mu_);
   if (slots_.count(id) > 0) {
@@ -719,8 +744,18 @@ void KubernetesConnector::ObserveNode(const json& node, bool deleted) {
     n.health = health;
     if (options_.register_node) {
       if (deleted) return;  // never registered: nothing to report
+      // Once registered the node may be planned on and ordered at once, before it is in nodes_
+      // below: TryProvision waits while a registration is under way.
+      {
+        std::lock_guard lock(mu_);
+        ++registering_;
+      }
       std::optional<core::NodeId> got = options_.register_node(n);
-      if (!got) return;  // considered again at its next event
+      if (!got) {
+        std::lock_guard lock(mu_);
+        --registering_;
+        return;  // considered again at its next event
+      }
       id = *got;
     } else {
       id = options_.node_id(name);
@@ -731,6 +766,7 @@ void KubernetesConnector::ObserveNode(const json& node, bool deleted) {
   std::optional<std::pair<core::NodeId, core::NodeHealth>> changed;
   {
     std::lock_guard lock(mu_);
+    if (added && options_.register_node) --registering_;
     if (deleted) {
       node_labels_.erase(name);
     } else {

@@ -266,6 +266,7 @@ class KubernetesConnector final : public core::ClusterConnector {
   Attempt TryMilestone(Milestone& m);
   std::vector<std::string> NamespacesOf(core::WorkspaceId workspace) const;
   std::optional<std::string> NodeName(core::NodeId id) const;
+  bool Registering() const;  // a node is between register_node and nodes_ (see registering_)
   // Updates the node table from one node object; reports through the callbacks.
   void ObserveNode(const nlohmann::json& node, bool deleted);
   void NoteResult(const common::Status& status);
@@ -327,14 +328,17 @@ class KubernetesConnector final : public core::ClusterConnector {
   std::uint64_t next_seq_ = 0;                                    // GUARDED_BY(mu_)
   std::map<std::string, NodeInfo> nodes_;                         // GUARDED_BY(mu_); by name
   std::map<std::string, nlohmann::json> node_labels_;             // GUARDED_BY(mu_); by name
-  bool synced_ = false;                                           // GUARDED_BY(mu_)
-  bool stop_ = false;                                             // GUARDED_BY(mu_)
-  core::ClusterHealth health_ = core::ClusterHealth::kHealthy;    // GUARDED_BY(mu_)
-  std::map<std::string, GroupNode> group_nodes_;                  // GUARDED_BY(mu_); by name
-  std::map<core::NodeId, core::NodeHealth> slot_health_;          // GUARDED_BY(mu_); last reported
-  std::vector<CapacityAsk> asks_;                                 // GUARDED_BY(mu_)
-  bool asks_known_ = false;                                       // GUARDED_BY(mu_)
-  bool reconcile_queued_ = false;                                 // GUARDED_BY(mu_)
+  // Nodes being registered (ObserveNode between register_node and their entry in nodes_): an
+  // order for such a node waits for it instead of failing it as "not a GPU node".
+  int registering_ = 0;                                         // GUARDED_BY(mu_)
+  bool synced_ = false;                                         // GUARDED_BY(mu_)
+  bool stop_ = false;                                           // GUARDED_BY(mu_)
+  core::ClusterHealth health_ = core::ClusterHealth::kHealthy;  // GUARDED_BY(mu_)
+  std::map<std::string, GroupNode> group_nodes_;                // GUARDED_BY(mu_); by name
+  std::map<core::NodeId, core::NodeHealth> slot_health_;        // GUARDED_BY(mu_); last reported
+  std::vector<CapacityAsk> asks_;                               // GUARDED_BY(mu_)
+  bool asks_known_ = false;                                     // GUARDED_BY(mu_)
+  bool reconcile_queued_ = false;                               // GUARDED_BY(mu_)
   // Worker thread only: early asks that failed, not asked again for the same slots until then.
   std::map<core::RequestId, std::pair<std::vector<core::NodeId>, common::Time>> failed_asks_;
   // Constant after construction: slot id -> (pool index, slot name), and slot name -> id.

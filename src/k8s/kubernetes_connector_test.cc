@@ -301,6 +301,34 @@ TEST_F(KubernetesConnectorTest, ClusterOutageDegradesThenRetriesWithoutDoingTwic
   EXPECT_EQ(server_.RequestCount("PATCH", "/api/v1/nodes/gpu-2"), 1);
 }
 
+// A failed order changes nothing: when the API server refuses one node's labels for good, the
+// node labelled before it is given back, not left held by a request that failed. And a retry of
+// the request under another reservation rewrites the labels of a node it holds from before.
+TEST_F(KubernetesConnectorTest, AnOrderRefusedForGoodLeavesNoNodeLabelled) {
+  Recorder rec;
+  auto connector = MakeConnector(rec);
+  server_.FailRequests("PATCH", "/api/v1/nodes/gpu-2", 403);
+  connector->Provision(Order(31, {1, 2}));
+  ASSERT_TRUE(rec.WaitFor([&] { return !rec.provisioned.empty(); }));
+  {
+    std::lock_guard lock(rec.mu);
+    EXPECT_FALSE(rec.provisioned[0].ok);
+  }
+  EXPECT_EQ(NodeLabels("gpu-1").count("egs.dev/request"), 0u) << NodeLabels("gpu-1").dump();
+  EXPECT_EQ(NodeLabels("gpu-2").count("egs.dev/request"), 0u);
+  server_.ClearFailures();
+  // Labelled for request 32 by an earlier order, then ordered again with a new reservation.
+  core::ProvisionOrder first = Order(32, {1});
+  connector->Provision(first);
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.provisioned.size() == 2; }));
+  core::ProvisionOrder again = first;
+  again.reservation = core::ReservationId(first.reservation.value() + 100);
+  again.window.end = first.window.end + common::Hours(1);
+  connector->Provision(again);
+  ASSERT_TRUE(rec.WaitFor([&] { return rec.provisioned.size() == 3; }));
+  EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/reservation"], std::to_string(again.reservation.value()));
+}
+
 TEST_F(KubernetesConnectorTest, RestartMidProvisioningRebuildsFromLabelsAndNeverActsTwice) {
   auto order = Order(21, {1, 2});
   {
