@@ -254,7 +254,8 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
     cb.on_node = [health](const core::Node& n) { health(n.id, n.health); };
     cb.on_node_health = health;
     const std::string name = c.name;
-    cb.on_cluster_health = [self, name](core::ClusterId cluster, core::ClusterHealth h) {
+    cb.on_cluster_health = [self, name](core::ClusterId cluster, core::ClusterHealth h,
+                                        const std::string& why) {
       {
         std::lock_guard lock(self->mu_);
         self->health_[cluster] = std::string(HealthName(h));
@@ -263,7 +264,7 @@ common::Result<std::unique_ptr<KubeClusters>> KubeClusters::Create(
       if (h == core::ClusterHealth::kHealthy) {
         spdlog::info("cluster {}: reachable again", name);
       } else {
-        spdlog::warn("cluster {}: {}", name, HealthName(h));
+        spdlog::warn("cluster {}: {}: {}", name, HealthName(h), why);
       }
     };
     member->connector = std::make_unique<k8s::KubernetesConnector>(

@@ -124,7 +124,7 @@ void KubernetesConnector::RunWorker() {
     queue_.erase(queue_.begin());
     lock.unlock();
     Attempt attempt = Try(task);
-    NoteResult(attempt.done ? common::OkStatus() : attempt.status);
+    NoteResult(attempt.done ? common::OkStatus() : attempt.status, false);
     lock.lock();
     if (!attempt.done && !stop_ && attempt.delay.count() > 0) {
       queue_.emplace(std::make_pair(clock_.Now() + attempt.delay, next_seq_++), std::move(task));
@@ -786,11 +786,14 @@ void KubernetesConnector::ObserveNode(const json& node, bool deleted) {
     callbacks_.on_node_health(changed->first, changed->second);
 }
 
-void KubernetesConnector::NoteResult(const common::Status& status) {
+void KubernetesConnector::NoteResult(const common::Status& status, bool from_watch) {
   core::ClusterHealth next;
   if (status.ok()) {
     next = core::ClusterHealth::kHealthy;
-  } else if (status.code() == common::StatusCode::kUnavailable) {
+  } else if (status.code() == common::StatusCode::kUnavailable ||
+             (from_watch && (status.code() == common::StatusCode::kUnauthenticated ||
+                             status.code() == common::StatusCode::kPermissionDenied))) {
+    // A watch refused for good sees no node of the cluster, ever: not a healthy cluster.
     next = core::ClusterHealth::kDegraded;
   } else {
     return;
@@ -800,12 +803,14 @@ void KubernetesConnector::NoteResult(const common::Status& status) {
     if (health_ == next) return;
     health_ = next;
   }
-  if (callbacks_.on_cluster_health) callbacks_.on_cluster_health(options_.cluster, next);
+  if (callbacks_.on_cluster_health) {
+    callbacks_.on_cluster_health(options_.cluster, next, status.ok() ? "" : status.ToString());
+  }
 }
 
 void KubernetesConnector::RunWatch() {
   ListWatchHandlers handlers;
-  handlers.on_result = [this](const common::Status& s) { NoteResult(s); };
+  handlers.on_result = [this](const common::Status& s) { NoteResult(s, true); };
   handlers.on_list = [this](const json& items) {
     std::set<std::string> listed;
     for (const auto& item : items) {

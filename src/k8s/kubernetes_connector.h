@@ -45,7 +45,8 @@
 // node is not touched. Node patches carry the resourceVersion read (409 -> re-read and retry).
 // Claims() rebuilds from the labels which request holds which node.
 //
-// Outage. A request failing with Unavailable marks the cluster kDegraded (on_cluster_health) and
+// Outage. A request failing with Unavailable, or the node watch refused (401, 403: egsd's
+// credentials or rights), marks the cluster kDegraded (on_cluster_health, with the error) and
 // the order is retried with exponential backoff (retry_initial .. retry_max) until it succeeds;
 // the first success reports kHealthy again. Orders are kept in memory only: after an egsd restart
 // the scheduler re-issues them.
@@ -126,7 +127,9 @@ struct KubernetesCallbacks {
   std::function<void(core::RequestId)> on_released;
   std::function<void(const core::Node&)> on_node;
   std::function<void(core::NodeId, core::NodeHealth)> on_node_health;
-  std::function<void(core::ClusterId, core::ClusterHealth)> on_cluster_health;
+  // `why`: the error that degraded the cluster ("" when healthy).
+  std::function<void(core::ClusterId, core::ClusterHealth, const std::string& why)>
+      on_cluster_health;
   // Autoscaled pool `pool` could not obtain nodes for `request` (its ProvisioningRequest Failed
   // or was not provisioned and joined by its deadline, or could not be created). Called on the
   // worker thread before the order's on_provisioned (egsd keeps plans off the pool's free slots
@@ -269,7 +272,8 @@ class KubernetesConnector final : public core::ClusterConnector {
   bool Registering() const;  // a node is between register_node and nodes_ (see registering_)
   // Updates the node table from one node object; reports through the callbacks.
   void ObserveNode(const nlohmann::json& node, bool deleted);
-  void NoteResult(const common::Status& status);
+  // `from_watch`: the node watch's result, where a refusal (401, 403) degrades the cluster too.
+  void NoteResult(const common::Status& status, bool from_watch);
 
   // kubernetes_connector_autoscale.cc.
   // The autoscaled pool whose slot `id` is; nullopt for other nodes.

@@ -329,6 +329,27 @@ TEST_F(KubernetesConnectorTest, AnOrderRefusedForGoodLeavesNoNodeLabelled) {
   EXPECT_EQ(NodeLabels("gpu-1")["egs.dev/reservation"], std::to_string(again.reservation.value()));
 }
 
+// A node list refused for good (egsd's token or rights) leaves the cluster with no nodes: it is
+// Degraded, not Healthy, and Healthy again once the list is allowed.
+TEST_F(KubernetesConnectorTest, ARefusedNodeListDegradesTheCluster) {
+  server_.FailRequests("GET", "/api/v1/nodes", 403);
+  Recorder rec;
+  KubeConfig config;
+  config.server = server_.url();
+  config.token = "secret";
+  auto client = KubeClient::Create(clock_, config);
+  ASSERT_TRUE(client.ok());
+  KubernetesConnector connector(clock_, std::move(client).value(),
+                                testing::TestConnectorOptions(kH100), rec.Callbacks());
+  connector.Start();
+  ASSERT_TRUE(rec.WaitFor([&] {
+    return !rec.cluster.empty() && rec.cluster.back() == core::ClusterHealth::kDegraded;
+  }));
+  server_.ClearFailures();
+  ASSERT_TRUE(rec.WaitFor(
+      [&] { return !rec.cluster.empty() && rec.cluster.back() == core::ClusterHealth::kHealthy; }));
+}
+
 TEST_F(KubernetesConnectorTest, RestartMidProvisioningRebuildsFromLabelsAndNeverActsTwice) {
   auto order = Order(21, {1, 2});
   {

@@ -63,7 +63,7 @@ class Recorder {
     cb.on_node_health = [this](core::NodeId id, core::NodeHealth h) {
       Add([&] { health.emplace_back(id, h); });
     };
-    cb.on_cluster_health = [this](core::ClusterId, core::ClusterHealth h) {
+    cb.on_cluster_health = [this](core::ClusterId, core::ClusterHealth h, const std::string&) {
       Add([&] { cluster.push_back(h); });
     };
     cb.on_capacity_failed = [this](const std::string& pool, core::RequestId r,
