@@ -276,7 +276,18 @@ common::Result<std::unique_ptr<KubeClient>> KubeClient::Create(common::Clock& cl
   }
   client->scheme_ = server.substr(0, scheme_end);
   std::string rest = server.substr(scheme_end + 3);
-  rest = rest.substr(0, rest.find('/'));
+  // A path after the host is a prefix of every API path (an API server behind a proxy such as
+  // https://rancher/k8s/clusters/c-1), as kubectl uses it.
+  if (const auto slash = rest.find('/'); slash != std::string::npos) {
+    client->prefix_ = rest.substr(slash);
+    while (!client->prefix_.empty() && client->prefix_.back() == '/') client->prefix_.pop_back();
+    rest = rest.substr(0, slash);
+    if (client->prefix_.find_first_of("?#") != std::string::npos) {
+      return common::InvalidArgumentError("server \"" + server +
+                                          "\": want http(s)://host[:port][/path], without a "
+                                          "query or fragment");
+    }
+  }
   auto colon = rest.rfind(':');
   if (colon != std::string::npos && rest.find(']', colon) == std::string::npos) {
     client->host_ = rest.substr(0, colon);
@@ -380,12 +391,13 @@ common::Result<json> KubeClient::Send(const std::string& method, const std::stri
   EGS_ASSIGN_OR_RETURN(std::string token, BearerToken());
   httplib::Headers headers = {{"Accept", "application/json"}};
   if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  const std::string target = prefix_ + path;
   auto send = [&]() -> httplib::Result {
-    if (method == "GET") return cli->Get(path.c_str(), headers);
-    if (method == "POST") return cli->Post(path.c_str(), headers, body, content_type.c_str());
-    if (method == "PUT") return cli->Put(path.c_str(), headers, body, content_type.c_str());
-    if (method == "PATCH") return cli->Patch(path.c_str(), headers, body, content_type.c_str());
-    return cli->Delete(path.c_str(), headers);
+    if (method == "GET") return cli->Get(target.c_str(), headers);
+    if (method == "POST") return cli->Post(target.c_str(), headers, body, content_type.c_str());
+    if (method == "PUT") return cli->Put(target.c_str(), headers, body, content_type.c_str());
+    if (method == "PATCH") return cli->Patch(target.c_str(), headers, body, content_type.c_str());
+    return cli->Delete(target.c_str(), headers);
   };
   httplib::Result res = send();
   if (!res) {
@@ -437,8 +449,9 @@ common::Status KubeClient::Watch(
   bool stopped_by_caller = false;
   int http_status = 0;
   std::string error_body;
+  const std::string target = prefix_ + path;
   auto res = cli->Get(
-      path.c_str(), headers,
+      target.c_str(), headers,
       [&](const httplib::Response& response) {
         http_status = response.status;
         return true;

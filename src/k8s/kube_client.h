@@ -111,6 +111,7 @@ class KubeClient {
   std::string scheme_;
   std::string host_;
   int port_ = 0;
+  std::string prefix_;  // the server URL's path ("" or "/k8s/clusters/c-1"): before every path
 
   std::mutex mu_;
   double tokens_;                           // GUARDED_BY(mu_)

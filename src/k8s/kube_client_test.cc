@@ -2,10 +2,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <atomic>
 #include <filesystem>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "k8s/testing/fake_kube_api_server.h"
@@ -160,6 +164,33 @@ TEST(KubeClientCreateTest, RejectsBadServerAndPem) {
   }
   config.server = "https://10.0.0.1:6443";
   config.ca_pem = "not pem";
+  EXPECT_EQ(KubeClient::Create(clock, config).error().code(), common::StatusCode::kInvalidArgument);
+}
+
+// A server URL with a path (an API server behind a proxy) puts it before every API path, as
+// kubectl does; a query in it is refused.
+TEST(KubeClientCreateTest, AServerPathPrefixesEveryRequest) {
+  httplib::Server proxy;
+  std::vector<std::string> paths;
+  std::mutex mu;
+  proxy.Get(".*", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(mu);
+    paths.push_back(req.path);
+    res.set_content(R"({"kind":"NodeList","items":[]})", "application/json");
+  });
+  const int port = proxy.bind_to_any_port("127.0.0.1");
+  std::thread serve([&] { proxy.listen_after_bind(); });
+  while (!proxy.is_running()) std::this_thread::yield();
+  common::RealClock clock;
+  KubeConfig config;
+  config.server = "http://127.0.0.1:" + std::to_string(port) + "/k8s/clusters/c-1/";
+  auto client = KubeClient::Create(clock, config);
+  ASSERT_TRUE(client.ok());
+  EXPECT_TRUE((*client)->Get("/api/v1/nodes").ok());
+  proxy.stop();
+  serve.join();
+  EXPECT_THAT(paths, ::testing::ElementsAre("/k8s/clusters/c-1/api/v1/nodes"));
+  config.server = "http://127.0.0.1:6443/k8s?x=1";
   EXPECT_EQ(KubeClient::Create(clock, config).error().code(), common::StatusCode::kInvalidArgument);
 }
 
