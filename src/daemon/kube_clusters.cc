@@ -481,7 +481,28 @@ std::optional<core::NodeId> KubeClusters::RegisterNode(const Member& m, const co
                   node.name);
     return std::nullopt;
   }
-  if (auto id = cp_.FindNodeId(node.name)) return id;
+  if (auto id = cp_.FindNodeId(node.name)) {
+    // Node names are unique across clusters: a node of another cluster with this name is not
+    // this one (taking its id merged the two, and this node's health went to the other).
+    const auto snap = scheduler_.snapshot();
+    const core::Node* known = snap->inventory.FindNode(*id);
+    if (known == nullptr || known->cluster == m.id) return id;
+    auto other = snap->clusters.find(known->cluster);
+    bool first;
+    {
+      std::lock_guard lock(mu_);
+      first = name_clashes_.insert(m.settings.name + "/" + node.name).second;
+    }
+    if (first) {
+      spdlog::error(
+          "cluster {}: node {} not registered: cluster {} has a node of that name (node names "
+          "must be unique across clusters)",
+          m.settings.name, node.name,
+          other == snap->clusters.end() ? std::to_string(known->cluster.value())
+                                        : other->second.name);
+    }
+    return std::nullopt;
+  }
   auto shape = cp_.ShapeName(node.shape);
   if (!shape) return std::nullopt;
   api::NodeDoc d;

@@ -42,6 +42,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -194,6 +195,9 @@ class KubeClusters {
   std::unique_ptr<api::HttpServer> webhook_;
   mutable std::mutex mu_;
   std::map<core::ClusterId, std::string> health_;  // GUARDED_BY(mu_)
+  // "<cluster>/<node>": nodes not registered because another cluster has a node of that name
+  // (said once each). GUARDED_BY(mu_)
+  std::set<std::string> name_clashes_;
   std::atomic<std::uint64_t> version_{0};
   std::map<std::string, Mirrored> mirrored_;  // GUARDED_BY(mu_); "<cluster>/<ns>/<name>"
   std::condition_variable cv_;

@@ -191,6 +191,31 @@ TEST_F(KubeDaemonTest, RegistersTheClusterAndSyncsItsGpuNodes) {
   EXPECT_TRUE(WaitFor([&] { return !Get("/apis/egs.dev/v1alpha1/nodes/gpu-3").is_null(); }));
 }
 
+// Node names are unique across clusters: a Kubernetes node named like a node of another
+// cluster is not registered (it was merged into that node, which took on its health).
+TEST_F(KubeDaemonTest, ANodeNamedLikeAnotherClustersIsNotMerged) {
+  std::string fleet = kFleet;
+  const std::string none = "clusters: []\n";
+  ASSERT_NE(fleet.find(none), std::string::npos);
+  fleet.replace(fleet.find(none), none.size(),
+                "clusters:\n  - name: sim\n    project: research\n    provider: simulated\n"
+                "    pools: [{shape: h100x8, count: 1, namePrefix: gpu-}]\n");
+  const std::string file = (egsd_.dir() / "fleet-with-sim.yaml").string();
+  std::ofstream(file) << fleet;
+  config_.fleet_file = file;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_EQ(Get("/apis/egs.dev/v1alpha1/nodes/gpu-000").value("/spec/cluster"_json_pointer, ""),
+            "sim");
+  json clash = GpuNode("gpu-000");
+  clash["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "False"}}});
+  kube_.Put(clash);
+  kube_.Put(GpuNode("gpu-3"));  // registered after the clash was seen
+  ASSERT_TRUE(WaitFor([&] { return !Get("/apis/egs.dev/v1alpha1/nodes/gpu-3").is_null(); }));
+  const json node = Get("/apis/egs.dev/v1alpha1/nodes/gpu-000");
+  EXPECT_EQ(node.value("/spec/cluster"_json_pointer, ""), "sim");
+  EXPECT_EQ(node.value("/status/health"_json_pointer, ""), "Healthy") << node.dump();
+}
+
 TEST_F(KubeDaemonTest, EntryAndExitOfARequestWithMilestoneEvents) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   ASSERT_TRUE(WaitFor([&] { return Get("/apis/egs.dev/v1alpha1/nodes")["items"].size() == 2; }));
