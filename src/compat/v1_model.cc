@@ -697,10 +697,11 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
       phase == "Provisioning" || phase == "Active" || phase == "Preempting" || phase == "Releasing";
   const json node_names = status.value("nodes", json::array());
   std::string internal_state;
-  if (phase == "Provisioning" || phase == "Active" || phase == "Preempting") {
+  // Releasing still holds its nodes (and numGpusAllocated counts them): Reserved until given back.
+  if (holds_nodes) {
     internal_state = "Reserved";
-  } else if (phase == "Releasing" || phase == "Completed" || phase == "Released" ||
-             phase == "Preempted" || (phase == "Failed" && status.contains("startTime"))) {
+  } else if (phase == "Completed" || phase == "Released" || phase == "Preempted" ||
+             (phase == "Failed" && status.contains("startTime"))) {
     internal_state = "Released";
   }
   double cost = 0;
@@ -745,7 +746,8 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
       {"exitDuration", FormatV1Duration(duration)},
       {"earlyRelease", phase == "Released"},
       {"gpuShape", shape ? shape->gpu_model : ""},
-      {"multiNode", nodes > 1 || kept.value("multiNode", false)},
+      {"multiNode", nodes > 1 || (kept.contains("multiNode") && kept["multiNode"].is_boolean() &&
+                                  kept["multiNode"].get<bool>())},
       {"dedicatedNodes",
        gpus_per_node_spec == 0 || (shape != nullptr && gpus_per_node_spec >= shape->gpus_per_node)},
       {"enableRDMA",
@@ -765,14 +767,28 @@ json ToV1Gpr(const json& object, const std::map<std::string, ShapeInfo>& shapes,
         {"retryCount", status.value("requeues", 0)},
         {"delayedCount", 0}}},
   };
-  // The v1-only inputs, as given.
-  for (std::string_view key :
-       {"preferredClusters", "enableAutoClusterSelection", "enableAutoGpuSelection",
-        "idleTimeOutDuration", "enforceIdleTimeOut", "enableEviction", "requeueOnFailure",
-        "gprTemplateName"}) {
-    if (auto it = kept.find(key); it != kept.end()) v1[std::string(key)] = *it;
+  // The v1-only inputs, as given, when of their type: the annotation that keeps them can be edited
+  // through the native API (a string where a boolean belongs made every list answer 500).
+  auto boolean = [](const json& v) { return v.is_boolean(); };
+  auto text = [](const json& v) { return v.is_string(); };
+  auto texts = [](const json& v) {
+    return v.is_array() &&
+           std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); });
+  };
+  auto number = [](const json& v) { return v.is_number(); };
+  const std::pair<std::string_view, bool (*)(const json&)> echoed[] = {
+      {"preferredClusters", texts},
+      {"enableAutoClusterSelection", boolean},
+      {"enableAutoGpuSelection", boolean},
+      {"idleTimeOutDuration", text},
+      {"enforceIdleTimeOut", boolean},
+      {"enableEviction", boolean},
+      {"requeueOnFailure", boolean},
+      {"gprTemplateName", text},
+      {"memoryPerGpu", number}};
+  for (const auto& [key, of_type] : echoed) {
+    if (auto it = kept.find(key); it != kept.end() && of_type(*it)) v1[std::string(key)] = *it;
   }
-  if (kept.contains("memoryPerGpu")) v1["memoryPerGpu"] = kept["memoryPerGpu"];
   return v1;
 }
 

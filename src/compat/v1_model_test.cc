@@ -395,6 +395,24 @@ TEST(V1MappingTest, ServesOurGprAsV1) {
     EXPECT_TRUE(v1.contains(key)) << key;
   }
 
+  // The kept inputs are an annotation anyone who may edit the GPR can change: values of the
+  // wrong type are left out (a string multiNode made every list answer 500), not thrown on.
+  json edited = queued;
+  edited["spec"]["nodes"] = 1;
+  edited["metadata"]["annotations"][std::string(kV1FieldsAnnotation)] =
+      R"({"multiNode":"x","preferredClusters":"east","enableEviction":1,"gprTemplateName":"t"})";
+  json tolerant = ToV1Gpr(edited, shapes, now);
+  EXPECT_EQ(tolerant["multiNode"], false);
+  EXPECT_FALSE(tolerant.contains("preferredClusters"));
+  EXPECT_FALSE(tolerant.contains("enableEviction"));
+  EXPECT_EQ(tolerant["gprTemplateName"], "t");
+  // Releasing holds its nodes until they are given back.
+  json releasing = queued;
+  releasing["status"] = {{"phase", "Releasing"}, {"nodes", {"n1", "n2"}}};
+  EXPECT_EQ(ToV1Gpr(releasing, shapes, now)["status"]["internalState"], "Reserved");
+  releasing["status"]["phase"] = "Released";
+  EXPECT_EQ(ToV1Gpr(releasing, shapes, now)["status"]["internalState"], "Released");
+
   // The plan moved since the promise (here: 1 h later than promised): the calibration of the
   // promise (P50 wait 2.5 h for a planned 1 h, x2.5 from submit at 09:00) applies to the live plan.
   json moved = queued;

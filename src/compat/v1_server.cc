@@ -190,7 +190,14 @@ api::HttpResponse V1Server::Handle(const api::HttpRequest& req) {
     Call call(req);
     auto who = tokens_.Authenticate(req.Header("Authorization"));
     if (!who.ok()) {
-      return Field("Authorization", who.error().message() + " (POST /api/v1/auth gives a token)",
+      // POST /api/v1/auth turns an API key into a token only while the key itself is good: a
+      // revoked or expired key needs a new one from an admin, not another call to auth.
+      const std::string& why = who.error().message();
+      const bool dead =
+          why.find("revoked") != std::string::npos || why.find("expired") != std::string::npos;
+      return Field("Authorization",
+                   why + (dead ? " (ask an admin for a new API key)"
+                               : " (POST /api/v1/auth with an API key gives a token)"),
                    401);
     }
     call.who = std::move(*who);
@@ -904,6 +911,7 @@ api::HttpResponse V1Server::Inventory(Call& call, bool for_slice) {
 // ---- Templates and bindings ---------------------------------------------------------------------
 
 api::HttpResponse V1Server::PutTemplate(Call& call, bool create) {
+  std::lock_guard lock(templates_mu_);
   call.verb = create ? "create" : "update";
   const json& body = call.body;
   if (auto st = ValidateGprFields(body, /*for_template=*/true); !st.ok()) return Error(st);
@@ -922,6 +930,44 @@ api::HttpResponse V1Server::PutTemplate(Call& call, bool create) {
     if (std::none_of(shapes->begin(), shapes->end(),
                      [&](const ShapeInfo& s) { return s.name == type; })) {
       return Field("instanceType", fmt::format("unknown instance type \"{}\"", type));
+    }
+  }
+  // Validated as in a GPR (the fields together, not one by one): a template a GPR could never
+  // be made from, bound as a cluster's default, failed every create on that cluster on fields
+  // the client never sent. The fields a template may leave out are filled for the check only.
+  {
+    auto shapes = Shapes();
+    if (!shapes.ok()) return Error(shapes.error());
+    json as_gpr = body;
+    as_gpr["sliceName"] = "template-check";
+    if (!as_gpr.contains("exitDuration") || as_gpr["exitDuration"].is_null()) {
+      as_gpr["exitDuration"] = "0d1h0m";
+    }
+    // No shape named: the GPR names it, and any shape may be the one.
+    if (!body.contains("instanceType") && !body.contains("gpuShape") &&
+        !body.contains("enableAutoGpuSelection")) {
+      as_gpr["enableAutoGpuSelection"] = true;
+    }
+    if (auto st = RequiredGprFields(as_gpr); !st.ok()) return Error(st);
+    if (auto object = ToGprObject(as_gpr, "template-check", *shapes); !object.ok()) {
+      return Error(object.error());
+    }
+    std::vector<std::pair<std::string, std::string>> clusters;  // name, field
+    if (auto c = body.find("clusterName"); c != body.end() && c->is_string()) {
+      clusters.emplace_back(c->get<std::string>(), "clusterName");
+    }
+    if (auto p = body.find("preferredClusters"); p != body.end() && p->is_array()) {
+      for (std::size_t i = 0; i < p->size(); ++i) {
+        if ((*p)[i].is_string()) {
+          clusters.emplace_back((*p)[i].get<std::string>(),
+                                fmt::format("preferredClusters[{}]", i));
+        }
+      }
+    }
+    for (const auto& [cluster, field] : clusters) {
+      auto c = store_.Get("Cluster", "", cluster);
+      if (!c.ok()) return Error(c.error());
+      if (!*c) return Field(field, fmt::format("no cluster \"{}\"", cluster));
     }
   }
   std::optional<std::int64_t> expected = 0;
@@ -990,6 +1036,7 @@ api::HttpResponse V1Server::GetTemplates(Call& call, bool list) {
 }
 
 api::HttpResponse V1Server::DeleteTemplate(Call& call) {
+  std::lock_guard lock(templates_mu_);
   call.verb = "delete";
   if (auto st = OnlyKeys(call.body, {"gprTemplateName"}); !st.ok()) return Error(st);
   auto given = FromBodyOrQuery(call.body, call.req, "gprTemplateName");
@@ -1024,6 +1071,7 @@ api::HttpResponse V1Server::DeleteTemplate(Call& call) {
 }
 
 api::HttpResponse V1Server::PutBinding(Call& call, bool create) {
+  std::lock_guard lock(templates_mu_);
   call.verb = create ? "create" : "update";
   const json& body = call.body;
   if (auto st = OnlyKeys(body, {"clusterName", "templates", "defaultTemplateName"}); !st.ok()) {
@@ -1123,6 +1171,7 @@ api::HttpResponse V1Server::GetBindings(Call& call, bool list) {
 }
 
 api::HttpResponse V1Server::DeleteBinding(Call& call) {
+  std::lock_guard lock(templates_mu_);
   call.verb = "delete";
   if (auto st = OnlyKeys(call.body, {"clusterName"}); !st.ok()) return Error(st);
   auto given = FromBodyOrQuery(call.body, call.req, "clusterName");

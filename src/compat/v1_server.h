@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -114,6 +115,10 @@ class V1Server {
   common::Clock& clock_;
   const V1ServerOptions options_;
   std::atomic<std::uint64_t> next_name_{0};
+  // Held by every change of templates and bindings: a binding checks that its templates exist,
+  // a template's delete that no binding names it; run at once, both passed and the binding
+  // named a template that was gone (its cluster's creates then failed on it).
+  std::mutex templates_mu_;
 };
 
 }  // namespace egs::compat

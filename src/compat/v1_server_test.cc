@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/codec.h"
@@ -481,6 +482,53 @@ TEST_F(V1ServerTest, ATemplateIsValidatedAsAGpr) {
   EXPECT_EQ(Call("GET", "/api/v1/gpr-template", alice_, nullptr,
                  {{"gprTemplateName", "none"}})["statusCode"],
             404);
+  // The fields together, as for a GPR: a template no GPR could be made from is refused, naming
+  // the field (bound as a cluster's default it failed every create there).
+  const std::pair<json, std::string> bad[] = {
+      {json{{"gprTemplateName", "t1"}, {"numberOfGPUs", 99}}, "numberOfGPUs"},
+      {json{{"gprTemplateName", "t2"}, {"numberOfGPUNodes", 3}, {"multiNode", false}}, "multiNode"},
+      {json{{"gprTemplateName", "t3"}, {"preferredClusters", {"nope"}}}, "preferredClusters[0]"},
+      {json{{"gprTemplateName", "t4"}, {"gpuShape", "Z999"}}, "gpuShape"},
+  };
+  for (const auto& [body, field] : bad) {
+    json r = Call("POST", "/api/v1/gpr-template", admin_, body);
+    EXPECT_EQ(r["statusCode"], 400) << r.dump();
+    EXPECT_EQ(r["error"]["field"], field) << r.dump();
+  }
+}
+
+// A template's delete and a binding naming it, at once: one of them wins, and a binding never
+// names a template that is gone (both passed their checks, and the cluster's creates failed).
+TEST_F(V1ServerTest, ATemplateDeletedWhileABindingNamesItIsNeverLeftDangling) {
+  ASSERT_EQ(Call("POST", "/api/v1/gpr-template", admin_,
+                 json{{"gprTemplateName", "base"}, {"exitDuration", "1h"}})["statusCode"],
+            200);
+  ASSERT_EQ(Call("POST", "/api/v1/gpr-template-binding", admin_,
+                 json{{"clusterName", "east"}, {"defaultTemplateName", "base"}})["statusCode"],
+            200);
+  int bound = 0;
+  for (int round = 0; round < 20; ++round) {
+    const std::string name = "tr" + std::to_string(round);
+    ASSERT_EQ(Call("POST", "/api/v1/gpr-template", admin_,
+                   json{{"gprTemplateName", name}, {"exitDuration", "1h"}})["statusCode"],
+              200);
+    std::thread remove([&] {
+      Call("DELETE", "/api/v1/gpr-template", admin_, json{{"gprTemplateName", name}});
+    });
+    const json bind =
+        Call("PUT", "/api/v1/gpr-template-binding", admin_,
+             json{{"clusterName", "east"}, {"templates", {name}}, {"defaultTemplateName", name}});
+    remove.join();
+    if (bind["statusCode"] == 200) ++bound;
+    const json binding = Call("GET", "/api/v1/gpr-template-binding", alice_, nullptr,
+                              {{"clusterName", "east"}})["data"];
+    const bool exists = Call("GET", "/api/v1/gpr-template", alice_, nullptr,
+                             {{"gprTemplateName", name}})["statusCode"] == 200;
+    if (binding.is_object() && binding.value("defaultTemplateName", "") == name) {
+      EXPECT_TRUE(exists) << "round " << round << ": the binding names a deleted template";
+    }
+  }
+  EXPECT_GT(bound, 0);  // the binding won some rounds: the check above ran
 }
 
 TEST_F(V1ServerTest, ANullChangeIsNotAChange) {
