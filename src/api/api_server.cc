@@ -1922,14 +1922,35 @@ HttpResponse ApiServer::DeleteObject(const HttpRequest& req, const Target& t,
     auto opts = ParseJsonBody(req.body);
     if (!opts) return ToResponse(BadRequest(opts.error().message()));
     if (!opts->is_object()) return ToResponse(BadRequest("DeleteOptions must be a JSON object"));
-    if (auto dr = opts->find("dryRun"); dr != opts->end() && dr->is_array()) {
+    // What is read must be of its type: a dryRun or a precondition that was not read (a string
+    // "All", a number resourceVersion) let the delete happen for real, unchecked.
+    if (auto dr = opts->find("dryRun"); dr != opts->end() && !dr->is_null()) {
+      if (!dr->is_array()) {
+        return ToResponse(BadRequest("DeleteOptions.dryRun: must be a list ([\"All\"])"));
+      }
       for (const auto& v : *dr) {
         if (v != "All")
           return ToResponse(BadRequest("invalid dryRun value: only \"All\" is supported"));
         dry_run = true;
       }
     }
-    if (auto pre = opts->find("preconditions"); pre != opts->end() && pre->is_object()) {
+    for (const char* unread : {"dryrun", "DryRun", "Preconditions"}) {
+      if (opts->contains(unread)) {
+        return ToResponse(BadRequest(
+            fmt::format("DeleteOptions.{}: unknown field (did you mean {}?)", unread,
+                        std::string_view(unread) == "Preconditions" ? "preconditions" : "dryRun")));
+      }
+    }
+    if (auto pre = opts->find("preconditions"); pre != opts->end() && !pre->is_null()) {
+      if (!pre->is_object()) {
+        return ToResponse(BadRequest("DeleteOptions.preconditions: must be an object"));
+      }
+      for (const char* key : {"resourceVersion", "uid"}) {
+        if (auto v = pre->find(key); v != pre->end() && !v->is_null() && !v->is_string()) {
+          return ToResponse(
+              BadRequest(fmt::format("DeleteOptions.preconditions.{}: must be a string", key)));
+        }
+      }
       if (auto rv = pre->find("resourceVersion"); rv != pre->end() && rv->is_string()) {
         char* end = nullptr;
         std::string s = rv->get<std::string>();
@@ -1958,8 +1979,8 @@ HttpResponse ApiServer::DeleteObject(const HttpRequest& req, const Target& t,
                              expected_uid, uid)),
                          t.context());
   }
-  if (dry_run) return JsonResponse(200, **stored);
-  auto deleted = control_plane_.Delete(who, r.kind, t.scope_ns(), t.name, expected_version);
+  auto deleted =
+      control_plane_.Delete(who, r.kind, t.scope_ns(), t.name, expected_version, dry_run);
   if (!deleted) return ErrorResponse(deleted.error(), t.context());
   return JsonResponse(200, NormalizeResult(std::move(*deleted)));
 }

@@ -111,8 +111,9 @@ class FakeControlPlane final : public ControlPlane {
   }
 
   Result<json> Delete(const Principal&, std::string_view kind, std::string_view ns,
-                      std::string_view name, std::optional<std::int64_t> expected) override {
-    Record(fmt::format("delete {} {}/{}", kind, ns, name));
+                      std::string_view name, std::optional<std::int64_t> expected,
+                      bool dry_run) override {
+    Record(fmt::format("delete {} {}/{}{}", kind, ns, name, dry_run ? " (dry run)" : ""));
     if (auto e = TakeFailure()) return *e;
     auto got = store_->Get(kind, ns, name);
     if (!got) return got.error();
@@ -120,6 +121,7 @@ class FakeControlPlane final : public ControlPlane {
     if (expected && *expected != (*got)->resource_version) {
       return common::AbortedError("resourceVersion precondition failed");
     }
+    if (dry_run) return Served(**got);
     auto c = store_->Commit({store::WriteOp::Delete(std::string(kind), std::string(ns),
                                                     std::string(name), (*got)->resource_version)},
                             {});
@@ -901,6 +903,18 @@ TEST_F(ApiServerTest, Delete) {
   EXPECT_EQ(
       Delete(std::string(kGprs) + "/train", R"({"preconditions":{"resourceVersion":"1"}})").status,
       409);
+  // DeleteOptions the server would not read are refused, not taken as a real delete.
+  for (const char* body : {R"({"dryRun":"All"})", R"({"dryrun":["All"]})",
+                           R"({"preconditions":{"resourceVersion":3}})", R"({"preconditions":"x"})",
+                           R"({"preconditions":{"uid":7}})"}) {
+    EXPECT_EQ(Delete(std::string(kGprs) + "/train", body).status, 400) << body;
+  }
+  EXPECT_EQ(Get(std::string(kGprs) + "/train").status, 200);
+  // A dry run in the body checks the precondition like a real delete.
+  EXPECT_EQ(Delete(std::string(kGprs) + "/train",
+                   R"({"dryRun":["All"],"preconditions":{"resourceVersion":"1"}})")
+                .status,
+            409);
   HttpResponse r = Delete(std::string(kGprs) + "/train", R"({"propagationPolicy":"Background"})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)["metadata"]["name"], "train");

@@ -38,10 +38,13 @@ class ControlPlane {
   virtual common::Result<nlohmann::json> Update(const Principal& who, std::string_view kind,
                                                 std::string_view ns, std::string_view name,
                                                 nlohmann::json object, bool dry_run) = 0;
-  // Deletes the object (a queued GPR is cancelled). Returns its last state.
+  // Deletes the object (a queued GPR is cancelled). Returns its last state. With `dry_run`
+  // nothing changes but every check runs (the version, whether the kind may be deleted, a
+  // workspace's unfinished requests), and the object is returned as it is.
   virtual common::Result<nlohmann::json> Delete(const Principal& who, std::string_view kind,
                                                 std::string_view ns, std::string_view name,
-                                                std::optional<std::int64_t> expected_version) = 0;
+                                                std::optional<std::int64_t> expected_version,
+                                                bool dry_run) = 0;
   // An action on one object: for GPUProvisionRequest "approve", "reject", "release", "evict",
   // "extend", "approve-extension", "reject-extension", "reprioritize", "move", "explain",
   // "whatif"; for Node "fail", "recover", "maintenance", "cancel-maintenance". `body` holds the

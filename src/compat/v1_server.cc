@@ -673,7 +673,7 @@ api::HttpResponse V1Server::DeleteGpr(Call& call) {
   }
   // No expected version: the loop rewrites a waiting GPR's status as its plan moves, and the
   // control plane decides on the loop whether the GPR may still be deleted.
-  auto deleted = control_plane_.Delete(call.who, kGpr, ns, name, std::nullopt);
+  auto deleted = control_plane_.Delete(call.who, kGpr, ns, name, std::nullopt, false);
   if (!deleted.ok()) return Error(deleted.error(), GprRenames());
   return OkResponse(json{{"gprId", id}}, "GPR deleted");
 }
@@ -755,7 +755,7 @@ api::HttpResponse V1Server::DeleteWorkspace(Call& call) {
       *ws && (**ws)["spec"].is_object() ? (**ws)["spec"].value("project", "") : "";
   if (auto st = Authorize(call, "delete", "workspaces", "", project); !st.ok()) return Error(st);
   if (!*ws) return Field("workspaceName", fmt::format("no slice workspace \"{}\"", **name), 404);
-  auto deleted = control_plane_.Delete(call.who, kWorkspace, "", **name, std::nullopt);
+  auto deleted = control_plane_.Delete(call.who, kWorkspace, "", **name, std::nullopt, false);
   if (!deleted.ok()) {
     if (deleted.error().code() == common::StatusCode::kFailedPrecondition) {
       return Field("workspaceName",

@@ -57,7 +57,7 @@ class RecordingControlPlane final : public api::ControlPlane {
     return object;
   }
   common::Result<json> Delete(const api::Principal&, std::string_view kind, std::string_view ns,
-                              std::string_view name, std::optional<std::int64_t>) override {
+                              std::string_view name, std::optional<std::int64_t>, bool) override {
     ++calls;
     if (kind == "Workspace") {
       return common::FailedPreconditionError("deleting a Workspace is not supported");

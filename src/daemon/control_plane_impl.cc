@@ -1281,13 +1281,15 @@ common::Result<json> ControlPlaneImpl::UpdateOnLoop(std::string_view kind, std::
 
 common::Result<json> ControlPlaneImpl::Delete(const api::Principal&, std::string_view kind,
                                               std::string_view ns, std::string_view name,
-                                              std::optional<std::int64_t> expected_version) {
-  return OnLoop([&] { return DeleteOnLoop(kind, ns, name, expected_version); });
+                                              std::optional<std::int64_t> expected_version,
+                                              bool dry_run) {
+  return OnLoop([&] { return DeleteOnLoop(kind, ns, name, expected_version, dry_run); });
 }
 
 common::Result<json> ControlPlaneImpl::DeleteOnLoop(std::string_view kind, std::string_view ns,
                                                     std::string_view name,
-                                                    std::optional<std::int64_t> expected_version) {
+                                                    std::optional<std::int64_t> expected_version,
+                                                    bool dry_run) {
   EGS_ASSIGN_OR_RETURN(auto current, store_.Get(kind, ns, name));
   if (!current) return common::NotFoundError(fmt::format("{} \"{}\" not found", kind, name));
   if (expected_version && *expected_version != current->resource_version) {
@@ -1295,12 +1297,20 @@ common::Result<json> ControlPlaneImpl::DeleteOnLoop(std::string_view kind, std::
                                             kind, name, *expected_version,
                                             current->resource_version));
   }
-  if (kind == kWorkspace) return DeleteWorkspace(name, current->resource_version);
-  if (kind != kGpr && kind != kEvent) {
+  if (kind == kWorkspace && !dry_run) return DeleteWorkspace(name, current->resource_version);
+  if (kind != kGpr && kind != kEvent && kind != kWorkspace) {
     return common::FailedPreconditionError(fmt::format(
         "deleting a {} is not supported: cordon or fail nodes instead, and keep fleet objects "
         "while requests refer to them",
         kind));
+  }
+  if (dry_run) {
+    if (kind == kWorkspace) {
+      auto id = names_.workspaces.Find(name);
+      if (!id) return common::NotFoundError(fmt::format("Workspace \"{}\" not found", name));
+      EGS_RETURN_IF_ERROR(scheduler_.CheckRemoveWorkspace(*id));
+    }
+    return ReadBack(kind, ns, name);
   }
   json last = json::parse(current->data, nullptr, false);
   std::vector<store::WriteOp> ops;

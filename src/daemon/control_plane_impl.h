@@ -137,7 +137,8 @@ class ControlPlaneImpl final : public api::ControlPlane {
                                         nlohmann::json object, bool dry_run) override;
   common::Result<nlohmann::json> Delete(const api::Principal& who, std::string_view kind,
                                         std::string_view ns, std::string_view name,
-                                        std::optional<std::int64_t> expected_version) override;
+                                        std::optional<std::int64_t> expected_version,
+                                        bool dry_run) override;
   common::Result<nlohmann::json> Action(const api::Principal& who, std::string_view kind,
                                         std::string_view ns, std::string_view name,
                                         std::string_view action, nlohmann::json body) override;
@@ -194,7 +195,8 @@ class ControlPlaneImpl final : public api::ControlPlane {
                                               bool dry_run);
   common::Result<nlohmann::json> DeleteOnLoop(std::string_view kind, std::string_view ns,
                                               std::string_view name,
-                                              std::optional<std::int64_t> expected_version);
+                                              std::optional<std::int64_t> expected_version,
+                                              bool dry_run);
   common::Result<nlohmann::json> GprAction(std::string_view ns, std::string_view name,
                                            std::string_view action, const nlohmann::json& body);
   common::Result<nlohmann::json> NodeAction(std::string_view name, std::string_view action,

@@ -319,7 +319,7 @@ TEST(ControlPlaneTest, EventsRecordTheUidOfTheRequestTheyAreAbout) {
   ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("re1", 1, "1h"), false));
   a.Cycle(clock.Now());
   const std::string first = uid_of_request();
-  ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "re1", std::nullopt));
+  ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "re1", std::nullopt, false));
   for (int i = 0; i < 10 && *store.Get("GPUProvisionRequest", "team-a", "re1"); ++i) {
     clock.AdvanceBy(common::Seconds(1));  // it started: released first, then removed
     a.Cycle(clock.Now());
@@ -473,7 +473,7 @@ TEST(ControlPlaneTest, EditDeleteActionsAndQuote) {
 
   // Delete a queued request: cancelled and gone.
   ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("gone", 4, "1h"), false));
-  ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "gone", std::nullopt));
+  ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "gone", std::nullopt, false));
   auto gone = store.Get("GPUProvisionRequest", "team-a", "gone");
   EXPECT_FALSE(gone->has_value());
   // The name can be used again.
@@ -572,13 +572,13 @@ TEST(ControlPlaneTest, DeletingARunningGprReleasesItFirstThenRemovesIt) {
       return o->has_value() ? json::parse((*o)->data) : json();
     };
     ASSERT_EQ(stored("run")["status"]["phase"], "Active");
-    auto deleted = a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "run", std::nullopt);
+    auto deleted = a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "run", std::nullopt, false);
     ASSERT_OK(deleted);
     EXPECT_TRUE((*deleted)["metadata"].contains("deletionTimestamp"));
     EXPECT_EQ((*deleted)["metadata"]["finalizers"], json::array({"egs.dev/release"}));
     EXPECT_EQ(stored("run")["status"]["phase"], "Releasing");
     // Deleting again while it is released changes nothing.
-    ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "run", std::nullopt));
+    ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "run", std::nullopt, false));
   }
   // egsd restarts before the release is confirmed; the deletion is finished after it.
   Instance b(store, clock);
@@ -610,15 +610,26 @@ TEST(ControlPlaneTest, DeletingAWorkspaceTakesItsFinishedRequestsAndWaitsForRunn
   gpr["metadata"]["namespace"] = "tmp";
   ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "tmp", gpr, false));
   a.Cycle(clock.Now());
-  EXPECT_THAT(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt),
+  EXPECT_THAT(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt, false),
               StatusIs(common::StatusCode::kFailedPrecondition));
   EXPECT_TRUE((*store.Get("Workspace", "", "tmp")).has_value());  // nothing changed
+  // A dry run runs the same checks (it answered "deleted" for a delete that would fail).
+  EXPECT_THAT(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt, true),
+              StatusIs(common::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(a.cp.Delete(kAdmin, "Workspace", "", "tmp", 1, true),
+              StatusIs(common::StatusCode::kAborted));  // a stale version too
+  EXPECT_THAT(a.cp.Delete(kAdmin, "Cluster", "", "east", std::nullopt, true),
+              StatusIs(common::StatusCode::kFailedPrecondition));
+  ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "tmp", "job", std::nullopt, true));
+  EXPECT_TRUE((*store.Get("GPUProvisionRequest", "tmp", "job")).has_value());
   clock.AdvanceBy(common::Hours(1));
   a.Cycle(clock.Now());
   a.Cycle(clock.Now());
   ASSERT_EQ(json::parse((*store.Get("GPUProvisionRequest", "tmp", "job"))->data)["status"]["phase"],
             "Completed");
-  ASSERT_OK(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt));
+  ASSERT_OK(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt, true));
+  EXPECT_TRUE((*store.Get("Workspace", "", "tmp")).has_value());
+  ASSERT_OK(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt, false));
   EXPECT_FALSE((*store.Get("Workspace", "", "tmp")).has_value());
   EXPECT_FALSE((*store.Get("GPUProvisionRequest", "tmp", "job")).has_value());
   EXPECT_TRUE(store.List("Event", std::string_view("tmp"))->objects.empty());
@@ -1000,7 +1011,7 @@ TEST(ControlPlaneTest, AVictimKeptByADeletedPreemptorStaysActiveAcrossARestart) 
     ASSERT_EQ(json::parse(
                   (*store.Get("GPUProvisionRequest", "team-b", "victim"))->data)["status"]["phase"],
               "Preempting");
-    ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "urgent", std::nullopt));
+    ASSERT_OK(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "urgent", std::nullopt, false));
     auto stored = json::parse((*store.Get("GPUProvisionRequest", "team-b", "victim"))->data);
     EXPECT_EQ(stored["status"]["phase"], "Active");
   }

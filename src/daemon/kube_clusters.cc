@@ -432,7 +432,7 @@ void KubeClusters::OnCustomResourceDeleted(Member& m, const std::string& ns,
   api::Principal system;
   system.user = "system:egs-kubernetes-connector";
   system.role = api::Role::kAdmin;
-  auto deleted = cp_.Delete(system, "GPUProvisionRequest", ws, name, std::nullopt);
+  auto deleted = cp_.Delete(system, "GPUProvisionRequest", ws, name, std::nullopt, false);
   if (!deleted.ok() && deleted.error().code() != common::StatusCode::kNotFound) {
     spdlog::warn("GPUProvisionRequest {}: delete not mirrored: {}", source,
                  deleted.error().ToString());

@@ -128,8 +128,9 @@ Result<json> SubscriptionControlPlane::Update(const api::Principal& who, std::st
 
 Result<json> SubscriptionControlPlane::Delete(const api::Principal& who, std::string_view kind,
                                               std::string_view ns, std::string_view name,
-                                              std::optional<std::int64_t> expected_version) {
-  if (!Mine(kind)) return inner_.Delete(who, kind, ns, name, expected_version);
+                                              std::optional<std::int64_t> expected_version,
+                                              bool dry_run) {
+  if (!Mine(kind)) return inner_.Delete(who, kind, ns, name, expected_version, dry_run);
   EGS_ASSIGN_OR_RETURN(json last, ReadBack(ns, name));
   EGS_ASSIGN_OR_RETURN(auto stored, store_.Get(kind, ns, name));
   if (!stored) return NotFound(ns, name);
@@ -138,6 +139,7 @@ Result<json> SubscriptionControlPlane::Delete(const api::Principal& who, std::st
                                             api::kNotificationSubscriptionPlural, name,
                                             stored->resource_version, *expected_version));
   }
+  if (dry_run) return last;
   EGS_RETURN_IF_ERROR(
       store_
           .Commit({store::WriteOp::Delete(std::string(kind), std::string(ns), std::string(name),

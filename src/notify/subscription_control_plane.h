@@ -35,7 +35,8 @@ class SubscriptionControlPlane final : public api::ControlPlane {
                                         nlohmann::json object, bool dry_run) override;
   common::Result<nlohmann::json> Delete(const api::Principal& who, std::string_view kind,
                                         std::string_view ns, std::string_view name,
-                                        std::optional<std::int64_t> expected_version) override;
+                                        std::optional<std::int64_t> expected_version,
+                                        bool dry_run) override;
   common::Result<nlohmann::json> Action(const api::Principal& who, std::string_view kind,
                                         std::string_view ns, std::string_view name,
                                         std::string_view action, nlohmann::json body) override;

@@ -32,7 +32,7 @@ class RecordingControlPlane final : public api::ControlPlane {
     return json::object();
   }
   common::Result<json> Delete(const api::Principal&, std::string_view kind, std::string_view,
-                              std::string_view, std::optional<std::int64_t>) override {
+                              std::string_view, std::optional<std::int64_t>, bool) override {
     calls.push_back("delete " + std::string(kind));
     return json::object();
   }
@@ -174,20 +174,20 @@ TEST_F(SubscriptionControlPlaneTest, UpdateKeepsIdentityAndChecksTheVersion) {
 TEST_F(SubscriptionControlPlaneTest, DeleteReturnsTheLastStateThenNotFound) {
   ASSERT_OK(cp_.Create(who_, "NotificationSubscription", "team-a", Sub("ops", "http://x.example/"),
                        false));
-  EXPECT_THAT(cp_.Delete(who_, "NotificationSubscription", "team-a", "ops", 1),
+  EXPECT_THAT(cp_.Delete(who_, "NotificationSubscription", "team-a", "ops", 1, false),
               StatusIs(Code::kAborted));
-  auto deleted = cp_.Delete(who_, "NotificationSubscription", "team-a", "ops", std::nullopt);
+  auto deleted = cp_.Delete(who_, "NotificationSubscription", "team-a", "ops", std::nullopt, false);
   ASSERT_OK(deleted);
   EXPECT_EQ((*deleted)["metadata"]["name"], "ops");
   EXPECT_EQ(Stored(), 0u);
-  EXPECT_THAT(cp_.Delete(who_, "NotificationSubscription", "team-a", "ops", std::nullopt),
+  EXPECT_THAT(cp_.Delete(who_, "NotificationSubscription", "team-a", "ops", std::nullopt, false),
               StatusIs(Code::kNotFound));
 }
 
 TEST_F(SubscriptionControlPlaneTest, OtherKindsGoToTheInnerControlPlane) {
   ASSERT_OK(cp_.Create(who_, "GPUProvisionRequest", "team-a", json::object(), false));
   ASSERT_OK(cp_.Update(who_, "Workspace", "", "team-a", json::object(), false));
-  ASSERT_OK(cp_.Delete(who_, "Node", "", "n1", std::nullopt));
+  ASSERT_OK(cp_.Delete(who_, "Node", "", "n1", std::nullopt, false));
   ASSERT_OK(cp_.Action(who_, "GPUProvisionRequest", "team-a", "g", "release", json::object()));
   ASSERT_OK(cp_.Quote(who_, "team-a", json::object()));
   EXPECT_THAT(inner_.calls,

@@ -288,28 +288,33 @@ void Scheduler::TellRunningOutsidePolicy(core::WorkspaceId id) {
   }
 }
 
-common::Result<std::vector<core::RequestId>> Scheduler::RemoveWorkspace(core::WorkspaceId id) {
+common::Status Scheduler::CheckRemoveWorkspace(core::WorkspaceId id) const {
   auto it = workspaces_.find(id);
   if (it == workspaces_.end()) {
     return common::NotFoundError(fmt::format("workspace {} not found", id.value()));
   }
-  std::vector<core::RequestId> finished;
   std::size_t open = 0;
   const RequestRecord* example = nullptr;
   for (const auto& [rid, r] : requests_) {
-    if (r.spec.workspace != id) continue;
-    if (core::IsTerminal(r.phase)) {
-      finished.push_back(rid);
-    } else {
-      ++open;
-      if (example == nullptr || rid < example->id) example = &r;
-    }
+    if (r.spec.workspace != id || core::IsTerminal(r.phase)) continue;
+    ++open;
+    if (example == nullptr || rid < example->id) example = &r;
   }
   if (open > 0) {
     return common::FailedPreconditionError(
         fmt::format("workspace {} still has {} request(s) that are not finished ({} is {}); delete "
                     "or release them first",
                     it->second.name, open, Label(example->id), core::PhaseName(example->phase)));
+  }
+  return common::OkStatus();
+}
+
+common::Result<std::vector<core::RequestId>> Scheduler::RemoveWorkspace(core::WorkspaceId id) {
+  EGS_RETURN_IF_ERROR(CheckRemoveWorkspace(id));
+  auto it = workspaces_.find(id);
+  std::vector<core::RequestId> finished;
+  for (const auto& [rid, r] : requests_) {
+    if (r.spec.workspace == id) finished.push_back(rid);  // all finished, as checked
   }
   for (core::RequestId rid : finished) requests_.erase(rid);
   std::sort(finished.begin(), finished.end());

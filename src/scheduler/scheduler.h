@@ -194,6 +194,8 @@ class Scheduler {
   // Removes a workspace and forgets its finished requests (returned, by id). FailedPrecondition
   // (naming one) while any of its requests is not finished; NotFound for an unknown workspace.
   common::Result<std::vector<core::RequestId>> RemoveWorkspace(core::WorkspaceId workspace);
+  // RemoveWorkspace's checks alone: what it would answer, changing nothing.
+  common::Status CheckRemoveWorkspace(core::WorkspaceId workspace) const;
   // The workspace with its current policy; nullptr when unknown.
   const core::Workspace* FindWorkspace(core::WorkspaceId id) const;
 
