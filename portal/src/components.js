@@ -31,11 +31,21 @@ export function usePoll(load, everyMs, deps = []) {
   return { ...state, reload };
 }
 
+// The causes of an ApiError worth a line under its message: not those the message already says
+// (its whole text, or its end after a colon, as in 'X "a" is invalid: spec.nodes: ...').
+export function extraCauses(error, message) {
+  return (error.causes || []).filter((c) => {
+    const text = c.field ? `${c.field}: ${c.message}` : c.message;
+    return c.message !== message && text !== message && !message.endsWith(`: ${text}`);
+  });
+}
+
 export function ErrorBox({ error }) {
   if (!error) return null;
-  const causes = error.causes || [];
+  const message = error.message || String(error);
+  const causes = extraCauses(error, message);
   return html`<div class="error" role="alert">
-    ${error.message || String(error)}
+    ${message}
     ${causes.length
       ? html`<ul>
           ${causes.map((c) => html`<li>${c.field ? `${c.field}: ` : ''}${c.message}</li>`)}

@@ -77,6 +77,11 @@ function App() {
     setToken('');
     setMe(null);
   }, []);
+  // The server answered 401 mid-session: say why the sign-in form is back.
+  const tokenRefused = useCallback(() => {
+    setError('Signed out: the server no longer accepts this token (expired or revoked).');
+    signOut();
+  }, []);
 
   useEffect(() => {
     const onHash = () => setRoute(currentRoute());
@@ -109,13 +114,13 @@ function App() {
     return html`<${SignIn} onSignIn=${signIn} notice=${error} />`;
   }
 
-  return html`<${Shell} token=${token} me=${me} route=${route} signOut=${signOut} />`;
+  return html`<${Shell} token=${token} me=${me} route=${route} signOut=${signOut} tokenRefused=${tokenRefused} />`;
 }
 
 // The signed-in portal: header, navigation and the current view. One live events stream feeds
 // the bell and the events page.
-function Shell({ token, me, route, signOut }) {
-  const api = client(token, signOut);
+function Shell({ token, me, route, signOut, tokenRefused }) {
+  const api = client(token, tokenRefused);
   const session = { api, me, token };
   const events = useLiveEvents(session);
   // Viewers read only: no new requests; the queue's actions are for admins.

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { allocation, parseMetrics, queueByShape } from '../src/views/dashboard.js';
+import { alertParts, allocation, parseMetrics, queueByShape } from '../src/views/dashboard.js';
 import { ledger, summary } from '../src/views/ledger.js';
 import { orderGpus } from '../src/views/gpus.js';
 import { policyPatch } from '../src/views/policies.js';
@@ -105,6 +105,37 @@ test('impactLines lists who moves by how much, and who loses its plan', () => {
   assert.match(lines[1], /^sandbox\/early: .*\(−1h\)$/);
   assert.match(lines[2], /^sandbox\/gone: .* → loses its plan$/);
   assert.deepEqual(impactLines({ shifts: [] }, now), []);
+  // A shift under a second (the whatif answer's shiftSeconds) is no move.
+  const tiny = impactLines({
+    shifts: [
+      { namespace: 'vision', name: 'same', before: '2026-11-22T12:00:00Z', after: '2026-11-22T12:00:00Z', shiftSeconds: 0.007884 },
+      { namespace: 'vision', name: 'later', before: '2026-11-22T12:00:00Z', after: '2026-11-22T12:30:00Z', shiftSeconds: 1800 },
+    ],
+  }, now);
+  assert.equal(tiny.length, 1);
+  assert.match(tiny[0], /^vision\/later: .*\(\+30m\)$/);
+});
+
+test('alertParts reads the alerts API items', () => {
+  const now = Date.parse('2026-11-22T10:00:00Z');
+  const firing = alertParts({
+    id: 7, rule: 'temperature', state: 'firing', severity: 'critical', node: 'n1', gpu: 3, value: 91,
+    activeSince: '2026-11-22T09:50:00Z', raisedAt: '2026-11-22T09:55:00Z', workspace: 'vision', gpr: 'train',
+    message: 'temperature (GPU 3 on node n1): temperature 91.0 C above 85 C for 5m',
+  }, now);
+  assert.equal(firing.firing, true);
+  assert.equal(firing.label, 'critical');
+  assert.equal(firing.text, 'temperature (GPU 3 on node n1): temperature 91.0 C above 85 C for 5m (held by vision/train)');
+  assert.match(firing.time, /^since 09:50 UTC \(10m ago\)$/);
+  const resolved = alertParts({
+    id: 8, rule: 'notReporting', state: 'resolved', severity: 'warning', node: 'n2', value: 0,
+    activeSince: '2026-11-22T09:00:00Z', raisedAt: '2026-11-22T09:05:00Z', clearedAt: '2026-11-22T09:30:00Z',
+    message: 'notReporting (node n2) resolved: reporting again',
+  }, now);
+  assert.equal(resolved.firing, false);
+  assert.equal(resolved.label, 'resolved');
+  assert.equal(resolved.text, 'notReporting (node n2) resolved: reporting again');
+  assert.match(resolved.time, /^cleared 09:30 UTC/);
 });
 
 test('applyNodeEvent merges watch events and keeps read-time fields', () => {

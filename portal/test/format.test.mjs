@@ -4,6 +4,8 @@ import { test } from 'node:test';
 
 import { clock, duration, money, noteServerTime, parseDuration, relative, serverNow } from '../src/format.js';
 import { myWorkspaces, policyInWords } from '../src/views/workspaces.js';
+import { editSpec, orderRequests } from '../src/views/requests.js';
+import { extraCauses } from '../src/components.js';
 
 test('duration prints Go-style spans', () => {
   assert.equal(duration(0), '0s');
@@ -48,6 +50,55 @@ test('policyInWords says the limits a user runs into', () => {
   assert.match(words, /GPUs idle for 1h are released\./);
   assert.match(words, /never preempted/);
   assert.match(policyInWords({ preemptible: true, mayBurst: true }).join(' '), /may be preempted.*burst/);
+});
+
+test('policyInWords: a GPU quota of 0 allows no GPUs; no quota is no limit', () => {
+  assert.equal(policyInWords({ gpuQuota: 0 })[0], 'GPU quota 0: no GPUs may be in use.');
+  assert.equal(policyInWords({ gpuQuota: null })[0], 'No GPU quota set.');
+  assert.equal(policyInWords({})[0], 'No GPU quota set.');
+  assert.equal(policyInWords({ gpuQuota: 8 })[0], 'Up to 8 GPUs in use at once.');
+});
+
+test('orderRequests: running first, then waiting by queue position, then finished; newest first', () => {
+  const g = (name, phase, queuePosition, at) => ({
+    metadata: { name, creationTimestamp: `2026-11-22T${at}:00Z` }, status: { phase, queuePosition },
+  });
+  const items = [
+    g('done', 'Completed', undefined, '12:00'),
+    g('q2', 'Queued', 2, '11:00'),
+    g('q1', 'Queued', 1, '10:00'),
+    g('pend', 'PendingApproval', 3, '09:00'),
+    g('old-active', 'Active', undefined, '01:00'),
+    g('releasing', 'Releasing', undefined, '03:00'),
+    g('prov', 'Provisioning', undefined, '02:00'),
+    g('failed', 'Failed', undefined, '08:00'),
+  ];
+  assert.deepEqual(items.sort(orderRequests).map((x) => x.metadata.name),
+    ['releasing', 'prov', 'old-active', 'q1', 'q2', 'pend', 'done', 'failed']);
+});
+
+test('editSpec: an empty priority keeps the current one; wrong fields refuse the edit', () => {
+  assert.deepEqual(editSpec('2', '4h', ''), { nodes: 2, duration: '4h' });
+  assert.deepEqual(editSpec('2', ' 4h ', ' 50 '), { nodes: 2, duration: '4h', priority: 50 });
+  assert.deepEqual(editSpec('1', '30m', '-5'), { nodes: 1, duration: '30m', priority: -5 });
+  assert.deepEqual(editSpec('1', '30m', '0'), { nodes: 1, duration: '30m', priority: 0 });
+  assert.equal(editSpec('1', '30m', '1.5'), null);
+  assert.equal(editSpec('1', '30m', 'high'), null);
+  assert.equal(editSpec('0', '30m', ''), null);
+  assert.equal(editSpec('', '30m', ''), null);
+  assert.equal(editSpec('1.5', '30m', ''), null);
+  assert.equal(editSpec('1', 'soon', ''), null);
+});
+
+test('extraCauses leaves out causes that repeat the message', () => {
+  const msg = 'spec.nodes: must be at least 1';
+  assert.deepEqual(extraCauses({ causes: [{ field: 'spec.nodes', message: 'must be at least 1' }] }, msg), []);
+  assert.deepEqual(extraCauses({ causes: [{ message: msg }] }, msg), []);
+  const wrapped = 'GPUProvisionRequest.egs.dev "a" is invalid: spec.nodes: must be at least 1';
+  assert.deepEqual(extraCauses({ causes: [{ field: 'spec.nodes', message: 'must be at least 1' }] }, wrapped), []);
+  const other = { field: 'spec.duration', message: 'is required' };
+  assert.deepEqual(extraCauses({ causes: [{ message: msg }, other] }, msg), [other]);
+  assert.deepEqual(extraCauses({}, 'HTTP 500'), []);
 });
 
 test('myWorkspaces: members see theirs, project admins their projects, admins all', () => {

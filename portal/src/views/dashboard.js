@@ -1,7 +1,7 @@
 // Admin dashboard: fleet allocation over time (from the schedule: what ran, runs and is planned,
 // a day back to a week ahead), the queue per shape (requests and waiting GPU-hours), alerts
-// (the alerts API when the server has one, else warning events) and promise accuracy (the
-// egs_scheduler_promise_* gauges of /metrics).
+// (the alerts API's, when the server has one, above the latest warning events) and promise
+// accuracy (the egs_scheduler_promise_* gauges of /metrics).
 import { useEffect, useState } from 'preact/hooks';
 
 import { html } from '../html.js';
@@ -68,6 +68,19 @@ export function parseMetrics(text, names) {
   return out;
 }
 
+// One alert of the alerts API ({id, rule, state, severity, node, gpu?, workspace?, gpr?,
+// activeSince, clearedAt?, message, ...}; the message names the rule, GPU and node) for the list.
+export function alertParts(a, now) {
+  const firing = a.state === 'firing';
+  const holder = a.workspace ? ` (held by ${a.workspace}${a.gpr ? `/${a.gpr}` : ''})` : '';
+  return {
+    firing,
+    label: firing ? a.severity || 'firing' : 'resolved',
+    text: `${a.message || `${a.rule} on ${a.node}`}${holder}`,
+    time: firing ? `since ${when(a.activeSince, now)}` : a.clearedAt ? `cleared ${when(a.clearedAt, now)}` : '',
+  };
+}
+
 function AllocationChart({ a, now }) {
   const W = 720;
   const H = 160;
@@ -105,15 +118,22 @@ export function Dashboard({ session }) {
       .catch(setAllocError);
   }, []);
   const { data, error } = usePoll(async () => {
-    const [gprs, shapes, events, discovery, metrics] = await Promise.all([
+    // The alerts API is served beside the Kubernetes-style resources, not listed in discovery
+    // (kubectl could not print its items): asked directly, and a server without it (404) or a
+    // token that may not read it (403) falls back to the warning events.
+    const [gprs, shapes, events, alerts, metrics] = await Promise.all([
       api.get(`${API}/gpuprovisionrequests`),
       api.get(`${API}/gpushapes`),
       api.get(`${API}/events`),
-      api.get(API),
+      api.get(`${API}/alerts`).then(
+        (r) => (r && Array.isArray(r.items) ? r.items : null),
+        (e) => {
+          if (e && (e.status === 404 || e.status === 403)) return null;
+          throw e;
+        },
+      ),
       fetch('/metrics').then((r) => (r.ok ? r.text() : '')),
     ]);
-    const hasAlerts = (discovery.resources || []).some((r) => r.name === 'alerts');
-    const alerts = hasAlerts ? (await api.get(`${API}/alerts`)).items || [] : null;
     const gpn = Object.fromEntries((shapes.items || []).map((s) => [s.metadata.name, s.spec.gpusPerNode]));
     return {
       queue: queueByShape(gprs.items || [], gpn),
@@ -140,11 +160,16 @@ export function Dashboard({ session }) {
       </article>
       <article class="card" aria-labelledby="d-alerts">
         <h2 id="d-alerts">${data && data.alerts ? 'Alerts' : 'Alerts (warning events)'}</h2>
-        ${data == null ? html`<p role="status">Loading…</p>` : data.alerts ? html`
-          <ul class="plain">${data.alerts.slice(0, 10).map((a) => html`<li>${a.metadata.name}: ${(a.status && a.status.state) || ''} ${(a.status && a.status.message) || ''}</li>`)}</ul>` :
-          data.warnings.length === 0 ? html`<p>No warnings.</p>` : html`
-          <ul class="plain" data-testid="dash-alerts">${data.warnings.slice(0, 8).map((e) => html`<li><strong>${e.reason}</strong> ${(e.involvedObject || {}).name}: ${e.message} <span class="muted">${when(e.lastTimestamp || e.firstTimestamp, now)}</span></li>`)}</ul>
-          <a href="#/events">All events</a>`}
+        ${data == null ? html`<p role="status">Loading…</p>` : html`
+          ${data.alerts ? html`${data.alerts.length === 0 ? html`<p>No alerts.</p>` : html`
+            <ul class="plain" data-testid="dash-alert-list">${data.alerts.slice(0, 10).map((a) => {
+              const p = alertParts(a, now);
+              return html`<li key=${a.id} class=${p.firing ? '' : 'muted'}><strong>${p.label}</strong> ${p.text} <span class="muted">${p.time}</span></li>`;
+            })}</ul>`}
+            <h3>Warning events</h3>` : ''}
+          ${data.warnings.length === 0 ? html`<p>No warnings.</p>` : html`
+            <ul class="plain" data-testid="dash-alerts">${data.warnings.slice(0, 8).map((e) => html`<li><strong>${e.reason}</strong> ${(e.involvedObject || {}).name}: ${e.message} <span class="muted">${when(e.lastTimestamp || e.firstTimestamp, now)}</span></li>`)}</ul>
+            <a href="#/events">All events</a>`}`}
       </article>
       <article class="card" aria-labelledby="d-prom">
         <h2 id="d-prom">Promise accuracy</h2>

@@ -150,13 +150,14 @@ export function NewRequest({ session }) {
       </fieldset>
       <div class="field">
         <label for="nr-nodes">Nodes</label>
-        <input id="nr-nodes" type="number" min="1" max=${policy.maxNodesPerRequest || undefined}
-          value=${nodes} onInput=${edit(setNodes)} />
+        <input id="nr-nodes" type="number" min="1" value=${nodes} onInput=${edit(setNodes)}
+          aria-describedby=${policy.maxNodesPerRequest ? 'nr-nodes-help' : undefined} />
+        ${policy.maxNodesPerRequest ? html`<span id="nr-nodes-help" class="muted">at most ${policy.maxNodesPerRequest} without approval</span>` : ''}
       </div>
       <div class="field">
         <label for="nr-dur">Duration</label>
         <input id="nr-dur" type="text" value=${dur} onInput=${edit(setDur)} aria-describedby="nr-dur-help" />
-        <span id="nr-dur-help" class="muted">e.g. 90m, 4h, 1h30m${policy.maxDuration ? `; at most ${policy.maxDuration}` : ''}</span>
+        <span id="nr-dur-help" class="muted">e.g. 90m, 4h, 1h30m${policy.maxDuration ? `; at most ${policy.maxDuration} without approval` : ''}</span>
       </div>
       <div class="field">
         <label for="nr-prio">Priority</label>

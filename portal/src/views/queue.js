@@ -9,15 +9,17 @@ import { ErrorBox, Phase, usePoll, useNow } from '../components.js';
 import { duration, parseTime, when } from '../format.js';
 
 // The lines of an approval's impact (the whatif answer {shifts, start}): one per queued request
-// whose planned start moves, "ns/name: <before> → <after> (+2h)", or "… loses its plan".
+// whose planned start moves, "ns/name: <before> → <after> (+2h)", or "… loses its plan". Shifts
+// under a second are left out (they would read "+0s").
 export function impactLines(impact, now) {
   const at = (t) => (t ? when(t, now) : 'no plan');
-  return (impact.shifts || []).map((s) => {
+  return (impact.shifts || []).flatMap((s) => {
     const who = s.namespace ? `${s.namespace}/${s.name}` : s.name;
-    if (!s.after) return `${who}: ${at(s.before)} → loses its plan`;
-    if (!s.before) return `${who}: no plan → ${at(s.after)}`;
-    const d = (parseTime(s.after) - parseTime(s.before)) / 1000;
-    return `${who}: ${at(s.before)} → ${at(s.after)} (${d >= 0 ? '+' : '−'}${duration(Math.abs(d))})`;
+    if (!s.after) return [`${who}: ${at(s.before)} → loses its plan`];
+    if (!s.before) return [`${who}: no plan → ${at(s.after)}`];
+    const d = typeof s.shiftSeconds === 'number' ? s.shiftSeconds : (parseTime(s.after) - parseTime(s.before)) / 1000;
+    if (Math.abs(d) < 1) return [];
+    return [`${who}: ${at(s.before)} → ${at(s.after)} (${d >= 0 ? '+' : '−'}${duration(Math.abs(d))})`];
   });
 }
 

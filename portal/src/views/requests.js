@@ -9,19 +9,31 @@ import { ErrorBox, Phase, Progress, usePoll, useNow } from '../components.js';
 import { WAIT_WORDS, duration, parseDuration, parseTime, when } from '../format.js';
 
 const LIVE = ['PendingApproval', 'Queued', 'Provisioning', 'Active', 'Releasing'];
+const RUNNING = ['Provisioning', 'Active', 'Releasing'];
+export const MAX_SHOWN = 200;
 
 function mine(items, me) {
   if (me.role === 'member') return items.filter((g) => me.workspaces.includes(g.metadata.namespace));
   return items;
 }
 
-function order(a, b) {
-  const la = LIVE.indexOf(a.status.phase);
-  const lb = LIVE.indexOf(b.status.phase);
-  if ((la < 0) !== (lb < 0)) return la < 0 ? 1 : -1;
-  const qa = a.status.queuePosition ?? 1e9;
-  const qb = b.status.queuePosition ?? 1e9;
-  if (qa !== qb) return qa - qb;
+// 0 running (provisioning, active, releasing), 1 waiting (pending approval, queued), 2 finished.
+function rank(phase) {
+  if (RUNNING.includes(phase)) return 0;
+  return LIVE.includes(phase) ? 1 : 2;
+}
+
+// The order of the list: running requests, then waiting ones by queue position, then finished
+// ones; newest first within each.
+export function orderRequests(a, b) {
+  const ra = rank(a.status.phase);
+  const rb = rank(b.status.phase);
+  if (ra !== rb) return ra - rb;
+  if (ra === 1) {
+    const qa = a.status.queuePosition ?? 1e9;
+    const qb = b.status.queuePosition ?? 1e9;
+    if (qa !== qb) return qa - qb;
+  }
   return String(b.metadata.creationTimestamp).localeCompare(String(a.metadata.creationTimestamp));
 }
 
@@ -39,13 +51,13 @@ export function Requests({ session }) {
   }, 2000);
   const all = data ? mine(data.items || [], me).map((g) => ({ ...g, status: g.status || {} })) : null;
   const spaces = all ? [...new Set(all.map((g) => g.metadata.namespace))].sort() : [];
-  const shown = all
+  const listed = all
     ? all
         .filter((g) => !filter || g.metadata.namespace === filter)
         .filter((g) => showDone || LIVE.includes(g.status.phase))
-        .sort(order)
-        .slice(0, 200)
+        .sort(orderRequests)
     : null;
+  const shown = listed ? listed.slice(0, MAX_SHOWN) : null;
   const act = async (what, fn) => {
     setNotice('');
     try {
@@ -74,7 +86,10 @@ export function Requests({ session }) {
       ? html`<p role="status">Loading…</p>`
       : shown.length === 0
         ? html`<p>No requests yet.${me.role !== 'viewer' ? html` <a href="#/new">Ask for GPUs</a>.` : ''}</p>`
-        : html`<ul class="requests">
+        : html`${listed.length > MAX_SHOWN
+              ? html`<p class="muted" role="status" data-testid="requests-cut">${listed.length} requests, first ${MAX_SHOWN} shown (running, then queued, then finished).</p>`
+              : ''}
+          <ul class="requests">
             ${shown.map((g) => html`<${RequestCard} key=${`${g.metadata.namespace}/${g.metadata.name}`}
               gpr=${g} api=${api} now=${now} act=${act} canWrite=${me.role !== 'viewer'} />`)}
           </ul>`}
@@ -170,18 +185,32 @@ function RequestCard({ gpr, api, now, act, canWrite }) {
   </li>`;
 }
 
+// The merge patch of a waiting request's spec from the edit form's fields (their text); null
+// when a field is wrong. An empty priority keeps the current one (the field is not sent).
+export function editSpec(nodes, dur, prio) {
+  const n = Number(nodes);
+  const p = String(prio ?? '').trim();
+  if (!Number.isInteger(n) || n < 1 || parseDuration(dur) == null) return null;
+  if (p !== '' && !/^-?\d+$/.test(p)) return null;
+  const spec = { nodes: n, duration: String(dur).trim() };
+  if (p !== '') spec.priority = Number(p);
+  return spec;
+}
+
 // Edit nodes, duration and priority while the request waits (a merge patch of its spec).
 function EditForm({ gpr, id, act, api, done }) {
   const { metadata: m, spec } = gpr;
   const [nodes, setNodes] = useState(String(spec.nodes));
   const [dur, setDur] = useState(spec.duration);
-  const [prio, setPrio] = useState(String(spec.priority));
+  const [prio, setPrio] = useState(String(spec.priority ?? ''));
+  // A number field reads '' for text that is no number (badInput): refuse that, not keep the priority.
+  const [badPrio, setBadPrio] = useState(false);
+  const patch = badPrio ? null : editSpec(nodes, dur, prio);
   const save = (e) => {
     e.preventDefault();
+    if (!patch) return;
     act(`Edit ${m.name}`, async () => {
-      await api.patch(gprPath(m.namespace, m.name), {
-        spec: { nodes: Number(nodes), duration: dur.trim(), priority: Number(prio) },
-      });
+      await api.patch(gprPath(m.namespace, m.name), { spec: patch });
       done();
       return `${m.name} changed.`;
     });
@@ -192,14 +221,15 @@ function EditForm({ gpr, id, act, api, done }) {
     <label for=${`${id}-e-dur`}>Duration</label>
     <input id=${`${id}-e-dur`} class="short" type="text" value=${dur} onInput=${(e) => setDur(e.currentTarget.value)} />
     <label for=${`${id}-e-prio`}>Priority</label>
-    <input id=${`${id}-e-prio`} class="short" type="number" value=${prio} onInput=${(e) => setPrio(e.currentTarget.value)} />
-    <button type="submit" disabled=${parseDuration(dur) == null || !(Number(nodes) >= 1)}>Save changes</button>
+    <input id=${`${id}-e-prio`} class="short" type="number" step="1" value=${prio} placeholder=${String(spec.priority ?? '')}
+      onInput=${(e) => { setPrio(e.currentTarget.value); setBadPrio(!!(e.currentTarget.validity && e.currentTarget.validity.badInput)); }} />
+    <button type="submit" disabled=${!patch}>Save changes</button>
   </form>`;
 }
 
 function Impact({ impact }) {
   if (impact.error) return html`<p class="error" role="alert">${impact.error}</p>`;
-  const shifts = (impact.shifts || []).filter((x) => x.shiftSeconds !== 0);
+  const shifts = (impact.shifts || []).filter((x) => x.shiftSeconds == null || Math.abs(x.shiftSeconds) >= 1);
   if (!shifts.length) return html`<p class="ok" role="status">No queued request would start later.</p>`;
   return html`<div role="status">
     <p>${shifts.length} queued request${shifts.length === 1 ? '' : 's'} would move:</p>

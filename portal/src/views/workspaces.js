@@ -24,7 +24,10 @@ function list(items, none) {
 // The policy as sentences a user reads at a glance.
 export function policyInWords(p = {}) {
   const out = [];
-  out.push(p.gpuQuota ? `Up to ${p.gpuQuota} GPUs in use at once.` : 'No GPU quota set.');
+  // No quota (absent or null) is no limit; a quota of 0 allows no GPUs at all.
+  if (p.gpuQuota == null) out.push('No GPU quota set.');
+  else if (p.gpuQuota === 0) out.push('GPU quota 0: no GPUs may be in use.');
+  else out.push(`Up to ${p.gpuQuota} GPUs in use at once.`);
   out.push(`Shapes: ${list(p.allowedShapes, 'any')}; clusters: ${list(p.allowedClusters, 'any')}.`);
   const limits = [];
   if (p.maxNodesPerRequest) limits.push(`at most ${p.maxNodesPerRequest} nodes`);
@@ -96,11 +99,12 @@ function Kubeconfig({ session, workspace }) {
   </div>`;
 }
 
+// `quota` null: no limit, no bar; 0: a full bar (no GPU may be used).
 function QuotaBar({ used, quota }) {
-  if (!quota) return html`<span>${used} GPUs in use</span>`;
-  const pct = Math.min(100, Math.round((100 * used) / quota));
+  if (quota == null) return html`<span>${used} GPUs in use</span>`;
+  const pct = quota > 0 ? Math.min(100, Math.round((100 * used) / quota)) : 100;
   return html`<div class="quota">
-    <progress max=${quota} value=${used} aria-label=${`Quota: ${used} of ${quota} GPUs used`}></progress>
+    <progress max=${Math.max(1, quota)} value=${quota > 0 ? used : 1} aria-label=${`Quota: ${used} of ${quota} GPUs used`}></progress>
     <span>${used} of ${quota} GPUs used, ${Math.max(0, quota - used)} free (${pct}%)</span>
   </div>`;
 }
@@ -123,7 +127,7 @@ export function Workspaces({ session }) {
                 <h2 id=${`ws-${w.metadata.name}`}>${w.metadata.name}</h2>
                 <p class="muted">project ${w.spec.project || '–'}; namespaces
                   ${list(w.spec.namespaces, w.metadata.name)}</p>
-                <${QuotaBar} used=${st.gpusInUse || 0} quota=${p.gpuQuota || 0} />
+                <${QuotaBar} used=${st.gpusInUse || 0} quota=${p.gpuQuota ?? null} />
                 <p>${st.activeRequests || 0} active request${st.activeRequests === 1 ? '' : 's'}.</p>
                 <h3>Policy</h3>
                 <ul class="policy">${policyInWords(p).map((s) => html`<li>${s}</li>`)}</ul>
