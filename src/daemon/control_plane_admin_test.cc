@@ -161,6 +161,27 @@ TEST(ControlPlaneAdminTest, ApproveWithChangesMergesThemIntoTheSpec) {
   EXPECT_EQ(urgent["spec"]["priority"], 900);
   EXPECT_EQ(urgent["spec"]["shape"], "h100");
   EXPECT_NE(urgent["status"]["phase"], "PendingApproval");
+  // The same approve again (a retry, a second admin) never sends it back to approval: the
+  // changes, an edit once approved, were checked against the policy again.
+  auto again = a.Gpr("urgent", "approve", {{"changes", {{"nodes", 2}}}, {"reason", "ok"}});
+  if (!again.ok()) {
+    EXPECT_THAT(again, StatusIs(StatusCode::kFailedPrecondition));
+  }
+  a.Cycle(clock.Now());
+  EXPECT_NE(Phase(store, "urgent"), "PendingApproval");
+  // Queued and approved, then approved with other changes still outside the policy: approved.
+  ASSERT_OK(
+      a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("later", 4, "6h", 900), false));
+  a.Cycle(clock.Now());
+  ASSERT_OK(a.Gpr("later", "approve", {{"reason", "ok"}}));
+  a.Cycle(clock.Now());
+  ASSERT_EQ(Phase(store, "later"), "Queued");
+  for (int call = 0; call < 2; ++call) {
+    ASSERT_OK(a.Gpr("later", "approve", {{"changes", {{"duration", "5h"}}}, {"reason", "ok"}}));
+    a.Cycle(clock.Now());
+    EXPECT_EQ(Phase(store, "later"), "Queued") << "call " << call;
+  }
+  EXPECT_EQ(Stored(store, "GPUProvisionRequest", "team-a", "later")["spec"]["duration"], "5h");
 }
 
 TEST(ControlPlaneAdminTest, EvictEndsPreemptedWithTheReasonAndSurvivesARestart) {

@@ -1475,11 +1475,20 @@ common::Result<json> ControlPlaneImpl::GprAction(std::string_view ns, std::strin
       EGS_ASSIGN_OR_RETURN(core::RequestSpec spec,
                            ToRequestSpec(changes, ns, name, *names_.workspaces.Find(ns)));
       // Pending: approved as changed (quota-exempt, even if still outside the policy). Queued
-      // (approved already): the changes are an edit.
+      // (approved already): the changes are an edit, approved too, so that an approve never
+      // sends a request back to approval; the same changes again (a retried call, a second
+      // admin) change nothing.
       if (scheduler_.FindRequest(id)->phase == core::RequestPhase::kPendingApproval) {
         EGS_RETURN_IF_ERROR(scheduler_.ApproveWithChanges(id, spec, why));
-      } else {
+      } else if (api::ToJson(changes) != api::ToJson(gprs_.at(id).spec)) {
         EGS_RETURN_IF_ERROR(scheduler_.Edit(id, spec));
+        if (scheduler_.FindRequest(id)->phase == core::RequestPhase::kPendingApproval) {
+          EGS_RETURN_IF_ERROR(scheduler_.Approve(id, why));
+        }
+      } else if (scheduler_.FindRequest(id)->phase != core::RequestPhase::kQueued) {
+        return common::FailedPreconditionError(
+            fmt::format("the request is {}, not PendingApproval",
+                        core::PhaseName(scheduler_.FindRequest(id)->phase)));
       }
       gprs_.at(id).spec = changes;
     } else {
