@@ -39,6 +39,7 @@
 // streams and waits for them.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -175,6 +176,8 @@ class ApiServer {
 
   store::Store& store_;
   ControlPlane& control_plane_;
+  // Patches of one object are applied one at a time (a stripe per hash of kind/ns/name).
+  std::array<std::mutex, 64> patch_turns_;
   common::Clock& clock_;
   common::Clock& StreamClock() const {
     return options_.stream_clock != nullptr ? *options_.stream_clock : clock_;

@@ -882,6 +882,18 @@ TEST_F(ApiServerTest, JsonPatchAndApplyPatch) {
   EXPECT_EQ(json::parse(Get(std::string(kGprs) + "/train").body)["spec"]["nodes"], 5);
   EXPECT_EQ(Patch(std::string(kGprs) + "/train", "spec: {}", "application/apply-patch+yaml").status,
             415);
+  // kubectl apply --server-side sends force and fieldManager: told what to do instead, not
+  // that force is an unknown parameter.
+  auto ssa = Call("PATCH", std::string(kGprs) + "/train", "spec: {}",
+                  {{"force", "false"}, {"fieldManager", "kubectl"}},
+                  {{"Content-Type", "application/apply-patch+yaml"}}, "admin");
+  EXPECT_EQ(ssa.status, 415);
+  EXPECT_THAT(ssa.body, HasSubstr("use kubectl apply without --server-side"));
+  // kubectl --as: refused, not run with the caller's own rights.
+  auto as =
+      Call("GET", std::string(kGprs) + "/train", "", {}, {{"Impersonate-User", "carol"}}, "admin");
+  EXPECT_EQ(as.status, 403);
+  EXPECT_THAT(as.body, HasSubstr("impersonation is not supported"));
   EXPECT_EQ(Patch(std::string(kGprs) + "/train", "{}", "text/plain").status, 415);
   auto plain_json = Patch(std::string(kGprs) + "/train", "{}", "application/json");
   EXPECT_EQ(plain_json.status, 415);
@@ -889,6 +901,25 @@ TEST_F(ApiServerTest, JsonPatchAndApplyPatch) {
               HasSubstr("accepted media types: application/merge-patch+json, "
                         "application/strategic-merge-patch+json, application/json-patch+json "
                         "(got \\\"application/json\\\")"));
+}
+
+// Unconditional patches of one object, at once, all apply: each on the object as the one before
+// left it (16 of 20 answered 409 for a conflict none of them asked to be told of).
+TEST_F(ApiServerTest, ConcurrentUnconditionalPatchesAllApply) {
+  SeedWorkspace("team-a");
+  ASSERT_EQ(Post(kGprs, GprJson("train").dump()).status, 201);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = Patch(std::string(kGprs) + "/train",
+                     json{{"metadata", {{"labels", {{"p" + std::to_string(i), "1"}}}}}}.dump());
+      if (r.status == 200) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 16);
+  EXPECT_EQ(json::parse(Get(std::string(kGprs) + "/train").body)["metadata"]["labels"].size(), 16u);
 }
 
 TEST_F(ApiServerTest, Delete) {
