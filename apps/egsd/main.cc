@@ -60,6 +60,9 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  // A file-size limit (ulimit -f) reached: the write fails (EFBIG) and egsd says so, instead of
+  // dying without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
 
   // A standby egsd waits for the active one's lock; a stop signal ends the wait.
   config->start_cancelled = [] {

@@ -34,7 +34,6 @@
 #include "cluster/fleet_file.h"
 #include "cluster/simulated_fleet.h"
 #include "common/scaled_clock.h"
-#include "store/store.h"
 #include "compat/v1_server.h"
 #include "daemon/alert_monitor.h"
 #include "daemon/alert_routes.h"
@@ -50,6 +49,7 @@
 #include "scheduler/scheduler.h"
 #include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
+#include "store/store.h"
 #include "telemetry/telemetry_hub.h"
 
 namespace egs::daemon {
@@ -165,7 +165,8 @@ common::Status CheckFleetObjects(const std::vector<std::pair<std::string, json>>
 
 // OK when `path` can be written (an existing writable file, or a new one in a writable
 // directory), checked without writing it. InvalidArgument naming `flag` otherwise.
-common::Status CheckWritable(const std::string& path, std::string_view flag) {
+common::Status CheckWritable(const std::string& path, std::string_view flag,
+                             const std::string& data_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path file(path);
@@ -175,6 +176,11 @@ common::Status CheckWritable(const std::string& path, std::string_view flag) {
   const bool exists = fs::exists(file, ec);
   fs::path dir = file.parent_path();
   if (dir.empty()) dir = ".";
+  // A file in the data directory, which egsd creates before it writes the file.
+  if (!exists && !fs::exists(dir, ec) &&
+      fs::weakly_canonical(dir, ec) == fs::weakly_canonical(data_dir, ec)) {
+    return common::OkStatus();
+  }
   if (!exists && !fs::is_directory(dir, ec)) {
     return common::InvalidArgumentError(
         fmt::format("{}: cannot write {}: no directory {}", flag, path, dir.string()));
@@ -577,7 +583,8 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     portal.emplace(std::move(*files));
   }
   if (!config.admin_token_file.empty()) {
-    EGS_RETURN_IF_ERROR(CheckWritable(config.admin_token_file, "--admin-token-file"));
+    EGS_RETURN_IF_ERROR(
+        CheckWritable(config.admin_token_file, "--admin-token-file", config.data_dir));
   }
   // A kubeconfig that does not load failed the start after the fleet and the Cluster object
   // were written.

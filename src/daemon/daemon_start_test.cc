@@ -305,6 +305,18 @@ TEST(DaemonStartTest, AConfiguredShadowDepthGivesShadowPlans) {
   EXPECT_NE(explain("shadow").find("a shadow plan"), std::string::npos);
 }
 
+// The admin token file may be in the data directory that egsd creates on its first start.
+TEST(DaemonStartTest, TheAdminTokenFileMayBeInTheDataDirToCreate) {
+  TestDaemon egsd(kFleet);
+  egsd.config().data_dir = (egsd.dir() / "new" / "data").string();
+  egsd.config().admin_token_file = (egsd.dir() / "new" / "data" / "admin-token").string();
+  ASSERT_OK(egsd.Start());
+  std::ifstream in(egsd.config().admin_token_file);
+  std::string token;
+  in >> token;
+  EXPECT_EQ(token, egsd.admin_token());
+}
+
 // A fleet whose timeScale runs scheduled time ahead of real time: a restart continues it. Made
 // again from the real now, it went back by all it had gained, and a request started at once on
 // the node that the stored reservation of another still held.
