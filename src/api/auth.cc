@@ -443,22 +443,42 @@ Status TokenService::Revoke(std::string_view id) {
   const common::Time now = clock_.Now();
   std::vector<TokenInfo> infos;
   infos.reserve(listed.objects.size());
-  int working_admins = 0;  // admin tokens neither revoked nor expired
   for (const store::StoredObject& obj : listed.objects) {
     EGS_ASSIGN_OR_RETURN(TokenInfo info, InfoFromStored(obj));
-    if (info.role == Role::kAdmin && CheckUsable(info, now).ok()) ++working_admins;
     infos.push_back(std::move(info));
   }
+  // When a working admin token `a` stops working: never (no expiry), or at its expiry.
+  auto until = [](const TokenInfo& a) { return a.expires.value_or(common::kInfiniteFuture); };
   for (std::size_t i = 0; i < listed.objects.size(); ++i) {
     store::StoredObject& obj = listed.objects[i];
     if (obj.uid != id || id.empty()) continue;
     TokenInfo& info = infos[i];
-    if (info.role == Role::kAdmin && CheckUsable(info, now).ok() && working_admins == 1) {
+    // A revoke never shortens how long some admin can issue and revoke tokens: another working
+    // admin token must last at least as long as this one. (Counting any working admin token,
+    // one that expired seconds later locked every admin out for good.)
+    if (info.role == Role::kAdmin && CheckUsable(info, now).ok() &&
+        std::none_of(infos.begin(), infos.end(), [&](const TokenInfo& other) {
+          return &other != &info && other.role == Role::kAdmin && CheckUsable(other, now).ok() &&
+                 until(other) >= until(info);
+        })) {
+      std::optional<common::Time> last_other;  // when the longest-lived other one expires
+      for (const TokenInfo& other : infos) {
+        if (&other == &info || other.role != Role::kAdmin || !CheckUsable(other, now).ok())
+          continue;
+        last_other = std::max(last_other.value_or(common::kInfinitePast), until(other));
+      }
+      if (!last_other) {
+        return common::FailedPreconditionError(fmt::format(
+            "token \"{}\" is the last admin token that is neither revoked nor expired: revoking "
+            "it would leave no one able to issue or revoke tokens; issue another admin token "
+            "first (egsctl token create --user NAME --role admin)",
+            id));
+      }
       return common::FailedPreconditionError(fmt::format(
-          "token \"{}\" is the last admin token that is neither revoked nor expired: revoking it "
-          "would leave no one able to issue or revoke tokens; issue another admin token first "
-          "(egsctl token create --user NAME --role admin)",
-          id));
+          "token \"{}\" outlasts every other admin token (the last of them expires at {}): "
+          "revoking it would leave no one able to issue or revoke tokens after that; issue "
+          "another admin token first (egsctl token create --user NAME --role admin)",
+          id, common::FormatTime(*last_other)));
     }
     if (!info.revoked) {
       info.revoked = true;

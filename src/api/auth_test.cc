@@ -343,6 +343,15 @@ TEST_F(TokenServiceTest, TheLastWorkingAdminTokenCannotBeRevoked) {
   EXPECT_THAT(tokens_.Revoke(first->info.id), StatusIs(StatusCode::kFailedPrecondition));
   EXPECT_OK(tokens_.Revoke(later->info.id));  // expired already: nothing is lost
   EXPECT_OK(tokens_.Revoke(member->info.id));
+  // One that works but expires sooner does not count either: after it expired, no admin was
+  // left, for good.
+  auto brief = tokens_.Issue("tmp", Role::kAdmin, {}, {}, clock_.Now() + common::Seconds(5));
+  ASSERT_OK(brief);
+  auto outlasts = tokens_.Revoke(first->info.id);
+  EXPECT_THAT(outlasts, StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(outlasts.message(), HasSubstr("outlasts every other admin token"));
+  // The brief one may go: the first lasts longer.
+  EXPECT_OK(tokens_.Revoke(brief->info.id));
   auto fresh = tokens_.Issue("ada2", Role::kAdmin, {}, {}, std::nullopt);
   ASSERT_OK(fresh);
   EXPECT_OK(tokens_.Revoke(first->info.id));
