@@ -437,6 +437,29 @@ Status TokenService::CheckNodeExists(std::string_view user) {
   return common::OkStatus();
 }
 
+Result<int> TokenService::ForgetWorkspace(std::string_view name) {
+  std::lock_guard<std::mutex> revoking(revoke_mu_);
+  EGS_ASSIGN_OR_RETURN(store::ListResult listed, store_.List(kTokenKind, ""));
+  std::vector<store::WriteOp> ops;
+  std::vector<std::pair<std::string, TokenInfo>> changed;
+  for (store::StoredObject& obj : listed.objects) {
+    EGS_ASSIGN_OR_RETURN(TokenInfo info, InfoFromStored(obj));
+    auto it = std::find(info.workspaces.begin(), info.workspaces.end(), name);
+    if (it == info.workspaces.end()) continue;
+    info.workspaces.erase(it);
+    if (info.workspaces.empty() && info.role == Role::kMember) info.revoked = true;
+    const std::int64_t version = obj.resource_version;
+    obj.data = InfoToJson(info).dump();
+    ops.push_back(store::WriteOp::Put(obj, version));
+    changed.emplace_back(obj.name, std::move(info));
+  }
+  if (ops.empty()) return 0;
+  EGS_RETURN_IF_ERROR(store_.Commit(std::move(ops), {}));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [key, info] : changed) cache_[key] = std::move(info);
+  return static_cast<int>(changed.size());
+}
+
 Status TokenService::Revoke(std::string_view id) {
   std::lock_guard<std::mutex> revoking(revoke_mu_);
   EGS_ASSIGN_OR_RETURN(store::ListResult listed, store_.List(kTokenKind, ""));

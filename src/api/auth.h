@@ -133,6 +133,10 @@ class TokenService {
   // FailedPrecondition for the last admin token that is neither revoked nor expired (revoking
   // it would leave no one able to issue tokens, and a restart does not bootstrap another).
   common::Status Revoke(std::string_view id);
+  // Workspace `name` was deleted: it leaves every token's scope, and a member token left with
+  // no workspace is revoked (a workspace made later under the name, maybe in another project,
+  // is not theirs). Returns how many tokens changed.
+  common::Result<int> ForgetWorkspace(std::string_view name);
   // Every token, oldest first.
   common::Result<std::vector<TokenInfo>> List();
   // The clock expiries are checked against.

@@ -323,6 +323,30 @@ TEST_F(TokenServiceTest, RevokeTakesEffectAtOnceAndPersists) {
   for (const TokenInfo& t : *list) EXPECT_EQ(t.revoked, t.id == issued->info.id);
 }
 
+// A deleted workspace leaves the tokens' scopes; a member token left with none is revoked, so a
+// workspace made later under the same name (maybe in another project) is not the old team's.
+TEST_F(TokenServiceTest, ADeletedWorkspaceLeavesEveryTokensScope) {
+  auto only = tokens_.Issue("mel", Role::kMember, {"ws-a"}, {}, std::nullopt);
+  auto both = tokens_.Issue("bob", Role::kMember, {"ws-a", "ws-b"}, {}, std::nullopt);
+  auto other = tokens_.Issue("ann", Role::kMember, {"ws-b"}, {}, std::nullopt);
+  ASSERT_OK(only);
+  ASSERT_OK(both);
+  ASSERT_OK(other);
+  auto changed = tokens_.ForgetWorkspace("ws-a");
+  ASSERT_OK(changed);
+  EXPECT_EQ(*changed, 2);
+  EXPECT_THAT(tokens_.Authenticate("Bearer " + only->token),
+              StatusIs(StatusCode::kUnauthenticated));
+  auto bob = tokens_.Authenticate("Bearer " + both->token);
+  ASSERT_OK(bob);
+  EXPECT_EQ(bob->workspaces, std::vector<std::string>{"ws-b"});
+  EXPECT_OK(tokens_.Authenticate("Bearer " + other->token));
+  // From the store too (another TokenService: a restart).
+  TokenService again(store_, clock_);
+  EXPECT_THAT(again.Authenticate("Bearer " + only->token), StatusIs(StatusCode::kUnauthenticated));
+  EXPECT_EQ(*tokens_.ForgetWorkspace("ws-a"), 0);
+}
+
 TEST_F(TokenServiceTest, TheLastWorkingAdminTokenCannotBeRevoked) {
   auto first = tokens_.Issue("ada", Role::kAdmin, {}, {}, std::nullopt);
   auto member = tokens_.Issue("mel", Role::kMember, {"ws-a"}, {}, std::nullopt);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/notification_codec.h"
 #include "daemon/request_state.h"
 #include "daemon/retry_unavailable.h"
 
@@ -758,9 +759,18 @@ common::Result<json> ControlPlaneImpl::DeleteWorkspace(std::string_view name,
       ops.push_back(store::WriteOp::Delete(std::string(kEvent), e.ns, e.name, std::nullopt));
     }
   }
+  // Its notification subscriptions too: left behind, they sent the events of a workspace made
+  // later under the same name to the old team's webhooks.
+  EGS_ASSIGN_OR_RETURN(store::ListResult subscriptions,
+                       store_.List(api::kNotificationSubscriptionKind, name));
+  for (const store::StoredObject& s : subscriptions.objects) {
+    ops.push_back(store::WriteOp::Delete(std::string(api::kNotificationSubscriptionKind), s.ns,
+                                         s.name, std::nullopt));
+  }
   names_.workspaces.Erase(std::string(name));
   PublishNames();
   EGS_RETURN_IF_ERROR(CommitAfterChange(std::move(ops)).status());
+  if (on_workspace_deleted_) on_workspace_deleted_(name);
   return last;
 }
 

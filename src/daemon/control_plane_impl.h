@@ -77,6 +77,11 @@ class ControlPlaneImpl final : public api::ControlPlane {
     commit_retry_for_ = retry_for;
     retry_clock_ = &retry_clock;
   }
+  // Called on the loop thread after a workspace's delete is committed, with its name (egsd takes
+  // it out of the tokens' scopes). Before the loop starts.
+  void SetOnWorkspaceDeleted(std::function<void(std::string_view)> fn) {
+    on_workspace_deleted_ = std::move(fn);
+  }
   // Any thread, when egsd stops: a commit being retried gives up after its current try, and
   // egsd exits 75 (the change was never acknowledged).
   void AbandonCommitRetries() { abandon_retries_.store(true); }
@@ -241,6 +246,7 @@ class ControlPlaneImpl final : public api::ControlPlane {
 
   scheduler::Scheduler& scheduler_;
   store::Store& store_;
+  std::function<void(std::string_view)> on_workspace_deleted_;
   common::Clock& clock_;
   common::Duration commit_retry_for_ = common::Seconds(15);
   common::Clock* retry_clock_ = &clock_;

@@ -629,8 +629,21 @@ TEST(ControlPlaneTest, DeletingAWorkspaceTakesItsFinishedRequestsAndWaitsForRunn
             "Completed");
   ASSERT_OK(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt, true));
   EXPECT_TRUE((*store.Get("Workspace", "", "tmp")).has_value());
+  // A subscription of the workspace goes with it (else a workspace made later under the name
+  // had its events sent to the old team's webhook).
+  store::StoredObject nsub;
+  nsub.kind = "NotificationSubscription";
+  nsub.ns = "tmp";
+  nsub.name = "old-hook";
+  nsub.uid = "nsub-1";
+  nsub.data = R"({"spec":{"url":"http://127.0.0.1:9/old"}})";
+  ASSERT_OK(store.Commit({store::WriteOp::Put(nsub, 0)}, {}));
+  std::string deleted_workspace;
+  a.cp.SetOnWorkspaceDeleted([&](std::string_view gone) { deleted_workspace = gone; });
   ASSERT_OK(a.cp.Delete(kAdmin, "Workspace", "", "tmp", std::nullopt, false));
   EXPECT_FALSE((*store.Get("Workspace", "", "tmp")).has_value());
+  EXPECT_FALSE((*store.Get("NotificationSubscription", "tmp", "old-hook")).has_value());
+  EXPECT_EQ(deleted_workspace, "tmp");
   EXPECT_FALSE((*store.Get("GPUProvisionRequest", "tmp", "job")).has_value());
   EXPECT_TRUE(store.List("Event", std::string_view("tmp"))->objects.empty());
   // The name can be used again, and requests run in the new workspace.

@@ -814,6 +814,18 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
 
   // Token expiries and rate limits are in real time, whatever the simulated fleet's timeScale.
   p->tokens = std::make_unique<api::TokenService>(*p->store, clock);
+  // A deleted workspace leaves every token's scope: a workspace made later under its name is
+  // not the old team's.
+  p->control_plane->SetOnWorkspaceDeleted([raw](std::string_view workspace) {
+    auto changed = raw->tokens->ForgetWorkspace(workspace);
+    if (!changed.ok()) {
+      spdlog::error("workspace {} deleted, but its tokens keep it in scope: {}", workspace,
+                    changed.error().ToString());
+    } else if (*changed > 0) {
+      spdlog::info("workspace {} deleted: taken out of the scope of {} token(s)", workspace,
+                   *changed);
+    }
+  });
   p->limiter = std::make_unique<api::RateLimiter>(clock, config.rate_per_second, config.rate_burst);
 
   // Backoff and status times on the unscaled clock: receivers recover in real time.
