@@ -202,7 +202,8 @@ int Run(const Args& args) {
   // 3. The schedule.
   fmt::print("\n{:>4}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {}\n", "job", "phase", "promised",
              "started", "ended", "waited", "nodes");
-  double total_wait_s = 0;
+  double total_wait_s = 0;  // over the requests that started
+  std::size_t started = 0;
   for (const auto& [rid, job] : job_of) {
     const auto* r = sched->FindRequest(rid);
     std::string nodes_s;
@@ -210,8 +211,10 @@ int Run(const Args& args) {
       for (auto n : r->plan->nodes) nodes_s += fmt::format("n{} ", n.value());
     }
     Time submit = r->submit_time;
-    double wait_s = r->actual_start ? common::ToSeconds(*r->actual_start - submit) : 0;
-    total_wait_s += wait_s;
+    if (r->actual_start) {
+      total_wait_s += common::ToSeconds(*r->actual_start - submit);
+      ++started;
+    }
     fmt::print("{:>4}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {}\n", job->id,
                core::PhaseName(r->phase),
                r->promised_start ? Offset(*r->promised_start, origin) : "-",
@@ -229,8 +232,13 @@ int Run(const Args& args) {
         a.started, 100 * a.within_10min, 100 * a.p90_coverage, FormatDuration(a.p50_mae));
   }
   auto inv = sched->inventory().CheckInvariants();
-  fmt::print("\n{} requests, mean wait {:.1f} s; inventory invariants: {}\n", job_of.size(),
-             job_of.empty() ? 0.0 : total_wait_s / static_cast<double>(job_of.size()),
+  // The mean is over the requests that started: one that never did has no wait to count (as
+  // 0 it made the mean look better), and is counted apart.
+  fmt::print("\n{} requests, {} started, mean wait of those {:.1f} s{}; inventory invariants: {}\n",
+             job_of.size(), started,
+             started == 0 ? 0.0 : total_wait_s / static_cast<double>(started),
+             started < job_of.size() ? fmt::format(" ({} never started)", job_of.size() - started)
+                                     : std::string(),
              inv.ok() ? "OK (no GPU booked twice)" : inv.ToString());
   return inv.ok() ? 0 : 1;
 }

@@ -802,14 +802,13 @@ int Run(const Args& args, const std::string& command) {
   for (const auto& entry : std::filesystem::directory_iterator(args.out, ec)) {
     const std::string name = entry.path().filename().string();
     std::error_code rm;
-    if (sim::IsPerLoadOutputName(name) && entry.is_regular_file(rm) &&
+    if (sim::IsRunOutputName(name) && entry.is_regular_file(rm) &&
         std::filesystem::remove(entry.path(), rm)) {
       ++stale;
     }
   }
   if (stale > 0) {
-    fmt::print(stderr, "egs-sim: removed {} CSV and SVG file(s) of an earlier run from {}\n", stale,
-               args.out);
+    fmt::print(stderr, "egs-sim: removed {} file(s) of an earlier run from {}\n", stale, args.out);
   }
   sim::ReportInput report{
       setup->trace.name, setup->fleet_description, setup->total_gpus, args.seed, command, {}};

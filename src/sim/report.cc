@@ -339,6 +339,12 @@ bool IsPerLoadOutputName(std::string_view file) {
   return false;
 }
 
+bool IsRunOutputName(std::string_view file) {
+  return IsPerLoadOutputName(file) ||
+         std::find(std::begin(kRunOutputNames), std::end(kRunOutputNames), file) !=
+             std::end(kRunOutputNames);
+}
+
 common::Status WriteJobsCsv(const SimResult& result, const std::string& path) {
   fmt::memory_buffer buf;
   fmt::format_to(std::back_inserter(buf),
@@ -401,9 +407,9 @@ common::Status WriteReport(const ReportInput& input, const std::string& out_dir)
   const std::filesystem::path dir(out_dir);
   EGS_ASSIGN_OR_RETURN(std::string summary, RenderSummaryJson(input));
   EGS_ASSIGN_OR_RETURN(std::string timing, RenderTimingJson(input));
-  EGS_RETURN_IF_ERROR(WriteFile((dir / "summary.json").string(), summary));
-  EGS_RETURN_IF_ERROR(WriteFile((dir / "timing.json").string(), timing));
-  EGS_RETURN_IF_ERROR(WriteFile((dir / "report.md").string(), RenderMarkdownReport(input)));
+  EGS_RETURN_IF_ERROR(WriteFile((dir / kRunOutputNames[0]).string(), summary));
+  EGS_RETURN_IF_ERROR(WriteFile((dir / kRunOutputNames[1]).string(), timing));
+  EGS_RETURN_IF_ERROR(WriteFile((dir / kRunOutputNames[2]).string(), RenderMarkdownReport(input)));
   for (const auto& [name, svg] : RenderPlots(input)) {
     EGS_RETURN_IF_ERROR(WriteFile((dir / name).string(), svg));
   }

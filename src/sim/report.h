@@ -125,6 +125,12 @@ std::string PlotFileName(std::string_view plot, std::string_view load);
 // Whether `file` is named as a per-load output of a run: a JobsCsvName of a known policy or a
 // PlotFileName, for a load "trace" or a number. A user's own files in --out are not.
 bool IsPerLoadOutputName(std::string_view file);
+// The files of a whole run that WriteReport writes at its end.
+inline constexpr std::string_view kRunOutputNames[] = {"summary.json", "timing.json", "report.md"};
+// Whether `file` is any file a run writes: per load, or of the whole run. A run into a directory
+// removes these first, so that one that fails or is stopped leaves no report of an earlier run
+// beside its own CSVs.
+bool IsRunOutputName(std::string_view file);
 
 struct ReportInput {
   std::string trace;  // trace name

@@ -332,6 +332,15 @@ TEST(ReportTest, PerLoadOutputNamesAreThoseARunWrites) {
                            "wait-cdf-draft.svg", "wait-cdf-.svg", "notes.txt", "summary.json"}) {
     EXPECT_FALSE(IsPerLoadOutputName(name)) << name;
   }
+  // The whole run's files too, for the clean-up before a run (an interrupted one left the
+  // earlier run's summary beside its own CSVs).
+  for (const char* name : {"summary.json", "report.md", "timing.json"}) {
+    EXPECT_TRUE(IsRunOutputName(name)) << name;
+  }
+  EXPECT_TRUE(IsRunOutputName(JobsCsvName("egs", "0.9")));
+  for (const char* name : {"notes.txt", "summary.json.bak", "README.md"}) {
+    EXPECT_FALSE(IsRunOutputName(name)) << name;
+  }
 }
 
 }  // namespace

@@ -301,6 +301,7 @@ Result<Trace> LoadSpotJobs(const std::string& path) {
     if (!more) break;
     // 1. Parse every column the loader reads, so a malformed row fails even if it is skipped.
     EGS_RETURN_IF_ERROR(ids.Add(csv, col[kName]));
+    if (csv.IsEmpty(col[kOrganization])) return csv.ColumnError(col[kOrganization], "is empty");
     // GPUs per worker: a whole number, or a share of one GPU (booked as one).
     const std::string_view request = csv.Text(col[kGpuRequest]);
     double per_worker = 0;
@@ -365,6 +366,11 @@ Result<Trace> LoadJobLog(const std::string& path) {
     if (team_col >= 0 && csv.IsEmpty(team_col)) return csv.ColumnError(team_col, "is empty");
     // A job cancelled in the queue has no start time and, in some exports, no duration either.
     const bool never_started = start_col >= 0 && csv.IsEmpty(start_col);
+    if (start_col >= 0 && !never_started) {
+      // Not replayed (the simulator decides the start), but read like every other column.
+      EGS_ASSIGN_OR_RETURN(core::Time start, csv.UtcDateTime(start_col));
+      if (start < submit) return csv.ColumnError(start_col, "is before submit_time");
+    }
     if (never_started && csv.IsEmpty(col[kDuration])) {
       CountSkip(trace, kSkipNeverScheduled);
       continue;
@@ -738,6 +744,12 @@ common::Result<TraceFormat> DetectTraceFormat(const std::string& path) {
   // A JSON job log starts with its array; no CSV header starts with '['.
   {
     std::ifstream in(path, std::ios::binary);
+    // A UTF-8 byte-order mark first (as CSVs may have, which the reader skips) is not content.
+    char bom[3] = {};
+    if (!(in.read(bom, 3) && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')) {
+      in.clear();
+      in.seekg(0);
+    }
     char c = 0;
     while (in.get(c) && (c == ' ' || c == '\t' || c == '\r' || c == '\n')) {
     }

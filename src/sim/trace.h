@@ -7,7 +7,8 @@
 //  - The header must name every column the loader reads (InvalidArgument naming the missing
 //    one); other columns are ignored, and columns may come in any order.
 //  - A malformed row is an error, never dropped: wrong column count, a field that does not parse,
-//    a negative number, a quote character. InvalidArgument "<path>:<line>: column <name>: ...".
+//    a negative number, a quote inside an unquoted field (quoted fields, RFC 4180, are read; see
+//    csv_reader.h). InvalidArgument "<path>:<line>: column <name>: ...".
 //  - A well-formed row that cannot be scheduled (0 GPUs, zero run time, never scheduled, deleted
 //    before it was scheduled) is skipped and counted in Trace::skipped under its reason; so is a
 //    blank line between rows (kSkipBlankLine: it may be a row lost in an edit). Blank lines at

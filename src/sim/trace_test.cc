@@ -198,6 +198,7 @@ TEST(LoadSpotJobsTest, MalformedRowsAreErrors) {
   ExpectInvalid(load("j,1,A10,4,8,300000000,0,60,HP\n"),
                 "column worker_num: 300000000 workers of 8 GPUs is out of range");
   ExpectInvalid(load(",1,A10,4,1,1,0,60,HP\n"), "column job_name: is empty");
+  ExpectInvalid(load("j,,A10,4,1,1,0,60,HP\n"), "jobs.csv:2: column organization: is empty");
   ExpectInvalid(load("j,1,A10,4,1,1,soon,60,HP\n"), "column submit_time");
   ExpectInvalid(LoadSpotJobs(dir.Write("h.csv", "job_name,organization,gpu_model\n")),
                 "missing column 'gpu_request'");
@@ -293,6 +294,11 @@ TEST(LoadJobLogTest, MalformedRowsAreErrorsNamingLineAndColumn) {
        "b.csv:2: column duration: is empty"},
       {"1,u,,1,1,1,COMPLETED,2020-06-09 18:41:01" + good_tail, "b.csv:2: column vc: is empty"},
       {",u,vc,1,1,1,COMPLETED,2020-06-09 18:41:01" + good_tail, "b.csv:2: column job_id: is empty"},
+      // start_time is read like every column, though the simulator decides the start.
+      {"1,u,vc,1,1,1,COMPLETED,2020-06-09 18:41:01,garbage,x,60,0\n",
+       "b.csv:2: column start_time: 'garbage' is not a timestamp"},
+      {"1,u,vc,1,1,1,COMPLETED,2020-06-09 18:41:01,2020-06-08 18:41:01,x,60,0\n",
+       "b.csv:2: column start_time: is before submit_time"},
   };
   for (const Case& c : cases) {
     auto trace = LoadJobLog(dir.Write("b.csv", header + c.row));
@@ -476,6 +482,10 @@ TEST(DetectTraceFormatTest, TellsTheFormatsApartByTheirHeader) {
   ExpectInvalid(DetectTraceFormat(dir.Write("x.csv", "a,b,c\n")), "x.csv:1: cannot tell");
   ExpectInvalid(DetectTraceFormat(dir.File("absent.csv")), "cannot read");
   ExpectInvalid(DetectTraceFormat(dir.Write("e.csv", "")), "e.csv:1: file is empty");
+  // A JSON job log after a UTF-8 byte-order mark is still one.
+  auto bom = DetectTraceFormat(dir.Write("j.json", "\xEF\xBB\xBF[{\"jobid\": \"a\"}]"));
+  ASSERT_OK(bom);
+  EXPECT_EQ(*bom, TraceFormat::kPhillyJobLog);
   // Whole names only: a column whose name contains another's is not that column.
   ExpectInvalid(DetectTraceFormat(dir.Write("n.csv", "job_id,num_gpu,submit_time_note\n")),
                 "n.csv:1: cannot tell");
