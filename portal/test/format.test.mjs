@@ -6,6 +6,7 @@ import { clock, duration, money, noteServerTime, parseDuration, relative, server
 import { myWorkspaces, policyInWords } from '../src/views/workspaces.js';
 import { editSpec, orderRequests } from '../src/views/requests.js';
 import { extraCauses } from '../src/components.js';
+import { freeFrom } from '../src/views/inventory.js';
 
 test('duration prints Go-style spans', () => {
   assert.equal(duration(0), '0s');
@@ -122,4 +123,18 @@ test('serverNow follows the clock of egsd\'s answers, which may run ahead of the
   assert.ok(serverNow() - Date.now() > 5 * 3600e3 - 1000);
   noteServerTime(new Date().toISOString());
   assert.ok(Math.abs(serverNow() - Date.now()) < 1000);
+});
+
+test('freeFrom counts a maintenance window like a booking', () => {
+  const t0 = Date.parse('2026-11-29T12:00:00Z');
+  const node = {
+    status: {
+      health: 'Healthy',
+      schedule: [{ start: '2026-11-29T14:00:00Z', end: '2026-11-29T15:00:00Z' }],
+      maintenance: [{ start: '2026-11-29T11:59:00Z', end: '2026-11-29T14:00:00Z' }],
+    },
+  };
+  assert.equal(freeFrom(node, t0), Date.parse('2026-11-29T15:00:00Z'));
+  assert.equal(freeFrom({ status: { health: 'Healthy' } }, t0), t0);
+  assert.equal(freeFrom({ status: { health: 'Unhealthy' } }, t0), null);
 });

@@ -238,6 +238,25 @@ TEST(ControlPlaneAdminTest, EvictEndsPreemptedWithTheReasonAndSurvivesARestart) 
   EXPECT_EQ(Phase(store, "train"), "Preempted");
 }
 
+// Free GPUs now are counted now, not when the snapshot was taken: inside a maintenance window,
+// with no cycle since it began, the node has none (it showed all of them free).
+TEST(ControlPlaneAdminTest, FreeGpusNowCountsAWindowThatBeganSinceTheLastCycle) {
+  common::SimulatedClock clock(kT0);
+  store::FakeStore store;
+  Instance a(store, clock);
+  a.CreateFleet();
+  ASSERT_OK(a.Node("n0", "maintenance",
+                   {{"start", api::FormatTime(kT0 + common::Hours(1))},
+                    {"end", api::FormatTime(kT0 + common::Hours(3))}}));
+  a.Cycle(clock.Now());
+  json n0 = Stored(store, "Node", "", "n0");
+  a.cp.Decorate("Node", n0);
+  EXPECT_GT(n0["status"]["freeGpusNow"], 0);
+  clock.AdvanceBy(common::Minutes(90));
+  a.cp.Decorate("Node", n0);
+  EXPECT_EQ(n0["status"]["freeGpusNow"], 0) << n0.dump();
+}
+
 TEST(ControlPlaneAdminTest, MaintenanceWindowsAreListedCancelledAndRestored) {
   common::SimulatedClock clock(kT0);
   store::FakeStore store;

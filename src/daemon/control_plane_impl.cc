@@ -1715,9 +1715,12 @@ void ControlPlaneImpl::Decorate(std::string_view kind, json& object) const {
     const std::string name = object["metadata"].value("name", "");
     auto it = fleet->node_ids.find(name);
     if (it == fleet->node_ids.end()) return;
+    // Now, not when the snapshot was taken: with nothing to re-plan no snapshot is published, and
+    // a maintenance window that began since counted the node's GPUs as free.
+    const core::Time now = std::max(snap->taken_at, clock_.Now());
     json schedule = json::array();
     for (const inventory::Booking& b : snap->inventory.BookingsOf(it->second)) {
-      if (b.window.end <= snap->taken_at) continue;
+      if (b.window.end <= now) continue;
       const RequestRecord* r = snap->FindRequest(b.owner.request);
       std::string req = r ? r->spec.name : "";
       schedule.push_back(
@@ -1728,7 +1731,7 @@ void ControlPlaneImpl::Decorate(std::string_view kind, json& object) const {
            {"gpus", b.gpus}});
     }
     object["status"]["schedule"] = std::move(schedule);
-    object["status"]["freeGpusNow"] = snap->inventory.FreeGpusAt(it->second, snap->taken_at);
+    object["status"]["freeGpusNow"] = snap->inventory.FreeGpusAt(it->second, now);
     // Stored only once it changed (through the API or as the fleet reported it).
     if (!object["status"].contains("health")) object["status"]["health"] = "Healthy";
     return;

@@ -10,9 +10,10 @@ import { clock, money, parseTime, relative } from '../format.js';
 
 // The instant from which `node` has no reservation left that covers it (now if free now), or
 // null when it is not healthy.
-function freeFrom(node, now) {
+export function freeFrom(node, now) {
   if ((node.status && node.status.health) !== 'Healthy') return null;
-  const bookings = ((node.status && node.status.schedule) || [])
+  // Its bookings and its maintenance windows: a node in a window is not free either.
+  const bookings = [...((node.status && node.status.schedule) || []), ...((node.status && node.status.maintenance) || [])]
     .map((b) => ({ start: parseTime(b.start), end: parseTime(b.end) }))
     .filter((b) => b.start != null && b.end != null);
   let t = now;
