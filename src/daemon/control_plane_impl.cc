@@ -867,6 +867,7 @@ constexpr std::string_view kReleaseFinalizer = "egs.dev/release";
 common::Result<json> ControlPlaneImpl::Create(const api::Principal&, std::string_view kind,
                                               std::string_view ns, json object, bool dry_run) {
   DropDeletionFields(object);
+  if (!dry_run && write_guard_) EGS_RETURN_IF_ERROR(write_guard_());
   if (kind == kGpr && !dry_run) {
     return OnLoopGrouped([&] { return CreateOnLoop(kind, ns, object, dry_run); });
   }
@@ -1191,6 +1192,7 @@ common::Result<json> ControlPlaneImpl::Update(const api::Principal&, std::string
                                               std::string_view ns, std::string_view name,
                                               json object, bool dry_run) {
   DropDeletionFields(object);
+  if (!dry_run && write_guard_) EGS_RETURN_IF_ERROR(write_guard_());
   return OnLoop([&] { return UpdateOnLoop(kind, ns, name, object, dry_run); });
 }
 
@@ -1293,6 +1295,7 @@ common::Result<json> ControlPlaneImpl::Delete(const api::Principal&, std::string
                                               std::string_view ns, std::string_view name,
                                               std::optional<std::int64_t> expected_version,
                                               bool dry_run) {
+  if (!dry_run && write_guard_) EGS_RETURN_IF_ERROR(write_guard_());
   return OnLoop([&] { return DeleteOnLoop(kind, ns, name, expected_version, dry_run); });
 }
 
@@ -1380,6 +1383,9 @@ common::Result<json> ControlPlaneImpl::Action(const api::Principal&, std::string
   }
   if (body.is_null()) body = json::object();
   EGS_RETURN_IF_ERROR(CheckActionFields(kind, action, body));
+  if (action != "explain" && action != "whatif" && write_guard_) {
+    EGS_RETURN_IF_ERROR(write_guard_());
+  }
   return OnLoop([&]() -> common::Result<json> {
     if (kind == kGpr) return GprAction(ns, name, action, body);
     if (kind == kNode) return NodeAction(name, action, body);

@@ -77,6 +77,11 @@ class ControlPlaneImpl final : public api::ControlPlane {
     commit_retry_for_ = retry_for;
     retry_clock_ = &retry_clock;
   }
+  // Asked before every change (not dry runs, not explain or what-if); an error refuses the change
+  // before anything is applied. egsd refuses changes while its SQLite data directory is nearly
+  // full: a commit that failed after the scheduler applied the change made egsd exit, and every
+  // restart on the full disk exit again at its first write. Before the loop starts.
+  void SetWriteGuard(std::function<common::Status()> guard) { write_guard_ = std::move(guard); }
   // Called on the loop thread after a workspace's delete is committed, with its name (egsd takes
   // it out of the tokens' scopes). Before the loop starts.
   void SetOnWorkspaceDeleted(std::function<void(std::string_view)> fn) {
@@ -247,6 +252,7 @@ class ControlPlaneImpl final : public api::ControlPlane {
   scheduler::Scheduler& scheduler_;
   store::Store& store_;
   std::function<void(std::string_view)> on_workspace_deleted_;
+  std::function<common::Status()> write_guard_;
   common::Clock& clock_;
   common::Duration commit_retry_for_ = common::Seconds(15);
   common::Clock* retry_clock_ = &clock_;

@@ -262,6 +262,35 @@ TEST(ControlPlaneTest, BadInputChangesNothing) {
 
 // A dry-run create of each cluster-scoped kind leaves nothing behind: the name stays free, no
 // object refers to it, and a real create of it works.
+// While the write guard refuses (egsd: the data directory nearly full), every change is refused
+// before anything is applied; dry runs and explanations still answer.
+TEST(ControlPlaneTest, TheWriteGuardRefusesChangesBeforeAnyIsApplied) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("train", 1, "4h"), false));
+  a.Cycle(clock.Now());
+  bool full = true;
+  a.cp.SetWriteGuard([&]() -> common::Status {
+    return full ? common::UnavailableError("the data directory is full") : common::OkStatus();
+  });
+  const auto before = store.CurrentRevision();
+  EXPECT_THAT(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("more", 1, "1h"), false),
+              StatusIs(common::StatusCode::kUnavailable));
+  EXPECT_THAT(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "train", "release", {}),
+              StatusIs(common::StatusCode::kUnavailable));
+  EXPECT_THAT(a.cp.Delete(kAdmin, "GPUProvisionRequest", "team-a", "train", std::nullopt, false),
+              StatusIs(common::StatusCode::kUnavailable));
+  EXPECT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("more", 1, "1h"), true));
+  EXPECT_OK(a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "train", "explain", {}));
+  a.Cycle(clock.Now());
+  EXPECT_EQ(*store.CurrentRevision(), *before);
+  EXPECT_EQ(StoredPhase(store, "train"), "Active");
+  full = false;
+  EXPECT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("more", 1, "1h"), false));
+}
+
 TEST(ControlPlaneTest, ADryRunCreateLeavesTheNameFree) {
   common::SimulatedClock clock(common::FromUnixMicros(0));
   store::FakeStore store;

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -460,6 +461,9 @@ auto OpenWaiting(const DaemonConfig& config, common::Clock& clock, std::string_v
 // handed out twice while the stored reservations still held them.
 constexpr std::string_view kScaledClockKey = "egsd.scaledClock";
 
+// Free space the SQLite data directory keeps: below it, changes are refused (SetWriteGuard).
+constexpr std::uint64_t kMinFreeDataBytes = std::uint64_t{64} << 20;
+
 // Sets p.clock: the real clock, or a scaled one continued from the store's origins (a changed
 // timeScale goes on at its new pace from where the old one was). Real time that never ran
 // faster keeps nothing in the store.
@@ -814,6 +818,20 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
 
   // Token expiries and rate limits are in real time, whatever the simulated fleet's timeScale.
   p->tokens = std::make_unique<api::TokenService>(*p->store, clock);
+  // Changes are refused while the SQLite data directory is nearly full (see SetWriteGuard).
+  if (config.database.empty()) {
+    p->control_plane->SetWriteGuard([dir = config.data_dir]() -> common::Status {
+      struct statvfs fs {};
+      if (::statvfs(dir.c_str(), &fs) != 0) return common::OkStatus();  // the commit will tell
+      const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+      if (free_bytes >= kMinFreeDataBytes) return common::OkStatus();
+      return common::UnavailableError(fmt::format(
+          "the data directory {} has {} KiB free, below the {} MiB egsd keeps so that a change "
+          "it begins can always be stored: changes are refused until space is freed (reads "
+          "work)",
+          dir, free_bytes / 1024, kMinFreeDataBytes >> 20));
+    });
+  }
   // A deleted workspace leaves every token's scope: a workspace made later under its name is
   // not the old team's.
   p->control_plane->SetOnWorkspaceDeleted([raw](std::string_view workspace) {
