@@ -640,6 +640,10 @@ Result<LabelRequirement> ParseRequirement(std::string_view raw) {
       return bad(fmt::format("expected a parenthesized list after '{}'", word));
     }
     list = list.substr(1, list.size() - 2);
+    if (Trim(list).empty()) {
+      // As Kubernetes: an empty set matched nothing ("in") or everything ("notin") silently.
+      return bad(fmt::format("the set of values after '{}' must not be empty", word));
+    }
     req.op = op;
     std::size_t start = 0;
     while (true) {

@@ -158,8 +158,9 @@ TEST(LabelSelectorTest, EveryOperator) {
 }
 
 TEST(LabelSelectorTest, RejectsMalformed) {
-  for (const char* bad : {"app=", "=x", "app in (a", "app in a", "app~x", "app>x", "Bad Key=x",
-                          "app=a b", ",", "app>99999999999999999999", "app<3.5"}) {
+  for (const char* bad :
+       {"app=", "=x", "app in (a", "app in a", "app~x", "app>x", "Bad Key=x", "app=a b", ",",
+        "app>99999999999999999999", "app<3.5", "num in ()", "num notin ( )"}) {
     if (std::string(bad) == "app=") {
       // An empty value is legal ("app=" selects app="").
       EXPECT_THAT(ParseLabelSelector(bad), IsOk());
