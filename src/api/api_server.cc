@@ -1957,11 +1957,16 @@ HttpResponse ApiServer::DeleteObject(const HttpRequest& req, const Target& t,
         dry_run = true;
       }
     }
-    for (const char* unread : {"dryrun", "DryRun", "Preconditions"}) {
-      if (opts->contains(unread)) {
-        return ToResponse(BadRequest(
-            fmt::format("DeleteOptions.{}: unknown field (did you mean {}?)", unread,
-                        std::string_view(unread) == "Preconditions" ? "preconditions" : "dryRun")));
+    // Kubernetes' DeleteOptions fields; any other (a misspelt dryRun or preconditions) is
+    // refused rather than ignored while the delete happens for real.
+    static constexpr std::string_view kDeleteOptions[] = {
+        "kind",   "apiVersion",       "gracePeriodSeconds", "preconditions", "orphanDependents",
+        "dryRun", "propagationPolicy"};
+    for (const auto& [key, value] : opts->items()) {
+      if (std::find(std::begin(kDeleteOptions), std::end(kDeleteOptions), key) ==
+          std::end(kDeleteOptions)) {
+        return ToResponse(BadRequest(fmt::format("DeleteOptions.{}: unknown field (known: {})", key,
+                                                 fmt::join(kDeleteOptions, ", "))));
       }
     }
     if (auto pre = opts->find("preconditions"); pre != opts->end() && !pre->is_null()) {

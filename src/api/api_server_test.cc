@@ -935,9 +935,10 @@ TEST_F(ApiServerTest, Delete) {
       Delete(std::string(kGprs) + "/train", R"({"preconditions":{"resourceVersion":"1"}})").status,
       409);
   // DeleteOptions the server would not read are refused, not taken as a real delete.
-  for (const char* body : {R"({"dryRun":"All"})", R"({"dryrun":["All"]})",
-                           R"({"preconditions":{"resourceVersion":3}})", R"({"preconditions":"x"})",
-                           R"({"preconditions":{"uid":7}})"}) {
+  for (const char* body :
+       {R"({"dryRun":"All"})", R"({"dryrun":["All"]})", R"({"dryRun ":["All"]})",
+        R"({"preconditionz":{"uid":"x"}})", R"({"preconditions":{"resourceVersion":3}})",
+        R"({"preconditions":"x"})", R"({"preconditions":{"uid":7}})"}) {
     EXPECT_EQ(Delete(std::string(kGprs) + "/train", body).status, 400) << body;
   }
   EXPECT_EQ(Get(std::string(kGprs) + "/train").status, 200);

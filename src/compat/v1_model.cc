@@ -512,6 +512,11 @@ common::Result<json> ToGprObject(const json& body, std::string_view name,
           fmt::format("gpuShape: \"{}\" does not match instance type \"{}\", whose GPUs are {}",
                       gpu_shape, instance_type, it->gpu_model));
     }
+    if (gpus > it->gpus_per_node) {
+      return common::InvalidArgumentError(
+          fmt::format("numberOfGPUs: {} exceeds the {} GPUs per node of instance type \"{}\"", gpus,
+                      it->gpus_per_node, instance_type));
+    }
     if (memory_gb > 0 && it->memory_per_gpu_mib < memory_gb * 1024) {
       return common::InvalidArgumentError(
           fmt::format("memoryPerGpu: instance type \"{}\" has {} GB per GPU, less than {}",

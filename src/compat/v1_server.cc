@@ -180,6 +180,13 @@ bool V1Server::Serves(std::string_view path) {
 }
 
 api::HttpResponse V1Server::Handle(const api::HttpRequest& req) {
+  api::HttpResponse resp = Serve(req);
+  // As on every API answer: the server's time, which clients count ages from.
+  resp.headers.emplace_back(api::kServerTimeHeader, api::FormatTime(clock_.Now()));
+  return resp;
+}
+
+api::HttpResponse V1Server::Serve(const api::HttpRequest& req) {
   try {
     std::string path = req.path;
     while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -192,7 +199,7 @@ api::HttpResponse V1Server::Handle(const api::HttpRequest& req) {
     if (!who.ok()) {
       // POST /api/v1/auth turns an API key into a token only while the key itself is good: a
       // revoked or expired key needs a new one from an admin, not another call to auth.
-      const std::string& why = who.error().message();
+      const std::string why = who.error().message();  // error() is a temporary
       const bool dead =
           why.find("revoked") != std::string::npos || why.find("expired") != std::string::npos;
       return Field("Authorization",
@@ -944,8 +951,7 @@ api::HttpResponse V1Server::PutTemplate(Call& call, bool create) {
       as_gpr["exitDuration"] = "0d1h0m";
     }
     // No shape named: the GPR names it, and any shape may be the one.
-    if (!body.contains("instanceType") && !body.contains("gpuShape") &&
-        !body.contains("enableAutoGpuSelection")) {
+    if (!body.contains("instanceType") && !body.contains("gpuShape")) {
       as_gpr["enableAutoGpuSelection"] = true;
     }
     if (auto st = RequiredGprFields(as_gpr); !st.ok()) return Error(st);

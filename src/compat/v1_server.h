@@ -73,6 +73,7 @@ class V1Server {
  private:
   struct Call;  // one request being served: its principal, body, audit target
 
+  api::HttpResponse Serve(const api::HttpRequest& req);  // Handle, without the time header
   api::HttpResponse Route(const api::HttpRequest& req, Call& call);
   api::HttpResponse Auth(const api::HttpRequest& req);
   api::HttpResponse CreateGpr(Call& call);

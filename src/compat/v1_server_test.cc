@@ -4,8 +4,10 @@
 // src/daemon/compat_wire_test.cc.
 #include "compat/v1_server.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -135,6 +137,9 @@ class V1ServerTest : public ::testing::Test {
     api::HttpResponse resp = server_->Handle(req);
     json j = json::parse(resp.body);
     EXPECT_EQ(resp.status, j["statusCode"].get<int>());
+    EXPECT_TRUE(std::any_of(resp.headers.begin(), resp.headers.end(), [](const auto& h) {
+      return h.first == api::kServerTimeHeader;
+    })) << "no server time header";
     for (const char* key : {"status", "message", "statusCode", "data", "error"}) {
       EXPECT_TRUE(j.contains(key)) << key << " missing in " << resp.body;
     }
@@ -188,6 +193,13 @@ TEST_F(V1ServerTest, AuthMapsKeysToTokens) {
   // Every other call needs the token.
   EXPECT_EQ(Call("GET", "/api/v1/gpr/list", "")["statusCode"], 401);
   EXPECT_EQ(Call("GET", "/api/v1/gpr/list", "egs_nope")["statusCode"], 401);
+  // A key that can no longer be one needs a new key, not another call to auth.
+  json dead = Call("GET", "/api/v1/gpr/list", short_lived->token);
+  EXPECT_EQ(dead["statusCode"], 401);
+  EXPECT_EQ(dead["message"],
+            fmt::format("Authorization: token expired at {} (ask an admin for a new API key)",
+                        common::FormatTime(*short_lived->info.expires)))
+      << dead.dump();
 }
 
 TEST_F(V1ServerTest, CreatesThroughTheControlPlane) {
@@ -489,12 +501,18 @@ TEST_F(V1ServerTest, ATemplateIsValidatedAsAGpr) {
       {json{{"gprTemplateName", "t2"}, {"numberOfGPUNodes", 3}, {"multiNode", false}}, "multiNode"},
       {json{{"gprTemplateName", "t3"}, {"preferredClusters", {"nope"}}}, "preferredClusters[0]"},
       {json{{"gprTemplateName", "t4"}, {"gpuShape", "Z999"}}, "gpuShape"},
+      {json{{"gprTemplateName", "t5"}, {"instanceType", "h100x8"}, {"numberOfGPUs", 9}},
+       "numberOfGPUs"},
   };
   for (const auto& [body, field] : bad) {
     json r = Call("POST", "/api/v1/gpr-template", admin_, body);
     EXPECT_EQ(r["statusCode"], 400) << r.dump();
     EXPECT_EQ(r["error"]["field"], field) << r.dump();
   }
+  // A template that names no shape leaves it to the GPR, whatever enableAutoGpuSelection says.
+  json no_shape = Call("POST", "/api/v1/gpr-template", admin_,
+                       json{{"gprTemplateName", "t6"}, {"enableAutoGpuSelection", false}});
+  EXPECT_EQ(no_shape["statusCode"], 200) << no_shape.dump();
 }
 
 // A template's delete and a binding naming it, at once: one of them wins, and a binding never

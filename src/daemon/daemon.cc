@@ -850,8 +850,9 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   p->notifier = std::make_unique<notify::Dispatcher>(*p->store, clock, p->webhook_sender);
   EGS_RETURN_IF_ERROR(p->notifier->Restore().WithContext("restore notifications"));
   p->notifier->Start();
+  // Creation stamps in the scheduler's time, as every other object's (clients count ages from it).
   p->api_control_plane =
-      std::make_unique<notify::SubscriptionControlPlane>(*p->control_plane, *p->store, clock);
+      std::make_unique<notify::SubscriptionControlPlane>(*p->control_plane, *p->store, *p->clock);
   p->metrics = std::make_unique<DaemonMetrics>(*p->scheduler, *p->control_plane, *p->hub);
   p->loop = std::make_unique<SchedulerLoop>(*p->scheduler, *p->clock,
                                             [raw](const scheduler::CycleStats& stats) {
