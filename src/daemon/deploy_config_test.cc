@@ -5,9 +5,16 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <fstream>
 #include <string>
 
+#include "common/clock.h"
 #include "daemon/config.h"
+#include "daemon/daemon.h"
+#include "k8s/testing/fake_kube_api_server.h"
+#include "testing/self_signed_cert.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace egs::daemon {
 namespace {
@@ -60,6 +67,54 @@ TEST(DeployConfigTest, ExampleOverlayAutoscaledPoolParses) {
                         .back();  // the last document: egs-autoscale's RoleBinding
   EXPECT_EQ(rbac["metadata"]["name"].as<std::string>(), "egs-autoscale");
   EXPECT_EQ(rbac["metadata"]["namespace"].as<std::string>(), pool.ns);
+}
+
+// The shipped config starts egsd on a fresh data directory: the project and shapes its
+// kubernetes: clusters name come from the fleet file beside it (the first start stopped at
+// "unknown project" without one, a crash loop in a pod). Run as shipped but for what a test
+// machine needs: loopback ports, a temp data directory and TLS files, and a fake API server
+// in place of the in-cluster one.
+TEST(DeployConfigTest, TheShippedConfigStartsOnAFreshDataDirectory) {
+  for (const std::string& file :
+       {kBase + "egsd-config.yaml",
+        std::string(EGS_SOURCE_DIR) + "/deploy/kustomize/overlays/example/egsd-config.yaml"}) {
+    SCOPED_TRACE(file);
+    YAML::Node config_map = YAML::LoadFile(file);
+    egs::testing::TempDir dir;
+    DaemonConfig config;
+    ASSERT_OK(ApplyConfigYaml(config_map["data"]["egsd.yaml"].as<std::string>(), file, config));
+    ASSERT_EQ(config.fleet_file, "/etc/egs/fleet.yaml");  // the ConfigMap's mount
+    config.fleet_file = dir.Write("fleet.yaml", config_map["data"]["fleet.yaml"].as<std::string>());
+    config.listen_host = "127.0.0.1";
+    config.listen_port = 0;
+    config.data_dir = (dir.path() / "data").string();
+    config.admin_token_file = (dir.path() / "data" / "admin-token").string();
+    config.tls_cert_file = dir.File("tls.crt");
+    config.tls_key_file = dir.File("tls.key");
+    ASSERT_TRUE(egs::testing::WriteSelfSignedCert(config.tls_cert_file, config.tls_key_file));
+    common::RealClock clock;
+    k8s::testing::FakeKubeApiServer kube(clock, "secret");
+    ASSERT_OK(kube.Start());
+    const std::string kubeconfig = dir.Write(
+        "kubeconfig",
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: "
+        "{server: \"" +
+            kube.url() +
+            "\"}\nusers:\n- name: u\n  user: {token: secret}\ncontexts:\n- name: c\n  context: "
+            "{cluster: c, user: u}\n");
+    for (KubeClusterSettings& c : config.kubernetes.clusters) {
+      c.in_cluster = false;
+      c.kubeconfig = kubeconfig;
+    }
+    config.kubernetes.webhook.listen_host = "127.0.0.1";
+    config.kubernetes.webhook.listen_port = 0;
+    config.kubernetes.webhook.tls_cert_file = config.tls_cert_file;
+    config.kubernetes.webhook.tls_key_file = config.tls_key_file;
+    config.log_level = "warn";
+    auto started = Daemon::Start(config, clock);
+    ASSERT_TRUE(started.ok()) << started.error().ToString();
+    (*started)->Stop();
+  }
 }
 
 }  // namespace
