@@ -42,18 +42,21 @@ std::string VerbOf(const api::HttpRequest& req, bool object) {
 }  // namespace
 
 std::pair<std::string, std::string> ClassifyRequest(const api::HttpRequest& req, int status) {
+  // Answered before routing (no token, a bad one, over the rate limit) or by no route: the path
+  // is the caller's, not one of ours, and as a label value each new one made new series for good.
+  const bool unrouted = status == 401 || status == 404 || status == 429;
   std::string_view path = req.path;
   if (!path.starts_with(kApiPrefix)) {
     // Outside the native API: the first path segment (healthz, metrics, portal, api, ...).
     auto parts = Split(path);
     std::string resource = parts.empty() ? "root" : std::string(parts[0]);
-    if (status == 404 || resource.size() > 32) resource = "unknown";
+    if (unrouted || resource.size() > 32) resource = "unknown";
     return {VerbOf(req, true), resource};
   }
   path.remove_prefix(kApiPrefix.size());
   auto parts = Split(path);
   if (parts.size() >= 2 && parts[0] == "namespaces") parts.erase(parts.begin(), parts.begin() + 2);
-  if (parts.empty() || status == 404) return {VerbOf(req, parts.size() >= 2), "unknown"};
+  if (parts.empty() || unrouted) return {VerbOf(req, parts.size() >= 2), "unknown"};
   std::string resource(parts[0]);
   if (parts.size() >= 3) {
     resource += "/";

@@ -33,8 +33,8 @@
 namespace egs::daemon {
 
 // The (verb, resource) of an HTTP request, Kubernetes-style ("list", "gpuprovisionrequests";
-// "create", "nodes/telemetry"), with bounded values: paths no route knows (status 404) count as
-// resource "unknown".
+// "create", "nodes/telemetry"), with bounded values: paths no route knows (status 404), and those
+// answered before routing (401, 429: any caller can make them up), count as resource "unknown".
 std::pair<std::string, std::string> ClassifyRequest(const api::HttpRequest& req, int status);
 
 class DaemonMetrics {

@@ -34,6 +34,11 @@ TEST(ClassifyRequestTest, KubernetesVerbsAndBoundedResources) {
       {Req("GET", v + "no-such-things"), 404, "list", "unknown"},
       {Req("GET", "/metrics"), 200, "get", "metrics"},
       {Req("GET", "/random/path"), 404, "get", "unknown"},
+      // Answered before routing: the caller's path is no label value (each made new series).
+      {Req("GET", v + "card123"), 401, "list", "unknown"},
+      {Req("POST", v + "zzqq8"), 401, "create", "unknown"},
+      {Req("GET", "/zzqq9"), 429, "get", "unknown"},
+      {Req("GET", v + "namespaces/a/gpuprovisionrequests"), 403, "list", "gpuprovisionrequests"},
   };
   for (const Case& c : cases) {
     auto [verb, resource] = ClassifyRequest(c.req, c.status);
