@@ -41,7 +41,7 @@ egs::common::Result<std::unique_ptr<egs::agent::GpuSource>> MakeSource(
     const egs::agent::AgentConfig& config, egs::common::Rng& rng) {
   if (config.synthetic) {
     return std::unique_ptr<egs::agent::GpuSource>(
-        std::make_unique<egs::agent::SyntheticGpuSource>(config.synthetic_gpus, rng));
+        std::make_unique<egs::agent::SyntheticGpuSource>(config.synthetic_gpus, rng, config.node));
   }
   const std::string path =
       config.nvml_path.empty() ? egs::agent::kNvmlLibraryName : config.nvml_path;
@@ -61,7 +61,9 @@ egs::common::Result<std::unique_ptr<egs::agent::GpuSource>> MakeSource(
 
 int Run(const egs::agent::AgentConfig& config) {
   egs::common::RealClock clock;
-  egs::common::Rng rng(config.seed);
+  // Each node its own readings unless a seed is given (a DaemonSet of synthetic agents sent the
+  // same series from every node).
+  egs::common::Rng rng(config.seed_given ? config.seed : std::hash<std::string>{}(config.node));
   egs::common::Rng synthetic_rng = rng.Fork();
   // 1. The GPUs.
   auto source = MakeSource(config, synthetic_rng);

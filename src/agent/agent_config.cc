@@ -105,7 +105,8 @@ inventory and telemetry to egsd every interval.
   --buffer-samples N      samples kept while egsd is unreachable (default 20000)
   --backoff-max DURATION  longest wait between retries, 1s..1h (default 60s)
   --timeout DURATION      HTTP timeout, 100ms..5m (default 10s)
-  --seed N                seed of the retry jitter and synthetic readings (default 1)
+  --seed N                seed of the retry jitter and synthetic readings (default: from the
+                          node's name, so that synthetic nodes differ)
   --log-level LEVEL       trace, debug, info, warn, error (default info)
 )";
 }
@@ -211,6 +212,7 @@ common::Result<AgentConfig> ParseAgentFlags(const std::vector<std::string>& args
       EGS_ASSIGN_OR_RETURN(auto v, value());
       EGS_ASSIGN_OR_RETURN(auto n, ParseInt(flag, v, 0, INT64_MAX));
       c.seed = static_cast<std::uint64_t>(n);
+      c.seed_given = true;
     } else if (flag == "--log-level") {
       EGS_ASSIGN_OR_RETURN(c.log_level, value());
       if (c.log_level != "trace" && c.log_level != "debug" && c.log_level != "info" &&

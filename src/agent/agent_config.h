@@ -13,7 +13,8 @@
 //   --buffer-samples N    samples kept while egsd is unreachable, >= 1 (default 20000)
 //   --backoff-max DURATION  longest wait between retries (default 60s)
 //   --timeout DURATION    HTTP timeout (default 10s)
-//   --seed N              seed of the retry jitter and synthetic readings (default 1)
+//   --seed N              seed of the retry jitter and synthetic readings (default: from the
+//                         node's name, so that synthetic nodes differ)
 //   --log-level LEVEL     trace, debug, info, warn, error (default info)
 //   --help
 //
@@ -42,6 +43,7 @@ struct AgentConfig {
   common::Duration backoff_max = common::Seconds(60);
   common::Duration timeout = common::Seconds(10);
   std::uint64_t seed = 1;
+  bool seed_given = false;  // else egs-agent seeds from the node's name (each node its own)
   std::string log_level = "info";
   bool help = false;
 };

@@ -11,17 +11,25 @@ namespace {
 constexpr double kMemoryMiB = 81559;
 constexpr double kTdpW = 700;
 constexpr double kBoostMHz = 1980;
+
+std::uint32_t Fnv1a(std::string_view text) {
+  std::uint32_t h = 2166136261U;
+  for (unsigned char c : text) h = (h ^ c) * 16777619U;
+  return h;
+}
 }  // namespace
 
-SyntheticGpuSource::SyntheticGpuSource(int gpus, common::Rng& rng)
-    : rng_(rng), util_(static_cast<std::size_t>(std::max(gpus, 0)), 50.0) {}
+SyntheticGpuSource::SyntheticGpuSource(int gpus, common::Rng& rng, std::string_view node)
+    : rng_(rng),
+      util_(static_cast<std::size_t>(std::max(gpus, 0)), 50.0),
+      node_hash_(Fnv1a(node)) {}
 
 common::Result<std::vector<GpuInventory>> SyntheticGpuSource::Inventory() {
   std::vector<GpuInventory> out;
   for (std::size_t i = 0; i < util_.size(); ++i) {
     GpuInventory g;
     g.index = static_cast<int>(i);
-    g.uuid = fmt::format("GPU-5e7d0000-0000-4000-8000-{:012x}", i);
+    g.uuid = fmt::format("GPU-{:08x}-0000-4000-8000-{:012x}", node_hash_, i);
     g.name = "NVIDIA H100 80GB HBM3 (synthetic)";
     g.memory_total_mib = kMemoryMiB;
     g.mig_mode = MigMode::kDisabled;

@@ -5,6 +5,8 @@
 // Not thread-safe. Borrows the Rng.
 #pragma once
 
+#include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "agent/gpu_source.h"
@@ -15,7 +17,8 @@ namespace egs::agent {
 class SyntheticGpuSource final : public GpuSource {
  public:
   // `gpus` GPUs of an H100-like model. Requires gpus >= 0.
-  SyntheticGpuSource(int gpus, common::Rng& rng);
+  // `node` names the GPUs' UUIDs (unique across nodes, as real ones are).
+  SyntheticGpuSource(int gpus, common::Rng& rng, std::string_view node = "");
 
   common::Result<std::vector<GpuInventory>> Inventory() override;
   common::Result<std::vector<GpuReading>> Read(common::Time now) override;
@@ -24,6 +27,7 @@ class SyntheticGpuSource final : public GpuSource {
  private:
   common::Rng& rng_;
   std::vector<double> util_;
+  std::uint32_t node_hash_;  // FNV-1a of the node's name: the first group of each UUID
 };
 
 }  // namespace egs::agent

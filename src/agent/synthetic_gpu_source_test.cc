@@ -34,4 +34,20 @@ TEST(SyntheticGpuSourceTest, PlausibleReadingsDeterministicForASeed) {
 }
 
 }  // namespace
+// GPU UUIDs are unique across nodes, as real ones are (every synthetic node had the same), and
+// stable for a node across restarts.
+TEST(SyntheticGpuSourceTest, UuidsDifferBetweenNodes) {
+  common::Rng rng(1);
+  SyntheticGpuSource a(2, rng, "use-h100-010");
+  SyntheticGpuSource again(2, rng, "use-h100-010");
+  SyntheticGpuSource b(2, rng, "euw-l40s-005");
+  auto ia = a.Inventory();
+  auto ia2 = again.Inventory();
+  auto ib = b.Inventory();
+  ASSERT_TRUE(ia.ok() && ia2.ok() && ib.ok());
+  EXPECT_EQ((*ia)[0].uuid, (*ia2)[0].uuid);
+  EXPECT_NE((*ia)[0].uuid, (*ib)[0].uuid);
+  EXPECT_NE((*ia)[0].uuid, (*ia)[1].uuid);
+}
+
 }  // namespace egs::agent
