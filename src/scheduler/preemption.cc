@@ -300,7 +300,11 @@ void Scheduler::QuotePreemption(const core::RequestSpec& spec, QuoteResult& out,
   // scan (in a settled schedule those could not preempt, or they would have).
   if (planned && *planned - now <= options_.preemption_min_gain) return;
   const std::optional<int> lowest = LowestEligibleVictimPriority(now);
-  if (!lowest || spec.priority <= *lowest || out.queue_position >= options_.preemption_scan) return;
+  if (!lowest || spec.priority <= *lowest) {
+    NoteLaterPreemption(spec, out, planned);
+    return;
+  }
+  if (out.queue_position >= options_.preemption_scan) return;
   std::size_t ahead = 0;
   std::size_t visited = 0;
   queue_.ForEach([&](core::RequestId id) {
@@ -359,6 +363,53 @@ void Scheduler::QuotePreemption(const core::RequestSpec& spec, QuoteResult& out,
     }
   }
   out.options = std::move(options);
+}
+
+void Scheduler::NoteLaterPreemption(const core::RequestSpec& spec, QuoteResult& out,
+                                    std::optional<Time> planned) const {
+  const Time now = out.at;
+  if (std::none_of(workspaces_.begin(), workspaces_.end(),
+                   [](const auto& w) { return w.second.policy.preemptible; })) {
+    return;
+  }
+  // The soonest instant a running request of an acceptable pool becomes a candidate victim
+  // (it has run its guaranteed minimum) early enough to gain on the plan. A may, not a promise:
+  // whether it is preempted then depends on the queue and the cheapest victims at that time.
+  std::optional<Time> soonest;
+  core::RequestId who;
+  internal::ForEachAcceptablePool(
+      spec, workspaces_.at(spec.workspace).policy, shapes_, inventory_,
+      [&](const inventory::Pool& pool, const core::GpuShape&, std::uint64_t) {
+        for (core::NodeId n : pool.nodes) {
+          for (const inventory::Booking& b : inventory_.BookingsOf(n)) {
+            if (b.owner.kind != inventory::BookingKind::kReservation) continue;
+            const RequestRecord& v = requests_.Get(b.owner.request);
+            if (v.phase != RequestPhase::kActive || !v.actual_start ||
+                v.spec.priority >= spec.priority) {
+              continue;
+            }
+            const core::WorkspacePolicy& policy = workspaces_.at(v.spec.workspace).policy;
+            const Time eligible = *v.actual_start + policy.min_runtime;
+            if (!policy.preemptible || eligible <= now || (v.window && eligible >= v.window->end)) {
+              continue;
+            }
+            if (planned && eligible + options_.preemption_min_gain > *planned) continue;
+            if (!soonest || eligible < *soonest) {
+              soonest = eligible;
+              who = v.id;
+            }
+          }
+        }
+      });
+  if (!soonest) return;
+  const std::string note = fmt::format(
+      "may start earlier: {} (lower priority, preemptible) may be preempted for it from {}, once "
+      "it has run its guaranteed minimum",
+      Label(who), common::FormatTime(*soonest));
+  for (QuoteOption& o : out.options) {
+    if (!o.start) continue;
+    o.reason = o.reason.empty() ? note : o.reason + "; " + note;
+  }
 }
 
 void Scheduler::RestoreVictimEnds(std::span<const std::pair<RequestRecord*, Time>> old_ends,

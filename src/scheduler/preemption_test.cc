@@ -315,6 +315,35 @@ TEST(PreemptionTest, APreemptorNoLongerOutrankingItsVictimGivesItBack) {
   }
 }
 
+// Before any running request may be preempted (none has run its guaranteed minimum), a quote
+// waits for the end, but says that a lower-priority one becomes preemptible sooner: the request
+// may well start then (it promised hours and started in 40 minutes, with nothing said).
+TEST(PreemptionTest, AQuoteSaysWhenALowerPriorityRequestBecomesPreemptible) {
+  SchedulerHarness h;
+  TwoNodes(h);
+  auto low =
+      h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(10).Priority(100).Build());
+  ASSERT_TRUE(low.ok());
+  h.AdvanceTo(T(0) + common::Minutes(1));
+  ASSERT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  const core::Time eligible = *h.Get(*low).actual_start + common::Minutes(30);
+  const core::RequestSpec spec =
+      RequestBuilder().Workspace(2).Nodes(1).Hours(2).Priority(500).Build();
+  auto quote = h.sched->Quote(spec);
+  ASSERT_TRUE(quote.ok() && quote->best);
+  const QuoteOption& best = quote->options[*quote->best];
+  EXPECT_EQ(best.start, h.Get(*low).window->end);
+  EXPECT_THAT(best.reason, HasSubstr("may start earlier"));
+  EXPECT_THAT(best.reason, HasSubstr(common::FormatTime(eligible)));
+  EXPECT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+  // One of equal priority may never preempt it: nothing said.
+  core::RequestSpec equal = spec;
+  equal.priority = 100;
+  auto waits = h.sched->Quote(equal);
+  ASSERT_TRUE(waits.ok() && waits->best);
+  EXPECT_THAT(waits->options[*waits->best].reason, ::testing::Not(HasSubstr("may start earlier")));
+}
+
 // A quote tells the start a request gets by preempting, as submitting it at the same instant
 // does after the next cycle, and leaves the running request as it was.
 TEST(PreemptionTest, AQuoteIncludesThePreemptionTheRequestWouldMake) {

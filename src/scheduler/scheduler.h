@@ -434,6 +434,10 @@ class Scheduler {
   // cycle (Preempt), its options become those it gets then. State is left as it was.
   void QuotePreemption(const core::RequestSpec& spec, QuoteResult& out, core::Time not_before,
                        std::int32_t rank);
+  // QuotePreemption when no running request may be preempted now: notes on the options when one
+  // of a lower priority becomes preemptible before the planned start (it may start earlier).
+  void NoteLaterPreemption(const core::RequestSpec& spec, QuoteResult& out,
+                           std::optional<core::Time> planned) const;
   std::optional<VictimChoice> ChooseVictims(const RequestRecord& q, const inventory::Pool& pool,
                                             const core::GpuShape& shape, core::Time now) const;
   bool IsVictimCandidate(const RequestRecord& v, int preemptor_priority, core::Time now) const;
