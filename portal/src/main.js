@@ -102,6 +102,10 @@ function App() {
 
   const signIn = async (t) => {
     const who = await whoAmI(t); // throws ApiError on a bad token
+    // A node token is an agent's: the portal has nothing it may do (every page answered 403).
+    if (who.role === 'node') {
+      throw new Error('this is a node token (for egs-agent): sign in with a user token');
+    }
     sessionStorage.setItem(TOKEN_KEY, t);
     setError('');
     setToken(t);
