@@ -720,6 +720,14 @@ common::Status Inventory::Truncate(const Owner& owner, Time new_end) {
 }
 
 common::Status Inventory::Extend(const Owner& owner, Time new_end) {
+  return ExtendTo(owner, new_end, /*check_unavailable=*/true);
+}
+
+common::Status Inventory::UndoTruncate(const Owner& owner, Time new_end) {
+  return ExtendTo(owner, new_end, /*check_unavailable=*/false);
+}
+
+common::Status Inventory::ExtendTo(const Owner& owner, Time new_end, bool check_unavailable) {
   impl_->NeedOwners();
   const std::span<const NodeId> nodes = impl_->owners.Find(owner);
   if (nodes.empty()) {
@@ -734,7 +742,7 @@ common::Status Inventory::Extend(const Owner& owner, Time new_end) {
   // The added time starts where the owner's own booking ends, so the full profile (which counts
   // every other booking, of any kind) is exactly what the extension must fit into. Unavailable
   // time has no free GPUs (see FreeGpusAt), so it blocks an extension.
-  const internal::Demand demand{mine.gpus, mine.workspace, mine.exclusive, true};
+  const internal::Demand demand{mine.gpus, mine.workspace, mine.exclusive, check_unavailable};
   const Interval added{mine.window.end, new_end};
   for (NodeId id : nodes) {
     const NodeTimeline& node = *impl_->Timeline(id);

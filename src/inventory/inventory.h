@@ -170,6 +170,11 @@ class Inventory {
   // Moves the end of `owner`'s bookings to `new_end` >= current end. FailedPrecondition if any
   // node lacks the GPUs over the added time (then nothing changes). NotFound if no bookings.
   common::Status Extend(const Owner& owner, core::Time new_end);
+  // Undoes a Truncate to `new_end` made just before: like Extend, but time a node is out of
+  // service does not block it, since the booking held that time before (a request keeps
+  // running on a node that failed or was cordoned under it). GPUs another owner booked
+  // meanwhile still do.
+  common::Status UndoTruncate(const Owner& owner, core::Time new_end);
   // Converts a plan into a reservation (same nodes and window, kind changes, rank -1).
   common::Status Promote(core::RequestId request);
   // Removes every kPlan booking (before a full re-plan).
@@ -234,6 +239,8 @@ class Inventory {
   std::size_t FitBoundsBytes() const;
 
  private:
+  // Extend and UndoTruncate: whether time a node is out of service blocks the added time.
+  common::Status ExtendTo(const Owner& owner, core::Time new_end, bool check_unavailable);
   // The positions in the pool of the nodes holding a booking of q.ignore_request.
   std::vector<std::uint32_t> IgnoredSlots(core::PoolId pool, const FitQuery& q) const;
 

@@ -203,8 +203,10 @@ void Scheduler::SetRunningEnd(RequestRecord& r, Time end) {
   if (end < r.window->end) {
     EGS_CHECK(inventory_.Truncate(owner, end).ok());
   } else if (end > r.window->end) {
-    // Only ever undoes a Truncate made just before, so the GPUs are still free.
-    EGS_CHECK(inventory_.Extend(owner, end).ok());
+    // Only ever undoes a Truncate made just before, so the GPUs are still free; a node that
+    // failed or was cordoned under the request stays its own (Extend refused that time, and
+    // the check aborted egsd on a quote).
+    EGS_CHECK(inventory_.UndoTruncate(owner, end).ok());
   }
   loads_[r.spec.workspace].SetEnd(r.id, end);
   r.window->end = end;
@@ -522,7 +524,7 @@ void Scheduler::CancelPreemptionsFor(const RequestRecord& q, std::string_view wh
     const Time end = *v.end_before_preemption;
     const Time cut = v.window->end;
     const common::Status extended =
-        inventory_.Extend({inventory::BookingKind::kReservation, v.id}, end);
+        inventory_.UndoTruncate({inventory::BookingKind::kReservation, v.id}, end);
     if (!extended.ok()) {
       Emit(v, core::EventType::kWarning, "PreemptionKept",
            fmt::format("{} {}, but the reservation cannot run to {} again ({}): it still ends "

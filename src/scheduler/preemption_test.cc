@@ -637,6 +637,41 @@ TEST(NodeFailureTest, ContinuesShortOfTheNodeWhenNoneIsFree) {
   EXPECT_EQ(h.connector.released().size(), releases + 1);
 }
 
+// A preemption tried or quoted against a victim that keeps running on a node that failed (or
+// was cordoned) under it: the victim's end, cut to try it, is put back over the node's time out
+// of service. Restoring it through Extend was refused there, and egsd aborted on a quote.
+TEST(NodeFailureTest, APreemptionTriedAgainstAVictimOnAFailedNodeIsUndoneCleanly) {
+  for (const core::NodeHealth health :
+       {core::NodeHealth::kUnhealthy, core::NodeHealth::kCordoned}) {
+    SchedulerHarness h;
+    h.AddCluster(1);
+    h.AddShape(1, 8);
+    h.AddNodes(1, 1, 3, 8);
+    h.AddWorkspace(1, Preemptible());
+    core::WorkspacePolicy high = Open();
+    high.max_active_requests = 1;
+    h.AddWorkspace(2, high);
+    auto running = h.sched->Submit(RequestBuilder().Workspace(2).Nodes(1).Hours(24).Build());
+    auto low =
+        h.sched->Submit(RequestBuilder().Workspace(1).Nodes(2).Hours(24).Priority(10).Build());
+    ASSERT_TRUE(running.ok() && low.ok());
+    h.AdvanceTo(T(1));
+    ASSERT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+    ASSERT_TRUE(h.sched->SetNodeHealth(h.Get(*low).plan->nodes[0], health).ok());
+    ASSERT_EQ(h.Get(*low).phase, RequestPhase::kActive);
+    const core::Time end = h.Get(*low).window->end;
+    // A quote at a higher priority tries the preemption and puts everything back.
+    const core::RequestSpec spec =
+        RequestBuilder().Workspace(2).Nodes(1).Hours(4).Priority(500).Build();
+    ASSERT_TRUE(h.sched->Quote(spec).ok());
+    EXPECT_EQ(h.Get(*low).window->end, end);
+    // So does a submit (here held back by the workspace's one active request).
+    ASSERT_TRUE(h.sched->Submit(spec).ok());
+    h.AdvanceTo(T(2));
+    EXPECT_TRUE(h.sched->inventory().CheckInvariants().ok());
+  }
+}
+
 TEST(NodeFailureTest, RequeuesWhenThePolicySaysSo) {
   SchedulerHarness h;
   h.AddCluster(1);
