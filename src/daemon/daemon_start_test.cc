@@ -317,6 +317,39 @@ TEST(DaemonStartTest, TheAdminTokenFileMayBeInTheDataDirToCreate) {
   EXPECT_EQ(token, egsd.admin_token());
 }
 
+// A request whose reservation ends before its nodes are ready (provisioning outlasts it) got
+// nothing: it ends Failed with the reason, not Completed as if it had run.
+TEST(DaemonStartTest, AReservationThatEndsBeforeItsNodesAreReadyFails) {
+  std::string fleet = kFleet;
+  const std::string sim = "simulation: {provisioningTime: 1s,";
+  ASSERT_NE(fleet.find(sim), std::string::npos);
+  fleet.replace(fleet.find(sim), sim.size(), "simulation: {timeScale: 3600, provisioningTime: 2h,");
+  TestDaemon egsd(fleet);
+  ASSERT_OK(egsd.Start());
+  httplib::Client c = egsd.Client(egsd.admin_token());
+  const std::string gprs = "/apis/egs.dev/v1alpha1/namespaces/team-a/gpuprovisionrequests";
+  auto res = c.Post(gprs,
+                    R"({"apiVersion":"egs.dev/v1alpha1","kind":"GPUProvisionRequest",)"
+                    R"("metadata":{"name":"short"},"spec":{"shape":"h100x8","nodes":1,)"
+                    R"("duration":"30m"}})",
+                    "application/json");
+  ASSERT_TRUE(res && res->status == 201) << (res ? res->body : "no answer");
+  // 30 scheduled minutes are half a real second; the nodes would be ready after 2 s.
+  nlohmann::json gpr;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto got = c.Get(gprs + "/short");
+    gpr = nlohmann::json::parse(got ? got->body : "{}", nullptr, false);
+    const std::string phase = gpr.value("/status/phase"_json_pointer, std::string());
+    if (phase == "Failed" || phase == "Completed") break;
+  }
+  EXPECT_EQ(gpr.value("/status/phase"_json_pointer, std::string()), "Failed") << gpr.dump();
+  EXPECT_NE(
+      gpr.value("/status/reason"_json_pointer, std::string()).find("before its nodes were ready"),
+      std::string::npos)
+      << gpr.dump();
+}
+
 // A fleet whose timeScale runs scheduled time ahead of real time: a restart continues it. Made
 // again from the real now, it went back by all it had gained, and a request started at once on
 // the node that the stored reservation of another still held.

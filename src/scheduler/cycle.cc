@@ -14,6 +14,10 @@ using core::Time;
 
 namespace {
 constexpr std::uint8_t kExitNoticeBit = 3;
+// Why a request whose reservation ended before its nodes were ready ends Failed.
+constexpr std::string_view kNeverReady =
+    "the reservation ended before its nodes were ready (provisioning outlasted it, or egsd was "
+    "down through it)";
 
 }  // namespace
 
@@ -116,6 +120,10 @@ void Scheduler::EndDue(Time now, CycleStats& stats) {
     if (r.phase == RequestPhase::kPreempting) {
       Emit(r, core::EventType::kWarning, "PreemptionStarted",
            fmt::format("notice over: nodes go to {}", Label(r.preempted_by)));
+    } else if (r.phase == RequestPhase::kProvisioning) {
+      // Never Active: a request that got nothing is not Completed.
+      r.never_ready = true;
+      Emit(r, core::EventType::kWarning, "NotReadyInTime", std::string(kNeverReady));
     } else {
       Emit(r, core::EventType::kNormal, "Exit", "reservation reached its end time");
     }
@@ -241,6 +249,7 @@ void Scheduler::FinishReservation(RequestRecord& r, Time end) {
     why = fmt::format("preempted by {}", Label(r.preempted_by));
   }
   if (r.evicted) why = "evicted by an admin";
+  if (r.never_ready) why = std::string(kNeverReady);
   SetPhase(r, RequestPhase::kReleasing, std::move(why));
   core::ReleaseOrder order;
   order.request = r.id;
@@ -329,6 +338,12 @@ void Scheduler::OnReleased(core::RequestId id) {
          fmt::format("preempted by {}; waiting again", Label(r.preempted_by)));
     Decide(DecisionKind::kRequeue, r, "preempted; the policy requeues it");
     Enqueue(r);
+    return;
+  }
+  // The reason survives a restart while Releasing; the flag does not.
+  if (r.never_ready || r.reason == kNeverReady) {
+    SetPhase(r, RequestPhase::kFailed, std::string(kNeverReady));
+    Emit(r, core::EventType::kWarning, "Failed", "never ready; nodes returned to the pool");
     return;
   }
   if (r.early_release) {

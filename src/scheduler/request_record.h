@@ -108,6 +108,9 @@ struct RequestRecord {
   // Its idle GPU-hours are being charged twice to the workspace's fair-share usage (policy
   // idle_counts_double) since idle_since.
   bool idle_charged = false;
+  // Its reservation ended while it was still Provisioning (provisioning outlasted it, or egsd
+  // was down through it): it ends Failed once released, not Completed.
+  bool never_ready = false;
   // Progress events already emitted: bit 0 = 25 %, 1 = 50 %, 2 = 75 %, 3 = exit notice.
   std::uint8_t milestones_done = 0;
 
