@@ -1703,6 +1703,13 @@ void ControlPlaneImpl::Decorate(std::string_view kind, json& object) const {
     json& status = object["status"];
     if (auto pos = snap->QueuePosition(id)) status["queuePosition"] = *pos + 1;
     status["waitCause"] = scheduler::WaitCauseName(r->wait_cause);
+    // The reason with the wait cause, live: a queued request's status is not written again when
+    // only its plan changes, and one that could not be placed kept saying so once it could.
+    if (r->reason.empty()) {
+      status.erase("reason");
+    } else {
+      status["reason"] = r->reason;
+    }
     if (r->plan) {
       status["plannedStart"] = api::FormatTime(r->plan->start);
       auto name_of = [](const auto& map, auto key) {

@@ -291,6 +291,31 @@ TEST(ControlPlaneTest, TheWriteGuardRefusesChangesBeforeAnyIsApplied) {
   EXPECT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("more", 1, "1h"), false));
 }
 
+// A queued request that could not be placed, and then could: the status read says so (its
+// stored reason said "cannot hold" still, since only its plan changed).
+TEST(ControlPlaneTest, AQueuedRequestsReasonIsReadLive) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("busy", 1, "10h"), false));
+  a.Cycle(clock.Now());
+  ASSERT_EQ(StoredPhase(store, "busy"), "Active");
+  ASSERT_OK(a.cp.Action(kAdmin, "Node", "", "n3", "fail", json::object()));
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("all", 4, "1h"), false));
+  a.Cycle(clock.Now());
+  json gpr = json::parse((*store.Get("GPUProvisionRequest", "team-a", "all"))->data);
+  a.cp.Decorate("GPUProvisionRequest", gpr);
+  EXPECT_NE(gpr["status"].value("reason", ""), "") << gpr.dump();
+  ASSERT_OK(a.cp.Action(kAdmin, "Node", "", "n3", "recover", json::object()));
+  a.Cycle(clock.Now());
+  gpr = json::parse((*store.Get("GPUProvisionRequest", "team-a", "all"))->data);
+  ASSERT_EQ(gpr["status"]["phase"], "Queued");  // behind busy, now with a plan
+  a.cp.Decorate("GPUProvisionRequest", gpr);
+  EXPECT_FALSE(gpr["status"].contains("reason")) << gpr.dump();
+  EXPECT_TRUE(gpr["status"].contains("plannedStart")) << gpr.dump();
+}
+
 TEST(ControlPlaneTest, ADryRunCreateLeavesTheNameFree) {
   common::SimulatedClock clock(common::FromUnixMicros(0));
   store::FakeStore store;
