@@ -260,8 +260,6 @@ TEST(ControlPlaneTest, BadInputChangesNothing) {
   EXPECT_EQ(a.sched->requests().size(), 0u);
 }
 
-// A dry-run create of each cluster-scoped kind leaves nothing behind: the name stays free, no
-// object refers to it, and a real create of it works.
 // While the write guard refuses (egsd: the data directory nearly full), every change is refused
 // before anything is applied; dry runs and explanations still answer.
 TEST(ControlPlaneTest, TheWriteGuardRefusesChangesBeforeAnyIsApplied) {
@@ -316,6 +314,8 @@ TEST(ControlPlaneTest, AQueuedRequestsReasonIsReadLive) {
   EXPECT_TRUE(gpr["status"].contains("plannedStart")) << gpr.dump();
 }
 
+// A dry-run create of each cluster-scoped kind leaves nothing behind: the name stays free, no
+// object refers to it, and a real create of it works.
 TEST(ControlPlaneTest, ADryRunCreateLeavesTheNameFree) {
   common::SimulatedClock clock(common::FromUnixMicros(0));
   store::FakeStore store;
