@@ -479,17 +479,13 @@ Status TokenService::Revoke(std::string_view id) {
     // A revoke never shortens how long some admin can issue and revoke tokens: another working
     // admin token must last at least as long as this one. (Counting any working admin token,
     // one that expired seconds later locked every admin out for good.)
+    std::optional<common::Time> last_other;  // when the longest-lived other working admin ends
+    for (const TokenInfo& other : infos) {
+      if (&other == &info || other.role != Role::kAdmin || !CheckUsable(other, now).ok()) continue;
+      last_other = std::max(last_other.value_or(common::kInfinitePast), until(other));
+    }
     if (info.role == Role::kAdmin && CheckUsable(info, now).ok() &&
-        std::none_of(infos.begin(), infos.end(), [&](const TokenInfo& other) {
-          return &other != &info && other.role == Role::kAdmin && CheckUsable(other, now).ok() &&
-                 until(other) >= until(info);
-        })) {
-      std::optional<common::Time> last_other;  // when the longest-lived other one expires
-      for (const TokenInfo& other : infos) {
-        if (&other == &info || other.role != Role::kAdmin || !CheckUsable(other, now).ok())
-          continue;
-        last_other = std::max(last_other.value_or(common::kInfinitePast), until(other));
-      }
+        (!last_other || *last_other < until(info))) {
       if (!last_other) {
         return common::FailedPreconditionError(fmt::format(
             "token \"{}\" is the last admin token that is neither revoked nor expired: revoking "
