@@ -706,14 +706,13 @@ HttpResponse ApiServer::Serve(const HttpRequest& req, const Target& t,
   who = *principal;
   // kubectl --as: acting as another user is not supported. Ignored, the request ran with the
   // caller's own rights, and an admin checking what a user may do got the admin's answer.
-  for (const auto& [name, value] : req.headers) {
-    std::string prefix = name.substr(0, 12);
-    std::transform(prefix.begin(), prefix.end(), prefix.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (prefix == "impersonate-") {
-      return ErrorResponse(common::PermissionDeniedError(fmt::format(
-          "{}: impersonation is not supported (kubectl --as); use the user's own token", name)));
-    }
+  // Headers are ordered case-insensitively: the first one at or after the prefix says.
+  constexpr std::string_view kImpersonate = "impersonate-";
+  if (auto h = req.headers.lower_bound(kImpersonate);
+      h != req.headers.end() && h->first.size() >= kImpersonate.size() &&
+      !HeaderLess{}(kImpersonate, std::string_view(h->first).substr(0, kImpersonate.size()))) {
+    return ErrorResponse(common::PermissionDeniedError(fmt::format(
+        "{}: impersonation is not supported (kubectl --as); use the user's own token", h->first)));
   }
   if (options_.allow && !options_.allow(*who)) {
     return ToResponse(
