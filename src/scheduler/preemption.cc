@@ -377,32 +377,24 @@ void Scheduler::NoteLaterPreemption(const core::RequestSpec& spec, QuoteResult& 
   // The soonest instant a running request of an acceptable pool becomes a candidate victim
   // (it has run its guaranteed minimum) early enough to gain on the plan. A may, not a promise:
   // whether it is preempted then depends on the queue and the cheapest victims at that time.
+  // The running requests of lower priority, from the index Preempt reads too (lowest first).
   std::optional<Time> soonest;
   core::RequestId who;
-  internal::ForEachAcceptablePool(
-      spec, workspaces_.at(spec.workspace).policy, shapes_, inventory_,
-      [&](const inventory::Pool& pool, const core::GpuShape&, std::uint64_t) {
-        for (core::NodeId n : pool.nodes) {
-          for (const inventory::Booking& b : inventory_.BookingsOf(n)) {
-            if (b.owner.kind != inventory::BookingKind::kReservation) continue;
-            const RequestRecord& v = requests_.Get(b.owner.request);
-            if (v.phase != RequestPhase::kActive || !v.actual_start ||
-                v.spec.priority >= spec.priority) {
-              continue;
-            }
-            const core::WorkspacePolicy& policy = workspaces_.at(v.spec.workspace).policy;
-            const Time eligible = *v.actual_start + policy.min_runtime;
-            if (!policy.preemptible || eligible <= now || (v.window && eligible >= v.window->end)) {
-              continue;
-            }
-            if (planned && eligible + options_.preemption_min_gain > *planned) continue;
-            if (!soonest || eligible < *soonest) {
-              soonest = eligible;
-              who = v.id;
-            }
-          }
-        }
-      });
+  const core::WorkspacePolicy& own = workspaces_.at(spec.workspace).policy;
+  for (const auto& [priority, id] : running_) {
+    if (priority >= spec.priority) break;
+    const RequestRecord& v = requests_.Get(id);
+    if (v.phase != RequestPhase::kActive || !v.actual_start || !v.plan) continue;
+    const core::WorkspacePolicy& policy = workspaces_.at(v.spec.workspace).policy;
+    const Time eligible = *v.actual_start + policy.min_runtime;
+    if (!policy.preemptible || eligible <= now || (v.window && eligible >= v.window->end)) continue;
+    if (planned && eligible + options_.preemption_min_gain > *planned) continue;
+    if (soonest && eligible >= *soonest) continue;
+    const inventory::Pool* pool = inventory_.FindPool(v.plan->pool);
+    if (pool == nullptr || !internal::PreferenceOf(spec, own, *pool)) continue;
+    soonest = eligible;
+    who = v.id;
+  }
   if (!soonest) return;
   const std::string note = fmt::format(
       "may start earlier: {} (lower priority, preemptible) may be preempted for it from {}, once "
