@@ -930,9 +930,9 @@ api::HttpResponse V1Server::PutTemplate(Call& call, bool create) {
   }
   call.name = **name;
   if (auto st = Authorize(call, call.verb, "gprtemplates", ""); !st.ok()) return Error(st);
+  auto shapes = Shapes();
+  if (!shapes.ok()) return Error(shapes.error());
   if (auto it = body.find("instanceType"); it != body.end() && it->is_string()) {
-    auto shapes = Shapes();
-    if (!shapes.ok()) return Error(shapes.error());
     const std::string type = it->get<std::string>();
     if (std::none_of(shapes->begin(), shapes->end(),
                      [&](const ShapeInfo& s) { return s.name == type; })) {
@@ -943,8 +943,6 @@ api::HttpResponse V1Server::PutTemplate(Call& call, bool create) {
   // be made from, bound as a cluster's default, failed every create on that cluster on fields
   // the client never sent. The fields a template may leave out are filled for the check only.
   {
-    auto shapes = Shapes();
-    if (!shapes.ok()) return Error(shapes.error());
     json as_gpr = body;
     as_gpr["sliceName"] = "template-check";
     if (!as_gpr.contains("exitDuration") || as_gpr["exitDuration"].is_null()) {
