@@ -183,8 +183,16 @@ void BM_Quote(benchmark::State& state) {
 }
 BENCHMARK(BM_Quote)->Iterations(2000)->Unit(benchmark::kMicrosecond);
 
+// Argument: SchedulerOptions::plan_threads (0: the default, one per hardware thread, at most
+// 4; 1: the loop thread only), or -1 for the walk in queue order (group_replans off). The ten
+// shapes' requests are ten groups that a re-plan places one at a time, on one thread or
+// several (no workspace here has a rule that binds); the plans are the same.
 void BM_ReplanRegularQueue(benchmark::State& state) {
   World& w = TheWorld();
+  const auto threads = static_cast<int>(state.range(0));
+  w.sched->set_group_replans(threads >= 0);
+  w.sched->set_plan_threads(std::max(threads, 0));
+  const std::size_t parallel_before = w.sched->parallel_replan_count();
   std::size_t placed = 0;
   for (auto _ : state) placed += w.sched->ReplanFromForTest(w.calendar);
   state.counters["placements_per_s"] =
@@ -192,8 +200,19 @@ void BM_ReplanRegularQueue(benchmark::State& state) {
   state.counters["requests"] = static_cast<double>(w.sched->queue().size() - w.calendar);
   state.counters["bytes_per_queued_request"] = static_cast<double>(w.bytes_per_queued);
   state.counters["fit_bounds_bytes"] = static_cast<double>(w.fit_bounds_growth);
+  state.counters["parallel_replans"] =
+      static_cast<double>(w.sched->parallel_replan_count() - parallel_before);
+  w.sched->set_plan_threads(0);
+  w.sched->set_group_replans(true);
 }
-BENCHMARK(BM_ReplanRegularQueue)->Iterations(5)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReplanRegularQueue)
+    ->ArgName("plan_threads")
+    ->Arg(-1)
+    ->Arg(1)
+    ->Arg(0)
+    ->Iterations(5)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_ReplanWholeQueue(benchmark::State& state) {
   World& w = TheWorld();
@@ -203,7 +222,7 @@ void BM_ReplanWholeQueue(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(placed), benchmark::Counter::kIsRate);
   state.counters["requests"] = static_cast<double>(w.sched->queue().size());
 }
-BENCHMARK(BM_ReplanWholeQueue)->Iterations(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReplanWholeQueue)->Iterations(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The naive way to answer a quote: insert the request, rebuild the whole regular plan, read its
 // start, take it out again. Checked against Quote() on the same spec.

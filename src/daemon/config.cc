@@ -206,6 +206,7 @@ common::Status ApplyNode(const YAML::Node& root, const std::string& source,
     } else if (key == "scheduler") {
       auto set = [&](const std::string& k, const std::string& f,
                      const std::string& value) -> common::Status {
+        if (k == "planThreads") return SetInt(value, f, 0, 64, out.plan_threads);
         if (k == "shadowDepth") {
           int depth = 0;
           EGS_RETURN_IF_ERROR(SetInt(value, f, 1, 1000000, depth));

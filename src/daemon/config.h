@@ -76,6 +76,10 @@ struct DaemonConfig {
   // (scheduler::MakeShadowPlansBackfill; docs/design/0014-shadow-plans.md). Unset: every
   // request's slot is protected (conservative backfill).
   std::optional<int> shadow_depth;
+  // planThreads: N (0..64): threads a re-plan of the queue may use when its requests fall into
+  // groups that cannot affect each other's plans (scheduler::SchedulerOptions::plan_threads; 0,
+  // the default: one per hardware thread, at most 4; 1: the loop thread only).
+  int plan_threads = 0;
   // The `store:` section: riding out a store that does not answer (a database restart or
   // failover). commitRetryFor: how long a commit the store answers Unavailable is retried
   // before egsd exits 75 to rebuild from what is durable (on PostgreSQL the lock watch also

@@ -22,7 +22,7 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
                 "http: {threads: 16, maxWatches: 10}\n"
                 "rateLimit: {perSecond: 5, burst: 10}\n"
                 "tls: {certFile: /etc/egs/tls.crt, keyFile: /etc/egs/tls.key}\n"
-                "scheduler: {fairShareAgeLimit: 6h30m, shadowDepth: 4}\n");
+                "scheduler: {fairShareAgeLimit: 6h30m, shadowDepth: 4, planThreads: 3}\n");
   auto c = ParseCommandLine({"--listen", "127.0.0.1:0", "--config", path, "--fleet=f.yaml"});
   ASSERT_OK(c);
   EXPECT_EQ(c->listen_host, "127.0.0.1");
@@ -37,6 +37,7 @@ TEST(ConfigTest, FlagsOverrideTheConfigFile) {
   EXPECT_EQ(c->tls_key_file, "/etc/egs/tls.key");
   EXPECT_EQ(c->fair_share_age_limit, common::Minutes(390));
   EXPECT_EQ(c->shadow_depth, 4);
+  EXPECT_EQ(c->plan_threads, 3);
 }
 
 // A relative path in the config file names a file beside it, wherever egsd was started from; one
@@ -201,6 +202,10 @@ TEST(ConfigTest, BadInputNamesTheFieldOrFlag) {
                "scheduler.shadowDepth");
   expect_error({"--config", dir.Write("h3.yaml", "scheduler: {shadowDepth: deep}\n")},
                "scheduler.shadowDepth");
+  expect_error({"--config", dir.Write("h4.yaml", "scheduler: {planThreads: 65}\n")},
+               "scheduler.planThreads");
+  expect_error({"--config", dir.Write("h5.yaml", "scheduler: {planThreads: -1}\n")},
+               "scheduler.planThreads");
   expect_error({"--config", dir.Write("h.yaml", "scheduler: {ageLimit: 1h}\n")},
                "scheduler.ageLimit: unknown key");
   expect_error({"--config", dir.Write("i.yaml", "store: {commitRetryFor: -1s}\n")},

@@ -667,6 +667,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   Parts* raw = p.get();
   scheduler::SchedulerOptions scheduler_options;
   scheduler_options.fair_share_age_limit = config.fair_share_age_limit;
+  scheduler_options.plan_threads = config.plan_threads;
   p->scheduler = std::make_unique<scheduler::Scheduler>(
       *p->clock, p->forwarder, scheduler_options,
       config.shadow_depth ? scheduler::MakeShadowPlansBackfill(*config.shadow_depth)

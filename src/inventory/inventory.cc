@@ -46,6 +46,7 @@ class OwnerIndex {
     if (e->count == 1) return {&e->first, 1};
     return lists_.at(Key(o));
   }
+  void InsertOne(const Owner& o, NodeId node) { MutableEntry(o) = {node, 1}; }
   void Insert(const Owner& o, std::vector<NodeId> sorted) {
     Slot& e = MutableEntry(o);
     e = {sorted.front(), static_cast<std::uint32_t>(sorted.size())};
@@ -201,8 +202,16 @@ class BoundsCache {
   void Enable() { enabled_ = true; }
   bool enabled() const { return enabled_; }
 
+  // Makes the per-pool state of pools [0, count) now, so that later calls on different pools
+  // touch only their own pool's (Inventory::PrepareConcurrentPools).
+  void ReservePools(std::size_t count) {
+    if (pools_.size() < count) pools_.resize(count);
+  }
+
   // The bounds of (gpus, length's class) in `pool` of `nodes` nodes; made (or recycled from the
-  // least recently used class) on first use. Valid until the next call.
+  // least recently used class of the pool) on first use. Valid until the next call for the same
+  // pool; calls for different pools touch only their own pool's state once ReservePools has
+  // made it.
   const internal::FitBounds* For(std::uint32_t pool, std::size_t nodes, int gpus,
                                  core::Duration length) {
     const core::Duration class_length = ClassLength(length);
@@ -234,10 +243,10 @@ class BoundsCache {
       found->block_min.assign(internal::FitBounds::BlockCount(nodes), common::kInfinitePast);
       found->block_max_since.assign(internal::FitBounds::BlockCount(nodes), common::kInfinitePast);
     }
-    found->last_used = ++uses_;
-    view_ = {class_length,           found->bound, found->since, found->fresh,   found->block_min,
-             found->block_max_since, pb.free_at,   pb.free,      pb.previous_end};
-    return &view_;
+    found->last_used = ++pb.uses;
+    pb.view = {class_length,           found->bound, found->since, found->fresh,   found->block_min,
+               found->block_max_since, pb.free_at,   pb.free,      pb.previous_end};
+    return &pb.view;
   }
 
   // `window` of the node at `slot` of `pool` was freed (released or made available again). A
@@ -324,6 +333,8 @@ class BoundsCache {
   };
   struct PoolBounds {
     std::vector<Class> classes;
+    std::uint64_t uses = 0;          // For calls on the pool: the clock of Class::last_used
+    internal::FitBounds view;        // what For returned last
     std::vector<Time> free_at;       // per slot
     std::vector<std::int16_t> free;  // per slot
     std::vector<Time> previous_end;  // per slot
@@ -340,9 +351,7 @@ class BoundsCache {
   }
 
   bool enabled_ = false;
-  std::uint64_t uses_ = 0;
   std::vector<PoolBounds> pools_;
-  internal::FitBounds view_;
 };
 
 // The change log of Inventory::LogChanges. Not copied: a copy starts with the log off.
@@ -358,6 +367,7 @@ class ChangeJournal {
   }
 
   void set_on(bool on) { on_ = on; }
+  bool on() const { return on_; }
   std::uint64_t next_seq() const { return first_seq_ + changes_.size(); }
   std::uint64_t first_seq() const { return first_seq_; }
   void Add(NodeId node, std::uint32_t pool, Interval window, core::WorkspaceId workspace) {
@@ -637,15 +647,47 @@ bool Inventory::ForEachChangeSince(std::uint64_t seq,
 }
 
 common::Status Inventory::Book(std::span<const NodeId> nodes, const Booking& booking) {
+  std::vector<NodeId> sorted;
+  EGS_RETURN_IF_ERROR(BookNodes(nodes, booking, sorted, /*check_owner=*/true));
+  impl_->owners.Insert(booking.owner, std::move(sorted));
+  return common::OkStatus();
+}
+
+void Inventory::PrepareConcurrentPools() {
   impl_->NeedOwners();
-  if (impl_->owners.Contains(booking.owner)) {
+  EGS_CHECK(!impl_->journal.on());  // one log for every pool
+  impl_->bounds.ReservePools(impl_->pools.size());
+}
+
+common::Status Inventory::BookUnindexed(std::span<const NodeId> nodes, const Booking& booking) {
+  std::vector<NodeId> sorted;
+  return BookNodes(nodes, booking, sorted, /*check_owner=*/false);
+}
+
+void Inventory::IndexOwner(const Owner& owner, std::span<const NodeId> nodes) {
+  impl_->NeedOwners();
+  if (nodes.size() == 1) {  // most owners: no list to allocate
+    EGS_CHECK(!impl_->owners.Contains(owner));
+    impl_->owners.InsertOne(owner, nodes.front());
+    return;
+  }
+  std::vector<NodeId> sorted(nodes.begin(), nodes.end());
+  std::sort(sorted.begin(), sorted.end());
+  EGS_CHECK(!sorted.empty() && !impl_->owners.Contains(owner));
+  impl_->owners.Insert(owner, std::move(sorted));
+}
+
+common::Status Inventory::BookNodes(std::span<const NodeId> nodes, const Booking& booking,
+                                    std::vector<NodeId>& sorted, bool check_owner) {
+  impl_->NeedOwners();
+  if (check_owner && impl_->owners.Contains(booking.owner)) {
     return common::AlreadyExistsError(
         fmt::format("{} already has bookings", OwnerName(booking.owner)));
   }
   if (nodes.empty() || booking.window.empty() || booking.gpus < 1) {
     return common::InvalidArgumentError("booking: needs nodes, a non-empty window and gpus >= 1");
   }
-  std::vector<NodeId> sorted(nodes.begin(), nodes.end());
+  sorted.assign(nodes.begin(), nodes.end());
   std::sort(sorted.begin(), sorted.end());
   if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
     return common::InvalidArgumentError(fmt::format("nodes: node {} listed twice", dup->value()));
@@ -659,17 +701,33 @@ common::Status Inventory::Book(std::span<const NodeId> nodes, const Booking& boo
     }
   }
   for (NodeId id : sorted) impl_->Tighten(id, booking.window, booking.workspace)->Add(booking);
-  impl_->owners.Insert(booking.owner, std::move(sorted));
   return common::OkStatus();
 }
 
 void Inventory::Unbook(const Owner& owner) { UnbookAll({&owner, 1}); }
 
 void Inventory::UnbookAll(std::span<const Owner> owners) {
-  impl_->NeedOwners();
   std::vector<Owner> sorted(owners.begin(), owners.end());
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  UnbookSorted(sorted);
+  for (const Owner& owner : sorted) impl_->owners.Erase(owner);
+}
+
+void Inventory::UnbookUnindexed(std::span<const Owner> owners) {
+  std::vector<Owner> sorted(owners.begin(), owners.end());
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  UnbookSorted(sorted);
+}
+
+void Inventory::ForgetOwners(std::span<const Owner> owners) {
+  impl_->NeedOwners();
+  for (const Owner& owner : owners) impl_->owners.Erase(owner);
+}
+
+void Inventory::UnbookSorted(std::span<const Owner> sorted) {
+  impl_->NeedOwners();
   // (node, owner) pairs, so that each node removes only its own owners' bookings (a node holds
   // a few bookings; a re-plan unbooks thousands of owners).
   std::vector<std::pair<NodeId, Owner>> touched;
@@ -692,7 +750,6 @@ void Inventory::UnbookAll(std::span<const Owner> owners) {
     for (; i < touched.size() && touched[i].first == id; ++i) on_node.push_back(touched[i].second);
     impl_->MutableTimeline(id)->RemoveAll(on_node);
   }
-  for (const Owner& owner : sorted) impl_->owners.Erase(owner);
 }
 
 common::Status Inventory::Truncate(const Owner& owner, Time new_end) {

@@ -160,6 +160,19 @@ class Inventory {
   common::Status Book(std::initializer_list<core::NodeId> nodes, const Booking& booking) {
     return Book(std::span<const core::NodeId>(nodes.begin(), nodes.size()), booking);
   }
+  // Pool-parallel re-planning, for requests that fall into groups sharing no pool: after
+  // PrepareConcurrentPools() (which checks that the change log is off), threads that each keep
+  // to their own pools may call EarliestFit (without ignore_request), UnbookUnindexed and
+  // BookUnindexed at the same time, while nothing else reads or changes the inventory. They
+  // leave the owner index as it was: UnbookUnindexed is UnbookAll for owners whose bookings all
+  // lie in the calling thread's pools, and BookUnindexed is Book (same errors) for an owner that
+  // holds no booking, which it does not check. Afterwards, on one thread and before any other
+  // call, ForgetOwners must drop the owners unbooked and IndexOwner add every owner booked.
+  void PrepareConcurrentPools();
+  void UnbookUnindexed(std::span<const Owner> owners);
+  common::Status BookUnindexed(std::span<const core::NodeId> nodes, const Booking& booking);
+  void ForgetOwners(std::span<const Owner> owners);
+  void IndexOwner(const Owner& owner, std::span<const core::NodeId> nodes);
   // Removes every booking of `owner`. No-op when it has none.
   void Unbook(const Owner& owner);
   // Unbook for many owners at once: each node is rebuilt once, whatever it held of them.
@@ -239,6 +252,12 @@ class Inventory {
   std::size_t FitBoundsBytes() const;
 
  private:
+  // Book without the owner index (which it reads only if `check_owner`); `sorted` receives the
+  // nodes sorted by id.
+  common::Status BookNodes(std::span<const core::NodeId> nodes, const Booking& booking,
+                           std::vector<core::NodeId>& sorted, bool check_owner);
+  // UnbookAll without the owner index, for owners sorted and unique.
+  void UnbookSorted(std::span<const Owner> sorted);
   // Extend and UndoTruncate: whether time a node is out of service blocks the added time.
   common::Status ExtendTo(const Owner& owner, core::Time new_end, bool check_unavailable);
   // The positions in the pool of the nodes holding a booking of q.ignore_request.

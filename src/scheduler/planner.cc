@@ -263,47 +263,77 @@ BackfillPolicy::Walk Scheduler::WalkBefore(std::size_t position, Time now) const
 
 void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now, BackfillPolicy::Walk& walk,
                          std::int32_t load_rank) {
+  ++placements_;
+  const Taken taken = PlaceAndTake(r, rank, now, walk, load_rank, /*indexed=*/true);
+  if (taken.beyond_horizon) NoteBeyondHorizon();
+  if (taken.booked) FinishBooking(r, /*index_owner=*/false, /*add_load=*/true);
+}
+
+Scheduler::Taken Scheduler::PlaceAndTake(RequestRecord& r, std::int32_t rank, Time now,
+                                         BackfillPolicy::Walk& walk, std::int32_t load_rank,
+                                         bool indexed) {
   r.rank = rank;
   Placement p = Place(live(), r.spec, now, backfill_->NotBefore(walk, now), INT32_MAX, std::nullopt,
                       load_rank, LeadOf(r));
-  ++placements_;
   if (p.plan && !backfill_->Keep(walk, p.plan->start, now)) {
     NoteLeadStart(r, std::nullopt);
     r.plan.reset();
     r.wait_cause = WaitCause::kCapacity;
     r.reason =
         fmt::format("no reservation under {} backfill; starts when it fits", backfill_->name());
-    return;
+    return {};
   }
   if (p.plan) {
     walk.previous_start = p.plan->start;
     if (p.plan->start > now) ++walk.future_slots;
   }
-  BookPlacement(r, std::move(p));
+  return TakePlacement(r, std::move(p), indexed);
 }
 
 void Scheduler::BookPlacement(RequestRecord& r, Placement p) {
+  const Taken taken = TakePlacement(r, std::move(p), /*indexed=*/true);
+  if (taken.beyond_horizon) NoteBeyondHorizon();
+  if (taken.booked) FinishBooking(r, /*index_owner=*/false, /*add_load=*/true);
+}
+
+Scheduler::Taken Scheduler::TakePlacement(RequestRecord& r, Placement p, bool indexed) {
   r.wait_cause = p.cause;
   if (!p.plan) {
     NoteLeadStart(r, std::nullopt);
     r.plan.reset();
     r.reason = p.reason;
-    if (p.beyond_horizon) {
-      const Time at = clock_.Now() + kHorizonRecheck;
-      if (!horizon_recheck_at_ || at < *horizon_recheck_at_) horizon_recheck_at_ = at;
-    }
-    return;
+    return {.booked = false, .beyond_horizon = p.beyond_horizon};
   }
-  const std::int32_t rank = r.rank;
-  inventory::Booking b = PlanBooking(r.spec, r.id, *p.plan, rank);
+  const inventory::Booking b = PlanBooking(r.spec, r.id, *p.plan, r.rank);
   // EarliestFit just found these nodes free over the window against every booking present, so
   // booking them cannot fail.
-  EGS_CHECK(inventory_.Book(p.plan->nodes, b).ok());
-  loads_[r.spec.workspace].Add({r.id, b.window, p.plan->gpus_per_node * r.spec.nodes, rank});
-  PushPlanStart(p.plan->start, r.id);
+  EGS_CHECK(
+      (indexed ? inventory_.Book(p.plan->nodes, b) : inventory_.BookUnindexed(p.plan->nodes, b))
+          .ok());
   NoteLeadStart(r, p.plan->pool);
   r.reason.clear();  // the wait cause says why; reason is kept for exceptions
   r.plan = std::move(p.plan);
+  return {.booked = true, .beyond_horizon = false};
+}
+
+void Scheduler::FinishBooking(RequestRecord& r, bool index_owner, bool add_load) {
+  const Plan& plan = *r.plan;
+  if (index_owner) inventory_.IndexOwner({inventory::BookingKind::kPlan, r.id}, plan.nodes);
+  if (add_load) AddPlanLoad(loads_[r.spec.workspace], r);
+  PushPlanStart(plan.start, r.id);
+}
+
+void Scheduler::AddPlanLoad(WorkspaceLoad& load, const RequestRecord& r) {
+  const Plan& plan = *r.plan;
+  load.Add({r.id,
+            {plan.start, plan.start + r.spec.duration},
+            plan.gpus_per_node * r.spec.nodes,
+            r.rank});
+}
+
+void Scheduler::NoteBeyondHorizon() {
+  const Time at = clock_.Now() + kHorizonRecheck;
+  if (!horizon_recheck_at_ || at < *horizon_recheck_at_) horizon_recheck_at_ = at;
 }
 
 inventory::Booking Scheduler::PlanBooking(const core::RequestSpec& spec, core::RequestId id,
@@ -398,26 +428,30 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
 
 void Scheduler::ReplanAll(std::span<const core::RequestId> tail, std::size_t from,
                           std::int32_t base, Time now) {
+  // Only the first max_planned positions of the queue are planned.
+  std::size_t planned = tail.size();
+  if (options_.max_planned) {
+    planned = from >= options_.max_planned ? 0 : std::min(planned, options_.max_planned - from);
+  }
   if (from == 0) {
     DropAllPlans();
   } else {
-    UnbookPlans(tail);
+    UnbookPlans(tail.subspan(planned));
   }
-  std::int32_t rank = base;
-  BackfillPolicy::Walk walk = WalkBefore(from, now);
-  std::size_t position = from;
-  for (core::RequestId id : tail) {
-    RequestRecord& r = requests_.at(id);
-    if (options_.max_planned && position++ >= options_.max_planned) {
-      r.rank = rank;
-      rank += kRankStep;
-      r.wait_cause = WaitCause::kCapacity;
-      r.reason = std::string(kBeyondDepth);
-      r.lead_since.reset();
-      continue;
+  auto rank_of = [&](std::size_t k) { return base + static_cast<std::int32_t>(k) * kRankStep; };
+  if (!ReplanByGroups(tail.first(planned), base, now, /*unbooked=*/from == 0)) {
+    if (from != 0) UnbookPlans(tail.first(planned));
+    BackfillPolicy::Walk walk = WalkBefore(from, now);
+    for (std::size_t k = 0; k < planned; ++k) {
+      BookPlan(requests_.at(tail[k]), rank_of(k), now, walk, rank_of(k));
     }
-    BookPlan(r, rank, now, walk, rank);
-    rank += kRankStep;
+  }
+  for (std::size_t k = planned; k < tail.size(); ++k) {
+    RequestRecord& r = requests_.at(tail[k]);
+    r.rank = rank_of(k);
+    r.wait_cause = WaitCause::kCapacity;
+    r.reason = std::string(kBeyondDepth);
+    r.lead_since.reset();
   }
 }
 

@@ -92,6 +92,15 @@ struct SchedulerOptions {
   // another one (plan_reuse.cc); the plans are the same either way, only cheaper to make. Off:
   // every re-plan places every request again.
   bool reuse_plans = true;
+  // Threads a re-plan of every request from some queue position on may use (the loop thread is
+  // one of them; 0 = one per hardware thread, at most 4). Such a re-plan splits the requests
+  // into groups that cannot affect each other's plans (no pool in common, and no workspace rule
+  // that could bind across groups) and places one group at a time, each on a free thread
+  // (planner_groups.cc). The plans are the same with any number.
+  int plan_threads = 0;
+  // Off: such re-plans always walk the queue in order on the loop thread (the reference the
+  // tests hold the grouped re-plan to).
+  bool group_replans = true;
 };
 
 // One row of a quote: when the request would start in this pool.
@@ -358,6 +367,14 @@ class Scheduler {
   const std::deque<Decision>& decisions() const { return decisions_; }
   // Placement searches made, and re-plans that kept a previous plan instead (reuse_plans).
   std::size_t placement_count() const { return placements_; }
+  // Re-plans placed a group of requests at a time, and those of them that ran on several
+  // threads (SchedulerOptions::plan_threads).
+  std::size_t grouped_replan_count() const { return grouped_replans_; }
+  std::size_t parallel_replan_count() const { return parallel_replans_; }
+  // SchedulerOptions::plan_threads, from the next re-plan on (the plans do not depend on it).
+  void set_plan_threads(int threads) { options_.plan_threads = threads; }
+  // SchedulerOptions::group_replans, from the next re-plan on.
+  void set_group_replans(bool on) { options_.group_replans = on; }
   // Under shadow plans (BackfillPolicy::ShadowDepth) a request's rank is its queue position,
   // plus kShadowBand for a shadow plan: a query ranked at or below kShadowBand ignores every
   // shadow plan.
@@ -599,6 +616,28 @@ class Scheduler {
                 std::int32_t load_rank);
   // Books what Place found for `r` (r.rank already set), or records why it has no plan.
   void BookPlacement(RequestRecord& r, Placement p);
+  // The halves of BookPlan and BookPlacement. TakePlacement sets the record and books the nodes
+  // (`indexed`: in the inventory's owner index too; else IndexOwner must follow); it touches
+  // only the record and the plan's pool, so a group's thread runs it (ReplanByGroups).
+  // FinishBooking does the rest on the loop thread: the owner index (`index_owner`), the
+  // workspace load (`add_load`) and the start heap.
+  struct Taken {
+    bool booked = false;          // a plan was booked
+    bool beyond_horizon = false;  // no plan: it fits only past the planning horizon
+  };
+  Taken PlaceAndTake(RequestRecord& r, std::int32_t rank, core::Time now,
+                     BackfillPolicy::Walk& walk, std::int32_t load_rank, bool indexed);
+  Taken TakePlacement(RequestRecord& r, Placement p, bool indexed);
+  void FinishBooking(RequestRecord& r, bool index_owner, bool add_load);
+  static void AddPlanLoad(WorkspaceLoad& load, const RequestRecord& r);
+  // A request fits only past the horizon: place it again within kHorizonRecheck.
+  void NoteBeyondHorizon();
+  // ReplanAll's placements of `tail` (ranks from `base`) one group of requests that cannot
+  // affect each other at a time, on up to plan_threads threads (planner_groups.cc), their plans
+  // first unbooked unless `unbooked` says that they hold none: true when done, false when it
+  // did nothing (then the caller unbooks and places them in queue order).
+  bool ReplanByGroups(std::span<const core::RequestId> tail, std::int32_t base, core::Time now,
+                      bool unbooked);
   inventory::Booking PlanBooking(const core::RequestSpec& spec, core::RequestId id,
                                  const Plan& plan, std::int32_t rank) const;
   // Plans `order` from scratch on copies of the live inventory and loads (plans removed, then
@@ -708,6 +747,8 @@ class Scheduler {
   };
   std::map<std::pair<core::RequestId, core::NodeId>, NodeIdleness> node_idle_;
   std::size_t placements_ = 0;
+  std::size_t grouped_replans_ = 0;   // ReplanByGroups calls that placed the requests
+  std::size_t parallel_replans_ = 0;  // those of them that used several threads
   std::size_t kept_plans_ = 0;
   std::size_t moved_plans_ = 0;
   std::size_t kept_under_rules_ = 0;
