@@ -113,7 +113,7 @@ void RunSameOperations(std::uint64_t seed, bool joining, int threads, std::size_
   BuildWorld(b);
   common::Rng rng(seed);
   std::vector<core::RequestId> ids;
-  for (int step = 0; step < 8; ++step) {
+  for (int step = 0; step < 6; ++step) {
     // Submits (a queue long enough to split from the start), a few cancels, then time passes:
     // requests start and end.
     for (int i = 0; i < (step == 0 ? 320 : 40); ++i) {
@@ -167,21 +167,21 @@ void RunSameOperations(std::uint64_t seed, bool joining, int threads, std::size_
 TEST(PlannerGroupsTest, PlansOnSeveralThreadsEqualThoseInQueueOrder) {
   std::size_t grouped = 0;
   std::size_t parallel = 0;
-  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     // More threads than groups: each group has a thread of its own.
     RunSameOperations(seed, /*joining=*/false, /*threads=*/5, &grouped, &parallel);
     if (::testing::Test::HasFailure()) return;
   }
   // The comparison says something only if the re-plans did run by groups on several threads.
-  EXPECT_GE(parallel, 40u);
+  EXPECT_GE(parallel, 20u);
   std::printf("grouped re-plans: %zu, on several threads: %zu\n", grouped, parallel);
 }
 
 TEST(PlannerGroupsTest, PlansOnOneThreadEqualThoseInQueueOrderWhenSomeRequestsJoinPools) {
   std::size_t grouped = 0;
   std::size_t parallel = 0;
-  for (std::uint64_t seed = 11; seed <= 13; ++seed) {
+  for (std::uint64_t seed = 11; seed <= 12; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     RunSameOperations(seed, /*joining=*/true, /*threads=*/1, &grouped, &parallel);
     if (::testing::Test::HasFailure()) return;
