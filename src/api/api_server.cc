@@ -1439,6 +1439,7 @@ HttpResponse ApiServer::ListObjects(const HttpRequest& req, const Target& t, con
   // Without selectors, a JSON list is assembled from bytes serialized once per object version
   // (AppendServed) instead of parsing and serializing every object on every list.
   const bool as_bytes = labels->requirements.empty() && fields->requirements.empty() && !IsTable(f);
+  const std::shared_ptr<void> pin = options_.pin_decoration ? options_.pin_decoration() : nullptr;
   std::optional<std::uint64_t> decoration_version;
   if (as_bytes && options_.decoration_version) decoration_version = options_.decoration_version();
   std::vector<json> items;

@@ -88,6 +88,12 @@ struct ApiServerOptions {
   // (egsd: the scheduler snapshot's version and the fleet names' generation). Lists then reuse
   // an object's decorated bytes while both it and this number are unchanged. Empty: never reused.
   std::function<std::uint64_t()> decoration_version;
+  // Optional: pins what `decorate` and `decoration_version` read, so that every object of one
+  // list is decorated from one state (egsd: one scheduler snapshot; without a pin, a snapshot
+  // published in the middle of a list would serve objects from before and after it side by
+  // side). Called on the serving thread before a list decorates; the pin is dropped, on that
+  // thread, after its last object.
+  std::function<std::shared_ptr<void>()> pin_decoration;
   // Also audit mutating calls that fail authentication (401). Off by default: each audit record
   // is a durable commit, and an unauthenticated client is not rate limited.
   bool audit_unauthenticated = false;

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -1191,6 +1192,46 @@ TEST_F(ApiServerTest, DecorateFillsLiveStatusOnReads) {
     EXPECT_FALSE(items[0]["status"].contains("queuePosition")) << items[0].dump();
     EXPECT_EQ(items[1]["metadata"]["name"], "zeta");
     EXPECT_EQ(items[1]["status"]["queuePosition"], 1) << items[1].dump();
+  }
+}
+
+// A list is decorated from one pinned state: here the live state moves on after every object
+// decorated (as scheduler snapshots are published while a long list is served), and every item
+// of one list, in both list paths, still shows the state pinned when the list began. Without
+// the pin the items would show 1, 2, 3, ...
+TEST_F(ApiServerTest, EveryItemOfAListIsDecoratedFromOnePin) {
+  std::atomic<int> live{0};
+  std::optional<int> pinned;  // one serving thread at a time in this test
+  std::atomic<int> pins{0};
+  ApiServerOptions opts;
+  opts.pin_decoration = [&]() -> std::shared_ptr<void> {
+    ++pins;
+    pinned = live.load();
+    return std::shared_ptr<void>(nullptr, [&](void*) { pinned.reset(); });
+  };
+  opts.decorate = [&](std::string_view kind, json& object) {
+    if (kind != "GPUProvisionRequest") return;
+    object["status"]["state"] = pinned.value_or(live.load());
+    ++live;  // a new state is published
+  };
+  opts.decoration_version = [&] { return static_cast<std::uint64_t>(pinned.value_or(live)); };
+  Reset({}, opts);
+  SeedWorkspace("team-a");
+  for (const char* name : {"a", "b", "c", "d"}) {
+    json gpr = GprJson(name);
+    gpr["status"] = {{"phase", "Queued"}, {"requestId", 7}};
+    ASSERT_EQ(Post(kGprs, gpr.dump()).status, 201);
+  }
+  for (const auto& query : std::vector<std::multimap<std::string, std::string>>{
+           {}, {{"fieldSelector", "metadata.namespace=team-a"}}}) {
+    const int before = pins.load();
+    HttpResponse listed = Get(kGprs, query);
+    ASSERT_EQ(listed.status, 200) << listed.body;
+    EXPECT_EQ(pins.load(), before + 1);
+    const json items = json::parse(listed.body)["items"];
+    ASSERT_EQ(items.size(), 4u);
+    for (const json& item : items) EXPECT_EQ(item["status"]["state"], items[0]["status"]["state"]);
+    EXPECT_FALSE(pinned.has_value());  // dropped once the list was served
   }
 }
 

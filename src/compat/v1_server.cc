@@ -350,6 +350,10 @@ common::Status V1Server::Authorize(const Call& call, std::string_view verb,
   return api::Authorize(call.who, access);
 }
 
+std::shared_ptr<void> V1Server::PinDecoration() const {
+  return options_.pin_decoration ? options_.pin_decoration() : nullptr;
+}
+
 json V1Server::Present(const store::StoredObject& object) const {
   json j = json::parse(object.data, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return json::object();
@@ -535,6 +539,7 @@ api::HttpResponse V1Server::ListGprs(Call& call) {
   for (auto& s : *shapes) by_name[s.name] = s;
   json items = json::array();
   const common::Time now = clock_.Now();
+  const std::shared_ptr<void> pin = PinDecoration();  // one snapshot for the whole list
   for (const store::StoredObject& o : listed->objects) {
     items.push_back(ToV1Gpr(Present(o), by_name, now));
   }
@@ -783,6 +788,7 @@ api::HttpResponse V1Server::ListWorkspaces(Call& call) {
   auto listed = store_.List(kWorkspace, "");
   if (!listed.ok()) return Error(listed.error());
   json items = json::array();
+  const std::shared_ptr<void> pin = PinDecoration();  // one snapshot for the whole list
   for (const store::StoredObject& o : listed->objects) {
     json w = Present(o);
     const json spec = w.value("spec", json::object());
@@ -885,6 +891,7 @@ api::HttpResponse V1Server::Inventory(Call& call, bool for_slice) {
   const common::Time now = clock_.Now();
   const std::string prefix = slice + "/";
   json managed = json::array();
+  const std::shared_ptr<void> pin = PinDecoration();  // one snapshot for the whole list
   for (const store::StoredObject& o : nodes->objects) {
     json node = Present(o);
     const json spec = node.value("spec", json::object());

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -50,6 +51,8 @@ struct V1ServerOptions {
   std::function<bool(const api::Principal&)> allow;
   // Fills the live parts of a served object (as ApiServerOptions::decorate). May be empty.
   std::function<void(std::string_view kind, nlohmann::json& object)> decorate;
+  // Pins what `decorate` reads for one list (as ApiServerOptions::pin_decoration). May be empty.
+  std::function<std::shared_ptr<void>()> pin_decoration;
   // Issues a kubeconfig for (principal, workspace, member, cluster: "" for the only one), as
   // the native .../workspaces/{ws}/kubeconfig route does; its errors name `member` and
   // `cluster`. Empty when egsd manages no Kubernetes cluster: kube-config answers 501 then.
@@ -98,6 +101,8 @@ class V1Server {
                            std::string_view ns, std::string project = "");
   // The served form of a stored object: metadata from the store, then decorate.
   nlohmann::json Present(const store::StoredObject& object) const;
+  // options_.pin_decoration's pin, or nullptr: held while a list presents its objects.
+  std::shared_ptr<void> PinDecoration() const;
   common::Result<std::optional<nlohmann::json>> Fetch(std::string_view kind, std::string_view ns,
                                                       std::string_view name) const;
   common::Result<std::vector<ShapeInfo>> Shapes() const;

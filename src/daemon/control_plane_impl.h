@@ -100,6 +100,10 @@ class ControlPlaneImpl final : public api::ControlPlane {
   // Changes whenever Decorate may answer differently for the same object: the published
   // snapshot's version and the generation of the fleet's names.
   std::uint64_t DecorationVersion() const;
+  // Any thread: until the returned object is dropped (on the same thread), Decorate and
+  // DecorationVersion on this thread read the snapshot and names published now, so that every
+  // object of one list is decorated from one state (api::ApiServerOptions::pin_decoration).
+  std::shared_ptr<void> PinDecoration() const;
   // Loop thread (or before the loop starts): every node known, as the scheduler has it.
   std::vector<core::Node> Nodes() const;
 
@@ -310,6 +314,8 @@ class ControlPlaneImpl final : public api::ControlPlane {
   std::uint64_t event_name_base_ = 0;
 
   std::atomic<std::shared_ptr<const FleetNames>> fleet_names_;
+  struct DecorationPin;
+  static thread_local const DecorationPin* decoration_pin_;  // PinDecoration's, on this thread
   std::atomic<std::uint64_t> fleet_names_generation_{0};
   // GPRs deleted while running: removed from the store once their request is terminal.
   std::set<core::RequestId> pending_deletes_;

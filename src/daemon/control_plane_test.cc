@@ -314,6 +314,38 @@ TEST(ControlPlaneTest, AQueuedRequestsReasonIsReadLive) {
   EXPECT_TRUE(gpr["status"].contains("plannedStart")) << gpr.dump();
 }
 
+// While a decoration pin is held (one list), Decorate reads the snapshot published when it was
+// taken, even after later cycles publish others; once it is dropped, the latest again.
+TEST(ControlPlaneTest, DecorationReadsThePinnedSnapshot) {
+  common::SimulatedClock clock(common::FromUnixMicros(0) + common::Hours(1000));
+  store::FakeStore store;
+  Instance a(store, clock);
+  CreateFleet(a.cp);
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("busy", 4, "10h"), false));
+  ASSERT_OK(a.cp.Create(kAdmin, "GPUProvisionRequest", "team-a", Gpr("next", 4, "1h"), false));
+  a.Cycle(clock.Now());
+  const json stored = json::parse((*store.Get("GPUProvisionRequest", "team-a", "next"))->data);
+  ASSERT_EQ(stored["status"]["phase"], "Queued");
+  auto decorated = [&] {
+    json gpr = stored;
+    a.cp.Decorate("GPUProvisionRequest", gpr);
+    return gpr["status"].value("plannedStart", "");
+  };
+  const std::string before = decorated();
+  ASSERT_NE(before, "");
+  std::shared_ptr<void> pin = a.cp.PinDecoration();
+  const std::uint64_t version = a.cp.DecorationVersion();
+  // busy ends early: next moves up, and a new snapshot is published.
+  ASSERT_OK(
+      a.cp.Action(kAdmin, "GPUProvisionRequest", "team-a", "busy", "release", json::object()));
+  a.Cycle(clock.Now());
+  EXPECT_EQ(decorated(), before);
+  EXPECT_EQ(a.cp.DecorationVersion(), version);
+  pin.reset();
+  EXPECT_NE(decorated(), before);
+  EXPECT_NE(a.cp.DecorationVersion(), version);
+}
+
 // A dry-run create of each cluster-scoped kind leaves nothing behind: the name stays free, no
 // object refers to it, and a real create of it works.
 TEST(ControlPlaneTest, ADryRunCreateLeavesTheNameFree) {

@@ -888,6 +888,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     raw->control_plane->Decorate(kind, object);
     if (raw->kube) raw->kube->Decorate(kind, object);
   };
+  options.pin_decoration = [raw] { return raw->control_plane->PinDecoration(); };
   options.decoration_version = [raw] {
     return raw->control_plane->DecorationVersion() + (raw->kube ? raw->kube->version() : 0) +
            raw->notifier->version();
@@ -925,6 +926,7 @@ common::Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   v1_options.decorate = [raw](std::string_view kind, json& object) {
     raw->control_plane->Decorate(kind, object);
   };
+  v1_options.pin_decoration = [raw] { return raw->control_plane->PinDecoration(); };
   if (p->kube) {
     v1_options.issue_kubeconfig = [raw](const api::Principal& who, const std::string& ws,
                                         const std::string& member, const std::string& cluster) {
