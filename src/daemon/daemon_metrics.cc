@@ -79,6 +79,10 @@ DaemonMetrics::DaemonMetrics(const scheduler::Scheduler& scheduler,
                    {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}),
       decisions_("egs_scheduler_decisions_total", "Scheduling decisions made by the loop.",
                  {"kind"}),
+      grouped_replans_("egs_scheduler_grouped_replans_total",
+                       "Re-plans that placed one group of requests that cannot affect each other "
+                       "at a time; threads: one, or several (scheduler.planThreads).",
+                       {"threads"}),
       cycle_("egs_scheduler_cycle_duration_seconds",
              "Duration of one scheduler loop cycle (RunCycle and its commit).", {},
              {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5}) {}
@@ -95,6 +99,13 @@ void DaemonMetrics::ObserveCycle(const scheduler::CycleStats& stats) {
   if (stats.ended > 0) decisions_.Add({"ended"}, static_cast<double>(stats.ended));
   if (stats.preemptions > 0) decisions_.Add({"preempted"}, static_cast<double>(stats.preemptions));
   if (stats.planned > 0) decisions_.Add({"planned"}, static_cast<double>(stats.planned));
+  if (stats.parallel_replans > 0) {
+    grouped_replans_.Add({"several"}, static_cast<double>(stats.parallel_replans));
+  }
+  if (stats.grouped_replans > stats.parallel_replans) {
+    grouped_replans_.Add({"one"},
+                         static_cast<double>(stats.grouped_replans - stats.parallel_replans));
+  }
 }
 
 void DaemonMetrics::ObserveCycleDuration(common::Duration d) {
@@ -139,6 +150,7 @@ void DaemonMetrics::WriteScheduler(common::Time now, telemetry::TextWriter& out)
   out.Family("egs_scheduler_requests", "GPU provision requests by phase.", "gauge");
   for (const auto& [phase, n] : phases) out.Sample("egs_scheduler_requests", {{"phase", phase}}, n);
   decisions_.Write(out);
+  grouped_replans_.Write(out);
   cycle_.Write(out);
   WritePromises(*snap, out);
 }

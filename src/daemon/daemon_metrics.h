@@ -8,6 +8,8 @@
 //   egs_scheduler_requests{phase}                        requests per phase
 //   egs_scheduler_decisions_total{kind}                  started, ended, preempted, planned
 //   egs_scheduler_cycle_duration_seconds                 histogram of loop cycles
+//   egs_scheduler_grouped_replans_total{threads}         re-plans by groups of requests, on
+//                                                         one thread or several
 //   egs_scheduler_promise_started / _within_10m_ratio / _p90_coverage_ratio{workspace,shape}
 //                                                         promise accuracy (PromiseReport)
 //   egs_api_requests_total{verb,resource,code}           HTTP requests answered
@@ -59,6 +61,7 @@ class DaemonMetrics {
   telemetry::CounterVec api_requests_;
   telemetry::HistogramVec api_latency_;
   telemetry::CounterVec decisions_;
+  telemetry::CounterVec grouped_replans_;
   telemetry::HistogramVec cycle_;
 };
 

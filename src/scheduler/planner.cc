@@ -398,7 +398,13 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   } else if (const int depth = backfill_->ShadowDepth(); depth > 0) {
     ReplanWithShadows(tail, now, depth);
   } else {
+    const std::size_t grouped = grouped_replans_;
+    const std::size_t parallel = parallel_replans_;
     ReplanAll(tail, from, base, now);
+    if (stats) {
+      stats->grouped_replans += grouped_replans_ - grouped;
+      stats->parallel_replans += parallel_replans_ - parallel;
+    }
   }
   inventory_.LogChanges(true);
   // Every plan of the tail was made or confirmed against the changes up to `seq`.

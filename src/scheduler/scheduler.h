@@ -177,6 +177,10 @@ struct CycleStats {
   std::size_t ended = 0;
   std::size_t preemptions = 0;  // requests that evicted others
   bool replanned = false;
+  // Re-plans placed a group of requests at a time (planner_groups.cc), and those of them that
+  // used several threads.
+  std::size_t grouped_replans = 0;
+  std::size_t parallel_replans = 0;
 };
 
 class Scheduler {
