@@ -707,18 +707,8 @@ common::Status Inventory::BookNodes(std::span<const NodeId> nodes, const Booking
 void Inventory::Unbook(const Owner& owner) { UnbookAll({&owner, 1}); }
 
 void Inventory::UnbookAll(std::span<const Owner> owners) {
-  std::vector<Owner> sorted(owners.begin(), owners.end());
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  UnbookSorted(sorted);
-  for (const Owner& owner : sorted) impl_->owners.Erase(owner);
-}
-
-void Inventory::UnbookUnindexed(std::span<const Owner> owners) {
-  std::vector<Owner> sorted(owners.begin(), owners.end());
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  UnbookSorted(sorted);
+  UnbookUnindexed(owners);
+  ForgetOwners(owners);
 }
 
 void Inventory::ForgetOwners(std::span<const Owner> owners) {
@@ -726,8 +716,11 @@ void Inventory::ForgetOwners(std::span<const Owner> owners) {
   for (const Owner& owner : owners) impl_->owners.Erase(owner);
 }
 
-void Inventory::UnbookSorted(std::span<const Owner> sorted) {
+void Inventory::UnbookUnindexed(std::span<const Owner> owners) {
   impl_->NeedOwners();
+  std::vector<Owner> sorted(owners.begin(), owners.end());
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   // (node, owner) pairs, so that each node removes only its own owners' bookings (a node holds
   // a few bookings; a re-plan unbooks thousands of owners).
   std::vector<std::pair<NodeId, Owner>> touched;

@@ -256,8 +256,6 @@ class Inventory {
   // nodes sorted by id.
   common::Status BookNodes(std::span<const core::NodeId> nodes, const Booking& booking,
                            std::vector<core::NodeId>& sorted, bool check_owner);
-  // UnbookAll without the owner index, for owners sorted and unique.
-  void UnbookSorted(std::span<const Owner> sorted);
   // Extend and UndoTruncate: whether time a node is out of service blocks the added time.
   common::Status ExtendTo(const Owner& owner, core::Time new_end, bool check_unavailable);
   // The positions in the pool of the nodes holding a booking of q.ignore_request.
