@@ -265,8 +265,7 @@ void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now, Backfill
                          std::int32_t load_rank) {
   ++placements_;
   const Taken taken = PlaceAndTake(r, rank, now, walk, load_rank, /*indexed=*/true);
-  if (taken.beyond_horizon) NoteBeyondHorizon();
-  if (taken.booked) FinishBooking(r, /*index_owner=*/false, /*add_load=*/true);
+  FinishPlacement(r, taken, /*index_owner=*/false, /*add_load=*/true);
 }
 
 Scheduler::Taken Scheduler::PlaceAndTake(RequestRecord& r, std::int32_t rank, Time now,
@@ -292,8 +291,7 @@ Scheduler::Taken Scheduler::PlaceAndTake(RequestRecord& r, std::int32_t rank, Ti
 
 void Scheduler::BookPlacement(RequestRecord& r, Placement p) {
   const Taken taken = TakePlacement(r, std::move(p), /*indexed=*/true);
-  if (taken.beyond_horizon) NoteBeyondHorizon();
-  if (taken.booked) FinishBooking(r, /*index_owner=*/false, /*add_load=*/true);
+  FinishPlacement(r, taken, /*index_owner=*/false, /*add_load=*/true);
 }
 
 Scheduler::Taken Scheduler::TakePlacement(RequestRecord& r, Placement p, bool indexed) {
@@ -316,7 +314,12 @@ Scheduler::Taken Scheduler::TakePlacement(RequestRecord& r, Placement p, bool in
   return {.booked = true, .beyond_horizon = false};
 }
 
-void Scheduler::FinishBooking(RequestRecord& r, bool index_owner, bool add_load) {
+void Scheduler::FinishPlacement(RequestRecord& r, Taken taken, bool index_owner, bool add_load) {
+  if (taken.beyond_horizon) {
+    const Time at = clock_.Now() + kHorizonRecheck;
+    if (!horizon_recheck_at_ || at < *horizon_recheck_at_) horizon_recheck_at_ = at;
+  }
+  if (!taken.booked) return;
   const Plan& plan = *r.plan;
   if (index_owner) inventory_.IndexOwner({inventory::BookingKind::kPlan, r.id}, plan.nodes);
   if (add_load) AddPlanLoad(loads_[r.spec.workspace], r);
@@ -329,11 +332,6 @@ void Scheduler::AddPlanLoad(WorkspaceLoad& load, const RequestRecord& r) {
             {plan.start, plan.start + r.spec.duration},
             plan.gpus_per_node * r.spec.nodes,
             r.rank});
-}
-
-void Scheduler::NoteBeyondHorizon() {
-  const Time at = clock_.Now() + kHorizonRecheck;
-  if (!horizon_recheck_at_ || at < *horizon_recheck_at_) horizon_recheck_at_ = at;
 }
 
 inventory::Booking Scheduler::PlanBooking(const core::RequestSpec& spec, core::RequestId id,
@@ -552,9 +550,13 @@ void Scheduler::UnbookPlans(std::span<const core::RequestId> ids,
     r.rank = -1;
   }
   inventory_.UnbookAll(owners);
-  for (auto& [ws, requests] : by_workspace) {
+  RemovePlanLoads(by_workspace);
+}
+
+void Scheduler::RemovePlanLoads(std::map<core::WorkspaceId, std::vector<core::RequestId>>& plans) {
+  for (auto& [ws, requests] : plans) {
     std::sort(requests.begin(), requests.end());
-    loads_[ws].RemoveAll(requests);
+    if (auto it = loads_.find(ws); it != loads_.end()) it->second.RemoveAll(requests);
   }
 }
 

@@ -170,11 +170,11 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32
   // 4. What the threads write to, made ready here: the loads of binding workspaces and the fit
   //    bounds of every pool. Each thread makes its own requests' records mutable (copying those
   //    a snapshot shares: each record has a slot of its own in the table).
-  std::vector<std::uint8_t> old_plan(tail.size(), 0);   // unbooked by its group's thread
-  std::vector<std::uint8_t> live_load(tail.size(), 0);  // its load is kept by its group's thread
+  // A request's old plan is unbooked by its group's thread, and a binding workspace's load is
+  // kept by the thread of its group.
+  std::vector<std::uint8_t> old_plan(tail.size(), 0);
   for (std::size_t k = 0; k < tail.size(); ++k) {
     old_plan[k] = unbook_in_groups && records[k]->plan ? 1 : 0;
-    live_load[k] = use_of[k]->binds ? 1 : 0;
   }
   for (const auto& [ws, use] : uses) {
     if (use.binds) loads_[ws];  // made here: the threads only look it up
@@ -193,21 +193,18 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32
       mutable_records[k] = &r;
       if (old_plan[k] == 0) continue;
       owners.push_back({inventory::BookingKind::kPlan, r.id});
-      if (live_load[k] != 0) loads[r.spec.workspace].push_back(r.id);
+      if (use_of[k]->binds) loads[r.spec.workspace].push_back(r.id);
       r.plan.reset();
     }
     inventory_.UnbookUnindexed(owners);
-    for (auto& [ws, ids] : loads) {
-      std::sort(ids.begin(), ids.end());
-      loads_.find(ws)->second.RemoveAll(ids);
-    }
+    RemovePlanLoads(loads);
     // The policy does not read the walk (checked above); each thread has its own.
     BackfillPolicy::Walk walk;
     for (std::size_t k : ks) {
       RequestRecord& r = *mutable_records[k];
       const std::int32_t rank = base + static_cast<std::int32_t>(k) * kRankStep;
       taken[k] = PlaceAndTake(r, rank, now, walk, rank, /*indexed=*/false);
-      if (taken[k].booked && live_load[k] != 0) {
+      if (taken[k].booked && use_of[k]->binds) {
         AddPlanLoad(loads_.find(r.spec.workspace)->second, r);
       }
     }
@@ -239,20 +236,15 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32
     for (std::size_t k = 0; k < tail.size(); ++k) {
       if (old_plan[k] == 0) continue;
       owners.push_back({inventory::BookingKind::kPlan, tail[k]});
-      if (live_load[k] == 0) loads[mutable_records[k]->spec.workspace].push_back(tail[k]);
+      if (!use_of[k]->binds) loads[mutable_records[k]->spec.workspace].push_back(tail[k]);
     }
     inventory_.ForgetOwners(owners);
-    for (auto& [ws, ids] : loads) {
-      std::sort(ids.begin(), ids.end());
-      loads_[ws].RemoveAll(ids);
-    }
+    RemovePlanLoads(loads);
   }
   for (std::size_t k = 0; k < tail.size(); ++k) {
     ++placements_;
-    if (taken[k].beyond_horizon) NoteBeyondHorizon();
-    if (taken[k].booked) {
-      FinishBooking(*mutable_records[k], /*index_owner=*/true, /*add_load=*/live_load[k] == 0);
-    }
+    FinishPlacement(*mutable_records[k], taken[k], /*index_owner=*/true,
+                    /*add_load=*/!use_of[k]->binds);
   }
   ++grouped_replans_;
   if (!helpers.empty()) ++parallel_replans_;

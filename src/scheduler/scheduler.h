@@ -623,8 +623,8 @@ class Scheduler {
   // The halves of BookPlan and BookPlacement. TakePlacement sets the record and books the nodes
   // (`indexed`: in the inventory's owner index too; else IndexOwner must follow); it touches
   // only the record and the plan's pool, so a group's thread runs it (ReplanByGroups).
-  // FinishBooking does the rest on the loop thread: the owner index (`index_owner`), the
-  // workspace load (`add_load`) and the start heap.
+  // FinishPlacement does the rest on the loop thread: the horizon re-check, and for a booked
+  // plan the owner index (`index_owner`), the workspace load (`add_load`) and the start heap.
   struct Taken {
     bool booked = false;          // a plan was booked
     bool beyond_horizon = false;  // no plan: it fits only past the planning horizon
@@ -632,10 +632,12 @@ class Scheduler {
   Taken PlaceAndTake(RequestRecord& r, std::int32_t rank, core::Time now,
                      BackfillPolicy::Walk& walk, std::int32_t load_rank, bool indexed);
   Taken TakePlacement(RequestRecord& r, Placement p, bool indexed);
-  void FinishBooking(RequestRecord& r, bool index_owner, bool add_load);
+  void FinishPlacement(RequestRecord& r, Taken taken, bool index_owner, bool add_load);
   static void AddPlanLoad(WorkspaceLoad& load, const RequestRecord& r);
-  // A request fits only past the horizon: place it again within kHorizonRecheck.
-  void NoteBeyondHorizon();
+  // Takes the plans of `plans` (requests by workspace, sorted here) out of their workspaces'
+  // loads. Only looks the loads up (never adds one), so a group's thread may call it for its
+  // binding workspaces.
+  void RemovePlanLoads(std::map<core::WorkspaceId, std::vector<core::RequestId>>& plans);
   // ReplanAll's placements of `tail` (ranks from `base`) one group of requests that cannot
   // affect each other at a time, on up to plan_threads threads (planner_groups.cc), their plans
   // first unbooked unless `unbooked` says that they hold none: true when done, false when it
