@@ -1686,14 +1686,29 @@ common::Result<json> ControlPlaneImpl::QuoteOnLoop(std::string_view ns, const js
 // ---- Reads --------------------------------------------------------------------------------
 
 // What one response's decorations read (PinDecoration), for the thread that serves it.
-struct ControlPlaneImpl::DecorationPin {
-  const ControlPlaneImpl* owner = nullptr;
+struct ControlPlaneImpl::DecorationState {
   std::shared_ptr<const scheduler::ClusterSnapshot> snapshot;
   std::shared_ptr<const FleetNames> names;
   std::uint64_t names_generation = 0;
+};
+
+struct ControlPlaneImpl::DecorationPin {
+  const ControlPlaneImpl* owner = nullptr;
+  DecorationState state;
   const DecorationPin* previous = nullptr;  // restored when this one is dropped
 };
 thread_local const ControlPlaneImpl::DecorationPin* ControlPlaneImpl::decoration_pin_ = nullptr;
+
+ControlPlaneImpl::DecorationState ControlPlaneImpl::CurrentDecoration() const {
+  const DecorationPin* pin = decoration_pin_;
+  if (pin != nullptr && pin->owner == this) return pin->state;
+  DecorationState state;
+  // Names first: a reader that sees the new generation also sees the new names.
+  state.names_generation = fleet_names_generation_.load();
+  state.names = fleet_names_.load();
+  state.snapshot = scheduler_.snapshot();
+  return state;
+}
 
 std::shared_ptr<void> ControlPlaneImpl::PinDecoration() const {
   auto pin = std::shared_ptr<DecorationPin>(new DecorationPin, [](DecorationPin* p) {
@@ -1701,30 +1716,21 @@ std::shared_ptr<void> ControlPlaneImpl::PinDecoration() const {
     delete p;
   });
   pin->owner = this;
-  // Names first: a reader that sees the new generation also sees the new names.
-  pin->names_generation = fleet_names_generation_.load();
-  pin->names = fleet_names_.load();
-  pin->snapshot = scheduler_.snapshot();
+  pin->state = CurrentDecoration();
   pin->previous = decoration_pin_;
   decoration_pin_ = pin.get();
   return pin;
 }
 
 std::uint64_t ControlPlaneImpl::DecorationVersion() const {
-  const DecorationPin* pin = decoration_pin_;
-  if (pin != nullptr && pin->owner == this) {
-    return pin->snapshot->version + (pin->names_generation << 40);
-  }
-  // Names first: a reader that sees the new generation also sees the new names.
-  const std::uint64_t names = fleet_names_generation_.load();
-  return scheduler_.snapshot()->version + (names << 40);
+  const DecorationState state = CurrentDecoration();
+  return state.snapshot->version + (state.names_generation << 40);
 }
 
 void ControlPlaneImpl::Decorate(std::string_view kind, json& object) const {
-  const DecorationPin* pin = decoration_pin_;
-  const bool pinned = pin != nullptr && pin->owner == this;
-  const auto snap = pinned ? pin->snapshot : scheduler_.snapshot();
-  const auto fleet = pinned ? pin->names : fleet_names_.load();
+  const DecorationState state = CurrentDecoration();
+  const auto& snap = state.snapshot;
+  const auto& fleet = state.names;
   if (kind == kGpr) {
     auto rid = object.find("status");
     if (rid == object.end() || !rid->contains("requestId")) return;

@@ -314,6 +314,9 @@ class ControlPlaneImpl final : public api::ControlPlane {
   std::uint64_t event_name_base_ = 0;
 
   std::atomic<std::shared_ptr<const FleetNames>> fleet_names_;
+  // What Decorate reads: the pinned state on this thread (PinDecoration), else the latest.
+  struct DecorationState;
+  DecorationState CurrentDecoration() const;
   struct DecorationPin;
   static thread_local const DecorationPin* decoration_pin_;  // PinDecoration's, on this thread
   std::atomic<std::uint64_t> fleet_names_generation_{0};
