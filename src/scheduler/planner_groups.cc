@@ -17,13 +17,17 @@
 // loop thread, in queue order; a binding workspace's load is kept by the thread that places
 // its group, as it goes.
 //
-// What a group's thread touches: the records of its requests (made mutable by the loop thread
-// beforehand), the node timelines and fit bounds of its group's pools (Inventory::
-// PrepareConcurrentPools, UnbookUnindexed, BookUnindexed), and the loads of its group's binding
-// workspaces. The rest (the owner index, the other loads, the start heap) is done by the loop
-// thread once the helpers are joined, in queue order, as the walk in queue order does it.
+// What a group's thread touches: the records of its requests (each has a slot of its own in the
+// table, so making one mutable copies only that one), the node timelines and fit bounds of its
+// group's pools (Inventory::PrepareConcurrentPools, UnbookUnindexed, BookUnindexed), and the
+// loads of its group's binding workspaces. The rest is done once the helpers are joined, as the
+// walk in queue order does it: the owner index on one thread, and the other loads and the start
+// heap on the loop thread, in queue order. The groups themselves are worked out from the
+// requests' pools, which all threads read (a chunk of requests at a time) before the loop thread
+// joins them.
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <numeric>
 #include <system_error>
 #include <thread>
@@ -67,18 +71,83 @@ int ThreadsFor(int option) {
   return static_cast<int>(std::clamp(hardware, 1u, 4u));
 }
 
+// Runs `work` on this thread and on up to `extra` new ones (fewer when the system refuses a
+// thread), and returns how many new threads ran it.
+std::size_t RunTogether(std::size_t extra, const std::function<void()>& work) {
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 0; t < extra; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // this thread does the rest
+    }
+  }
+  work();
+  for (std::thread& th : helpers) th.join();
+  return helpers.size();
+}
+
+// Runs `theirs` on a new thread (on this one when the system refuses a thread) while this
+// thread runs `mine`.
+void RunBeside(const std::function<void()>& theirs, const std::function<void()>& mine) {
+  std::thread helper;
+  try {
+    helper = std::thread(theirs);
+  } catch (const std::system_error&) {
+    theirs();
+  }
+  mine();
+  if (helper.joinable()) helper.join();
+}
+
+// Requests a thread takes at a time while the groups are worked out.
+constexpr std::size_t kChunk = 512;
+
 }  // namespace
 
 bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32_t base,
                                core::Time now, bool unbooked) {
-  const int threads = ThreadsFor(options_.plan_threads);
+  const auto threads = static_cast<std::size_t>(ThreadsFor(options_.plan_threads));
   if (!options_.group_replans || tail.size() < kMinGroupedPlans || backfill_->UsesWalk()) {
     return false;
   }
   const std::size_t pool_count = inventory_.pools().size();
   if (pool_count < 2) return false;
 
-  // 1. Which workspaces' rules could bind: a GPU quota for any of these requests, or more
+  // 1. Each request's record, whether it is held to a GPU quota, and the pools it may use (the
+  //    first, and the others to join to it), read by all threads a chunk of requests at a time.
+  constexpr std::uint32_t kNoPool = UINT32_MAX;
+  std::vector<const RequestRecord*> records(tail.size());
+  std::vector<std::uint8_t> quota(tail.size(), 0);
+  std::vector<std::uint32_t> first_pool(tail.size(), kNoPool);
+  const std::size_t chunks = (tail.size() + kChunk - 1) / kChunk;
+  std::vector<std::vector<std::uint32_t>> also(chunks);  // per chunk: the other pools, in order
+  {
+    std::atomic<std::size_t> next{0};
+    RunTogether(std::min(threads, chunks) - 1, [&] {
+      for (std::size_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+        for (std::size_t k = c * kChunk; k < std::min(tail.size(), (c + 1) * kChunk); ++k) {
+          const RequestRecord& r = requests_.Get(tail[k]);
+          records[k] = &r;
+          const core::WorkspacePolicy& policy = workspaces_.at(r.spec.workspace).policy;
+          quota[k] = internal::LimitsFor(r.spec, policy).gpu_quota ? 1 : 0;
+          internal::ForEachAcceptablePool(
+              r.spec, policy, shapes_, inventory_,
+              [&](const inventory::Pool& pool, const core::GpuShape&, std::uint64_t) {
+                const std::uint32_t p = pool.id.value();
+                if (first_pool[k] == kNoPool) {
+                  first_pool[k] = p;
+                } else if (p != first_pool[k]) {
+                  also[c].push_back(static_cast<std::uint32_t>(k - c * kChunk));
+                  also[c].push_back(p);
+                }
+              });
+        }
+      }
+    });
+  }
+
+  // 2. Which workspaces' rules could bind: a GPU quota for any of these requests, or more
   //    entries than the limit of active requests once all of them are planned. The entries are
   //    counted before the old plans of `tail` leave the load, which can only call a workspace
   //    binding that is not.
@@ -90,39 +159,29 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32
     std::optional<std::uint32_t> pool;  // a pool of one of its requests
   };
   std::map<core::WorkspaceId, WorkspaceUse> uses;
-  std::vector<const RequestRecord*> records(tail.size());
   std::vector<WorkspaceUse*> use_of(tail.size());
   for (std::size_t k = 0; k < tail.size(); ++k) {
-    const RequestRecord& r = requests_.Get(tail[k]);
-    records[k] = &r;
-    WorkspaceUse& use = uses[r.spec.workspace];
-    if (use.workspace == nullptr) use.workspace = &workspaces_.at(r.spec.workspace);
-    use_of[k] = &use;
-    ++use.requests;
-    if (internal::LimitsFor(r.spec, use.workspace->policy).gpu_quota) use.quota = true;
+    const core::WorkspaceId ws = records[k]->spec.workspace;
+    WorkspaceUse* use = k > 0 && records[k - 1]->spec.workspace == ws ? use_of[k - 1] : &uses[ws];
+    if (use->workspace == nullptr) use->workspace = &workspaces_.at(ws);
+    use_of[k] = use;
+    ++use->requests;
+    if (quota[k] != 0) use->quota = true;
   }
   for (auto& [ws, use] : uses) {
     const auto held = static_cast<std::int64_t>(internal::LoadOf(loads_, ws).size());
     use.binds = use.quota || held + use.requests > use.workspace->policy.max_active_requests;
   }
 
-  // 2. Join the pools each request may use, and every pool of a binding workspace's requests.
+  // 3. Join the pools each request may use, and every pool of a binding workspace's requests.
   PoolGroups groups(pool_count);
-  constexpr std::uint32_t kNoPool = UINT32_MAX;
-  std::vector<std::uint32_t> first_pool(tail.size(), kNoPool);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    for (std::size_t i = 0; i < also[c].size(); i += 2) {
+      groups.Join(first_pool[c * kChunk + also[c][i]], also[c][i + 1]);
+    }
+  }
   for (std::size_t k = 0; k < tail.size(); ++k) {
-    const RequestRecord& r = *records[k];
     WorkspaceUse& use = *use_of[k];
-    internal::ForEachAcceptablePool(
-        r.spec, use.workspace->policy, shapes_, inventory_,
-        [&](const inventory::Pool& pool, const core::GpuShape&, std::uint64_t) {
-          const std::uint32_t p = pool.id.value();
-          if (first_pool[k] == kNoPool) {
-            first_pool[k] = p;
-          } else {
-            groups.Join(first_pool[k], p);
-          }
-        });
     if (first_pool[k] == kNoPool || !use.binds) continue;
     if (use.pool) {
       groups.Join(*use.pool, first_pool[k]);
@@ -142,7 +201,7 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32
         first_pool[k] != kNoPool && p < pool_count && groups.Find(p) == groups.Find(first_pool[k]);
   }
 
-  // 3. The groups, heaviest first (a gang costs more to place than a one-node request). A
+  // 4. The groups, heaviest first (a gang costs more to place than a one-node request). A
   //    request that no pool accepts books nothing and is placed before them.
   std::map<std::uint32_t, std::vector<std::size_t>> members;  // group root -> requests, in order
   std::vector<std::size_t> unplaceable;
@@ -167,7 +226,7 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32
   // Not worth it when one group is nearly all of the work.
   if (order.front().first * 10 > total * 9) return false;
 
-  // 4. What the threads write to, made ready here: the loads of binding workspaces and the fit
+  // 5. What the threads write to, made ready here: the loads of binding workspaces and the fit
   //    bounds of every pool. Each thread makes its own requests' records mutable (copying those
   //    a snapshot shares: each record has a slot of its own in the table).
   // A request's old plan is unbooked by its group's thread, and a binding workspace's load is
@@ -217,37 +276,49 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32
     }
   };
   place(unplaceable);
-  std::vector<std::thread> helpers;
-  const auto wanted = std::min<std::size_t>(static_cast<std::size_t>(threads), order.size()) - 1;
-  for (std::size_t t = 0; t < wanted; ++t) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // this thread does the rest
-    }
-  }
-  work();
-  for (std::thread& th : helpers) th.join();
+  const std::size_t helpers = RunTogether(std::min(threads, order.size()) - 1, work);
 
-  // 5. The rest, in queue order, as the sequential walk does it.
-  if (unbook_in_groups) {
-    std::vector<inventory::Owner> owners;
-    std::map<core::WorkspaceId, std::vector<core::RequestId>> loads;
-    for (std::size_t k = 0; k < tail.size(); ++k) {
-      if (old_plan[k] == 0) continue;
-      owners.push_back({inventory::BookingKind::kPlan, tail[k]});
-      if (!use_of[k]->binds) loads[mutable_records[k]->spec.workspace].push_back(tail[k]);
+  // 6. The rest, as the walk in queue order does it: the owner index (on a thread of its own
+  //    when there is one to spare), and the other loads and the start heap, in queue order.
+  auto index_owners = [&] {
+    if (unbook_in_groups) {
+      std::vector<inventory::Owner> owners;
+      for (std::size_t k = 0; k < tail.size(); ++k) {
+        if (old_plan[k] != 0) owners.push_back({inventory::BookingKind::kPlan, tail[k]});
+      }
+      inventory_.ForgetOwners(owners);
     }
-    inventory_.ForgetOwners(owners);
-    RemovePlanLoads(loads);
-  }
-  for (std::size_t k = 0; k < tail.size(); ++k) {
-    ++placements_;
-    FinishPlacement(*mutable_records[k], taken[k], /*index_owner=*/true,
-                    /*add_load=*/!use_of[k]->binds);
+    for (std::size_t k = 0; k < tail.size(); ++k) {
+      if (taken[k].booked) {
+        inventory_.IndexOwner({inventory::BookingKind::kPlan, tail[k]},
+                              mutable_records[k]->plan->nodes);
+      }
+    }
+  };
+  auto finish = [&] {
+    if (unbook_in_groups) {
+      std::map<core::WorkspaceId, std::vector<core::RequestId>> loads;
+      for (std::size_t k = 0; k < tail.size(); ++k) {
+        if (old_plan[k] != 0 && !use_of[k]->binds) {
+          loads[mutable_records[k]->spec.workspace].push_back(tail[k]);
+        }
+      }
+      RemovePlanLoads(loads);
+    }
+    for (std::size_t k = 0; k < tail.size(); ++k) {
+      ++placements_;
+      FinishPlacement(*mutable_records[k], taken[k], /*index_owner=*/false,
+                      /*add_load=*/!use_of[k]->binds);
+    }
+  };
+  if (threads > 1) {
+    RunBeside(index_owners, finish);
+  } else {
+    index_owners();
+    finish();
   }
   ++grouped_replans_;
-  if (!helpers.empty()) ++parallel_replans_;
+  if (helpers > 0) ++parallel_replans_;
   return true;
 }
 
