@@ -371,17 +371,16 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   dirty_from_.reset();
   // Ranks grow along the queue, kRankStep apart after a full re-plan so that requests queued
   // later fit between them; start again from 0 when they would run out.
-  std::int32_t base = 0;
+  RankRun ranks;
   // A start under shadow plans may displace the shadow plans of requests ahead of it.
   if (backfill_->ShadowDepth() > 0) from = 0;
   if (from > 0) {
-    base = RankAt(from - 1) + kRankStep;
-    const auto room = static_cast<std::size_t>(kMaxRank - std::min(base, kMaxRank)) / kRankStep;
-    if (room <= queue_.size() - from) {
-      from = 0;
-      base = 0;
-    }
+    ranks.base = RankAt(from - 1) + kRankStep;
+    const auto room =
+        static_cast<std::size_t>(kMaxRank - std::min(ranks.base, kMaxRank)) / kRankStep;
+    if (room <= queue_.size() - from) from = 0;
   }
+  if (from == 0) ranks = WholeQueueRanks(queue_.size());
   std::vector<core::RequestId> tail = QueueFrom(queue_, from);
   slip_check_from_ = slip_check_from_ ? std::min(*slip_check_from_, from) : from;
   CatchUpLeads(tail, now);
@@ -398,7 +397,7 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   } else {
     const std::size_t grouped = grouped_replans_;
     const std::size_t parallel = parallel_replans_;
-    ReplanAll(tail, from, base, now);
+    ReplanAll(tail, from, ranks, now);
     if (stats) {
       stats->grouped_replans += grouped_replans_ - grouped;
       stats->parallel_replans += parallel_replans_ - parallel;
@@ -430,8 +429,17 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
   changed_since_publish_ = true;
 }
 
-void Scheduler::ReplanAll(std::span<const core::RequestId> tail, std::size_t from,
-                          std::int32_t base, Time now) {
+Scheduler::RankRun Scheduler::WholeQueueRanks(std::size_t count) {
+  RankRun ranks;
+  if (count > static_cast<std::size_t>(kMaxRank / kRankStep)) {
+    ranks.step = static_cast<std::int32_t>(
+        std::max<std::size_t>(1, static_cast<std::size_t>(kMaxRank) / count));
+  }
+  return ranks;
+}
+
+void Scheduler::ReplanAll(std::span<const core::RequestId> tail, std::size_t from, RankRun ranks,
+                          Time now) {
   // Only the first max_planned positions of the queue are planned.
   std::size_t planned = tail.size();
   if (options_.max_planned) {
@@ -442,8 +450,8 @@ void Scheduler::ReplanAll(std::span<const core::RequestId> tail, std::size_t fro
   } else {
     UnbookPlans(tail.subspan(planned));
   }
-  auto rank_of = [&](std::size_t k) { return base + static_cast<std::int32_t>(k) * kRankStep; };
-  if (!ReplanByGroups(tail.first(planned), base, now, /*unbooked=*/from == 0)) {
+  auto rank_of = [&](std::size_t k) { return ranks.At(k); };
+  if (!ReplanByGroups(tail.first(planned), ranks, now, /*unbooked=*/from == 0)) {
     if (from != 0) UnbookPlans(tail.first(planned));
     BackfillPolicy::Walk walk = WalkBefore(from, now);
     for (std::size_t k = 0; k < planned; ++k) {

@@ -105,8 +105,8 @@ constexpr std::size_t kChunk = 512;
 
 }  // namespace
 
-bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32_t base,
-                               core::Time now, bool unbooked) {
+bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, RankRun ranks, core::Time now,
+                               bool unbooked) {
   const auto threads = static_cast<std::size_t>(ThreadsFor(options_.plan_threads));
   if (!options_.group_replans || tail.size() < kMinGroupedPlans || backfill_->UsesWalk()) {
     return false;
@@ -261,7 +261,7 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, std::int32
     BackfillPolicy::Walk walk;
     for (std::size_t k : ks) {
       RequestRecord& r = *mutable_records[k];
-      const std::int32_t rank = base + static_cast<std::int32_t>(k) * kRankStep;
+      const std::int32_t rank = ranks.At(k);
       taken[k] = PlaceAndTake(r, rank, now, walk, rank, /*indexed=*/false);
       if (taken[k].booked && use_of[k]->binds) {
         AddPlanLoad(loads_.find(r.spec.workspace)->second, r);

@@ -193,5 +193,28 @@ TEST(PlannerGroupsTest, PlansOnOneThreadEqualThoseInQueueOrderWhenSomeRequestsJo
   std::printf("grouped re-plans: %zu\n", grouped);
 }
 
+// Ranks order plans along the queue; a re-plan of the whole queue numbers it from 0. Past
+// 524,288 requests a step of 4,096 overflowed int32 (and past 262,144 it passed the maximum).
+TEST(RankRunTest, AWholeQueueOfAnySizeIsNumberedInOrderBelowTheMaximum) {
+  constexpr std::int64_t kMax = std::int64_t{1} << 30;
+  for (std::size_t count : {std::size_t{1}, std::size_t{10'000}, std::size_t{262'144},
+                            std::size_t{262'145}, std::size_t{524'289}, std::size_t{3'000'000}}) {
+    const Scheduler::RankRun ranks = Scheduler::WholeQueueRanks(count);
+    SCOPED_TRACE(count);
+    EXPECT_EQ(ranks.base, 0);
+    ASSERT_GE(ranks.step, 1);
+    // The last rank, computed without overflow, stays within the maximum; At() agrees with it.
+    const std::int64_t last = std::int64_t{ranks.step} * static_cast<std::int64_t>(count - 1);
+    EXPECT_LE(last, kMax);
+    EXPECT_EQ(ranks.At(count - 1), last);
+    if (count > 1) {
+      EXPECT_LT(ranks.At(count - 2), ranks.At(count - 1));
+    }
+  }
+  // Queues that fit keep the usual step (the room requests queued later take between ranks).
+  EXPECT_EQ(Scheduler::WholeQueueRanks(262'144).step, 4096);
+  EXPECT_LT(Scheduler::WholeQueueRanks(262'145).step, 4096);
+}
+
 }  // namespace
 }  // namespace egs::scheduler

@@ -397,6 +397,17 @@ class Scheduler {
   // (benchmarks of a full re-plan; the loop re-plans incrementally on its own). Returns the
   // number of placements made.
   std::size_t ReplanFromForTest(std::size_t position);
+  // The ranks a re-plan gives the requests it numbers (plans order themselves by rank): base,
+  // base + step, ... (public for its test).
+  struct RankRun {
+    std::int32_t base = 0;
+    std::int32_t step = kRankStep;
+    std::int32_t At(std::size_t k) const { return base + static_cast<std::int32_t>(k) * step; }
+  };
+  // The ranks of a re-plan of the whole queue of `count` requests: kRankStep apart, or closer
+  // when the last would pass kMaxRank (a queue of over kMaxRank / kRankStep = 262,144 requests;
+  // past 524,288 a step of kRankStep overflowed). Then every re-plan numbers the whole queue.
+  static RankRun WholeQueueRanks(std::size_t count);
   // SchedulerOptions::reuse_plans, switched for an A/B benchmark on one world.
   void SetReusePlansForTest(bool on) { options_.reuse_plans = on; }
 
@@ -571,8 +582,8 @@ class Scheduler {
   static constexpr std::string_view kBeyondDepth =
       "beyond the planning depth; planned when it moves up the queue";
   void Replan(core::Time now, CycleStats* stats);
-  // Places every request of `tail` (the queue from `from`) again, ranks from `base`.
-  void ReplanAll(std::span<const core::RequestId> tail, std::size_t from, std::int32_t base,
+  // Places every request of `tail` (the queue from `from`) again, ranked by `ranks`.
+  void ReplanAll(std::span<const core::RequestId> tail, std::size_t from, RankRun ranks,
                  core::Time now);
   // Places again only the requests of `tail` whose plans may have changed (plan_reuse.cc).
   void ReplanKeeping(std::span<const core::RequestId> tail, ReuseState& reuse, core::Time now);
@@ -638,11 +649,11 @@ class Scheduler {
   // loads. Only looks the loads up (never adds one), so a group's thread may call it for its
   // binding workspaces.
   void RemovePlanLoads(std::map<core::WorkspaceId, std::vector<core::RequestId>>& plans);
-  // ReplanAll's placements of `tail` (ranks from `base`) one group of requests that cannot
+  // ReplanAll's placements of `tail` (ranked by `ranks`) one group of requests that cannot
   // affect each other at a time, on up to plan_threads threads (planner_groups.cc), their plans
   // first unbooked unless `unbooked` says that they hold none: true when done, false when it
   // did nothing (then the caller unbooks and places them in queue order).
-  bool ReplanByGroups(std::span<const core::RequestId> tail, std::int32_t base, core::Time now,
+  bool ReplanByGroups(std::span<const core::RequestId> tail, RankRun ranks, core::Time now,
                       bool unbooked);
   inventory::Booking PlanBooking(const core::RequestSpec& spec, core::RequestId id,
                                  const Plan& plan, std::int32_t rank) const;
