@@ -156,7 +156,9 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, RankRun ra
     std::int64_t requests = 0;
     bool quota = false;
     bool binds = false;
-    std::optional<std::uint32_t> pool;  // a pool of one of its requests
+    std::optional<std::uint32_t> pool;       // a pool of one of its requests
+    std::vector<core::RequestId> old_plans;  // of its requests, when it does not bind
+    WorkspaceLoad* load = nullptr;           // looked up for its first plan, when it does not bind
   };
   std::map<core::WorkspaceId, WorkspaceUse> uses;
   std::vector<WorkspaceUse*> use_of(tail.size());
@@ -297,18 +299,24 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, RankRun ra
   };
   auto finish = [&] {
     if (unbook_in_groups) {
-      std::map<core::WorkspaceId, std::vector<core::RequestId>> loads;
       for (std::size_t k = 0; k < tail.size(); ++k) {
-        if (old_plan[k] != 0 && !use_of[k]->binds) {
-          loads[mutable_records[k]->spec.workspace].push_back(tail[k]);
-        }
+        if (old_plan[k] != 0 && !use_of[k]->binds) use_of[k]->old_plans.push_back(tail[k]);
       }
-      RemovePlanLoads(loads);
+      for (auto& [ws, use] : uses) {
+        if (use.old_plans.empty()) continue;
+        std::sort(use.old_plans.begin(), use.old_plans.end());
+        if (auto it = loads_.find(ws); it != loads_.end()) it->second.RemoveAll(use.old_plans);
+      }
     }
     for (std::size_t k = 0; k < tail.size(); ++k) {
       ++placements_;
-      FinishPlacement(*mutable_records[k], taken[k], /*index_owner=*/false,
-                      /*add_load=*/!use_of[k]->binds);
+      RequestRecord& r = *mutable_records[k];
+      WorkspaceUse& use = *use_of[k];
+      if (taken[k].booked && !use.binds) {
+        if (use.load == nullptr) use.load = &loads_[r.spec.workspace];
+        AddPlanLoad(*use.load, r);
+      }
+      FinishPlacement(r, taken[k], /*index_owner=*/false, /*add_load=*/false);
     }
   };
   if (threads > 1) {

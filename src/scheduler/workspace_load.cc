@@ -60,7 +60,12 @@ void WorkspaceLoad::Drop() const {
 }
 
 void WorkspaceLoad::Add(const Entry& entry) {
-  entries_.insert(std::upper_bound(entries_.begin(), entries_.end(), entry, RankLess), entry);
+  // A re-plan adds its plans in rank order: most go last.
+  if (entries_.empty() || !RankLess(entry, entries_.back())) {
+    entries_.push_back(entry);
+  } else {
+    entries_.insert(std::upper_bound(entries_.begin(), entries_.end(), entry, RankLess), entry);
+  }
   if (valid_ && Counted(entry)) Apply(entry, 1);
 }
 
@@ -74,11 +79,29 @@ void WorkspaceLoad::Remove(core::RequestId request) {
 void WorkspaceLoad::RemoveAll(std::span<const core::RequestId> requests) {
   // Taking out more than half of the entries one by one costs more than one rebuild.
   if (2 * requests.size() > entries_.size()) Drop();
-  std::erase_if(entries_, [&](const Entry& e) {
-    if (!std::binary_search(requests.begin(), requests.end(), e.request)) return false;
+  auto listed = [&](const Entry& e) {
+    return std::binary_search(requests.begin(), requests.end(), e.request);
+  };
+  // A request has one entry, and the plans a re-plan takes out mostly rank last (the queue's
+  // tail): look for the first entry to go from the back, and stop once all are found.
+  std::size_t left = 0;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (i == 0 || requests[i] != requests[i - 1]) ++left;
+  }
+  auto first = entries_.end();
+  for (auto it = entries_.end(); it != entries_.begin() && left > 0;) {
+    --it;
+    if (listed(*it)) {
+      first = it;
+      --left;
+    }
+  }
+  auto kept = std::remove_if(first, entries_.end(), [&](const Entry& e) {
+    if (!listed(e)) return false;
     if (valid_ && Counted(e)) Apply(e, -1);
     return true;
   });
+  entries_.erase(kept, entries_.end());
 }
 
 void WorkspaceLoad::SetEnd(core::RequestId request, core::Time end) {
