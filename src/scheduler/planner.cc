@@ -348,23 +348,6 @@ inventory::Booking Scheduler::PlanBooking(const core::RequestSpec& spec, core::R
 
 void Scheduler::UnbookPlan(RequestRecord& r) { UnbookPlans({&r.id, 1}); }
 
-namespace {
-
-// The ids queued at positions >= `from`, in queue order.
-std::vector<core::RequestId> QueueFrom(const queue::RequestQueue& queue, std::size_t from) {
-  std::vector<core::RequestId> tail;
-  const std::size_t size = queue.size();
-  if (from >= size) return tail;
-  tail.reserve(size - from);
-  queue.ForEachFrom(from, [&](core::RequestId id) {
-    tail.push_back(id);
-    return true;
-  });
-  return tail;
-}
-
-}  // namespace
-
 void Scheduler::Replan(Time now, CycleStats* stats) {
   if (!dirty_from_) return;
   std::size_t from = *dirty_from_;
@@ -381,7 +364,7 @@ void Scheduler::Replan(Time now, CycleStats* stats) {
     if (room <= queue_.size() - from) from = 0;
   }
   if (from == 0) ranks = WholeQueueRanks(queue_.size());
-  std::vector<core::RequestId> tail = QueueFrom(queue_, from);
+  std::vector<core::RequestId> tail = QueueFrom(from);
   slip_check_from_ = slip_check_from_ ? std::min(*slip_check_from_, from) : from;
   CatchUpLeads(tail, now);
   // 1. Whether previous plans may be kept, from what changed since each was made (this re-plan

@@ -103,7 +103,33 @@ void RunBeside(const std::function<void()>& theirs, const std::function<void()>&
 // Requests a thread takes at a time while the groups are worked out.
 constexpr std::size_t kChunk = 512;
 
+// Tails at least this long are read from the queue by two threads.
+constexpr std::size_t kMinSplitTail = 8192;
+
 }  // namespace
+
+std::vector<core::RequestId> Scheduler::QueueFrom(std::size_t from) const {
+  const std::size_t size = queue_.size();
+  if (from >= size) return {};
+  std::vector<core::RequestId> tail(size - from);
+  // The queue is a tree whose nodes lie all over memory: reading it is mostly waiting for them,
+  // so a second thread reads the second half from where it starts (found in O(log n)).
+  auto read = [&](std::size_t begin, std::size_t end) {
+    if (begin >= end) return;
+    std::size_t k = begin;
+    queue_.ForEachFrom(from + begin, [&](core::RequestId id) {
+      tail[k++] = id;
+      return k < end;
+    });
+  };
+  const std::size_t half = tail.size() / 2;
+  if (tail.size() >= kMinSplitTail && ThreadsFor(options_.plan_threads) > 1) {
+    RunBeside([&] { read(half, tail.size()); }, [&] { read(0, half); });
+  } else {
+    read(0, tail.size());
+  }
+  return tail;
+}
 
 bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, RankRun ranks, core::Time now,
                                bool unbooked) {

@@ -4,6 +4,9 @@
 // same plan, rank, wait cause and reason, and answer every quote alike.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "common/rng.h"
 #include "scheduler/scheduler_test_util.h"
 
@@ -191,6 +194,54 @@ TEST(PlannerGroupsTest, PlansOnOneThreadEqualThoseInQueueOrderWhenSomeRequestsJo
   // shapes joined nothing is left to split, so fewer re-plans run by groups.
   EXPECT_GT(grouped, 0u);
   std::printf("grouped re-plans: %zu\n", grouped);
+}
+
+// A tail of 8,192 requests or more is read from the queue by two threads, each from its own
+// starting position: a whole re-plan still ranks every request in queue order, and gives the
+// plans of a re-plan on one thread.
+TEST(PlannerGroupsTest, ALongTailIsReadInQueueOrder) {
+  SchedulerOptions two;
+  two.plan_threads = 2;
+  SchedulerOptions one;
+  one.plan_threads = 1;
+  SchedulerHarness a(two);
+  SchedulerHarness b(one);
+  common::Rng rng(11);
+  for (SchedulerHarness* h : {&a, &b}) {
+    BuildWorld(*h);
+    for (std::uint32_t shape = 1; shape <= 3; ++shape) h->AddNodes(2, shape, 60, 8);
+  }
+  std::vector<core::RequestSpec> specs;
+  for (int i = 0; i < 9000; ++i) {
+    specs.push_back(RequestBuilder()
+                        .Workspace(static_cast<std::uint32_t>(rng.UniformInt(3, 5)))
+                        .Shapes({static_cast<std::uint32_t>(rng.UniformInt(1, 3))})
+                        .Gpus(static_cast<int>(rng.UniformInt(1, 8)))
+                        .Hours(1)
+                        .Priority(static_cast<int>(rng.UniformInt(0, 500)))
+                        .Build());
+  }
+  // Submitted in queue order, so that each lands at the tail (and is the only one placed).
+  std::stable_sort(specs.begin(), specs.end(),
+                   [](const auto& x, const auto& y) { return x.priority > y.priority; });
+  for (const core::RequestSpec& spec : specs) {
+    ASSERT_TRUE(a.sched->Submit(spec).ok());
+    ASSERT_TRUE(b.sched->Submit(spec).ok());
+  }
+  ASSERT_GE(a.sched->queue().size(), 8192u);
+  a.sched->ReplanFromForTest(0);
+  b.sched->ReplanFromForTest(0);
+  std::int32_t previous = -1;
+  std::size_t position = 0;
+  a.sched->queue().ForEach([&](core::RequestId id) {
+    const RequestRecord& r = a.Get(id);
+    EXPECT_GT(r.rank, previous) << "at queue position " << position;
+    EXPECT_EQ(Show(r), Show(b.Get(id))) << "at queue position " << position;
+    previous = r.rank;
+    ++position;
+    return !::testing::Test::HasFailure();
+  });
+  EXPECT_EQ(position, a.sched->queue().size());
 }
 
 // Ranks order plans along the queue; a re-plan of the whole queue numbers it from 0. Past

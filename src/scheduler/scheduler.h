@@ -653,6 +653,9 @@ class Scheduler {
   // affect each other at a time, on up to plan_threads threads (planner_groups.cc), their plans
   // first unbooked unless `unbooked` says that they hold none: true when done, false when it
   // did nothing (then the caller unbooks and places them in queue order).
+  // The ids queued at positions >= `from`, in queue order (planner_groups.cc: a long tail is
+  // read by two threads).
+  std::vector<core::RequestId> QueueFrom(std::size_t from) const;
   bool ReplanByGroups(std::span<const core::RequestId> tail, RankRun ranks, core::Time now,
                       bool unbooked);
   inventory::Booking PlanBooking(const core::RequestSpec& spec, core::RequestId id,
