@@ -265,7 +265,7 @@ void Scheduler::BookPlan(RequestRecord& r, std::int32_t rank, Time now, Backfill
                          std::int32_t load_rank) {
   ++placements_;
   const Taken taken = PlaceAndTake(r, rank, now, walk, load_rank, /*indexed=*/true);
-  FinishPlacement(r, taken, /*index_owner=*/false, /*add_load=*/true);
+  FinishPlacement(r, taken, /*add_load=*/true);
 }
 
 Scheduler::Taken Scheduler::PlaceAndTake(RequestRecord& r, std::int32_t rank, Time now,
@@ -291,7 +291,7 @@ Scheduler::Taken Scheduler::PlaceAndTake(RequestRecord& r, std::int32_t rank, Ti
 
 void Scheduler::BookPlacement(RequestRecord& r, Placement p) {
   const Taken taken = TakePlacement(r, std::move(p), /*indexed=*/true);
-  FinishPlacement(r, taken, /*index_owner=*/false, /*add_load=*/true);
+  FinishPlacement(r, taken, /*add_load=*/true);
 }
 
 Scheduler::Taken Scheduler::TakePlacement(RequestRecord& r, Placement p, bool indexed) {
@@ -314,16 +314,14 @@ Scheduler::Taken Scheduler::TakePlacement(RequestRecord& r, Placement p, bool in
   return {.booked = true, .beyond_horizon = false};
 }
 
-void Scheduler::FinishPlacement(RequestRecord& r, Taken taken, bool index_owner, bool add_load) {
+void Scheduler::FinishPlacement(RequestRecord& r, Taken taken, bool add_load) {
   if (taken.beyond_horizon) {
     const Time at = clock_.Now() + kHorizonRecheck;
     if (!horizon_recheck_at_ || at < *horizon_recheck_at_) horizon_recheck_at_ = at;
   }
   if (!taken.booked) return;
-  const Plan& plan = *r.plan;
-  if (index_owner) inventory_.IndexOwner({inventory::BookingKind::kPlan, r.id}, plan.nodes);
   if (add_load) AddPlanLoad(loads_[r.spec.workspace], r);
-  PushPlanStart(plan.start, r.id);
+  PushPlanStart(r.plan->start, r.id);
 }
 
 void Scheduler::AddPlanLoad(WorkspaceLoad& load, const RequestRecord& r) {
@@ -433,17 +431,16 @@ void Scheduler::ReplanAll(std::span<const core::RequestId> tail, std::size_t fro
   } else {
     UnbookPlans(tail.subspan(planned));
   }
-  auto rank_of = [&](std::size_t k) { return ranks.At(k); };
   if (!ReplanByGroups(tail.first(planned), ranks, now, /*unbooked=*/from == 0)) {
     if (from != 0) UnbookPlans(tail.first(planned));
     BackfillPolicy::Walk walk = WalkBefore(from, now);
     for (std::size_t k = 0; k < planned; ++k) {
-      BookPlan(requests_.at(tail[k]), rank_of(k), now, walk, rank_of(k));
+      BookPlan(requests_.at(tail[k]), ranks.At(k), now, walk, ranks.At(k));
     }
   }
   for (std::size_t k = planned; k < tail.size(); ++k) {
     RequestRecord& r = requests_.at(tail[k]);
-    r.rank = rank_of(k);
+    r.rank = ranks.At(k);
     r.wait_cause = WaitCause::kCapacity;
     r.reason = std::string(kBeyondDepth);
     r.lead_since.reset();

@@ -182,9 +182,9 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, RankRun ra
     std::int64_t requests = 0;
     bool quota = false;
     bool binds = false;
-    std::optional<std::uint32_t> pool;       // a pool of one of its requests
-    std::vector<core::RequestId> old_plans;  // of its requests, when it does not bind
-    WorkspaceLoad* load = nullptr;           // looked up for its first plan, when it does not bind
+    std::optional<std::uint32_t> pool;                  // a pool of one of its requests
+    std::vector<core::RequestId>* old_plans = nullptr;  // of its requests, when it does not bind
+    WorkspaceLoad* load = nullptr;  // looked up for its first plan, when it does not bind
   };
   std::map<core::WorkspaceId, WorkspaceUse> uses;
   std::vector<WorkspaceUse*> use_of(tail.size());
@@ -325,14 +325,15 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, RankRun ra
   };
   auto finish = [&] {
     if (unbook_in_groups) {
-      for (std::size_t k = 0; k < tail.size(); ++k) {
-        if (old_plan[k] != 0 && !use_of[k]->binds) use_of[k]->old_plans.push_back(tail[k]);
-      }
+      // Collected through each workspace's use (no record or map lookup per request).
+      std::map<core::WorkspaceId, std::vector<core::RequestId>> old_plans;
       for (auto& [ws, use] : uses) {
-        if (use.old_plans.empty()) continue;
-        std::sort(use.old_plans.begin(), use.old_plans.end());
-        if (auto it = loads_.find(ws); it != loads_.end()) it->second.RemoveAll(use.old_plans);
+        if (!use.binds) use.old_plans = &old_plans[ws];
       }
+      for (std::size_t k = 0; k < tail.size(); ++k) {
+        if (old_plan[k] != 0 && !use_of[k]->binds) use_of[k]->old_plans->push_back(tail[k]);
+      }
+      RemovePlanLoads(old_plans);
     }
     for (std::size_t k = 0; k < tail.size(); ++k) {
       ++placements_;
@@ -342,7 +343,7 @@ bool Scheduler::ReplanByGroups(std::span<const core::RequestId> tail, RankRun ra
         if (use.load == nullptr) use.load = &loads_[r.spec.workspace];
         AddPlanLoad(*use.load, r);
       }
-      FinishPlacement(r, taken[k], /*index_owner=*/false, /*add_load=*/false);
+      FinishPlacement(r, taken[k], /*add_load=*/false);
     }
   };
   if (threads > 1) {

@@ -635,7 +635,7 @@ class Scheduler {
   // (`indexed`: in the inventory's owner index too; else IndexOwner must follow); it touches
   // only the record and the plan's pool, so a group's thread runs it (ReplanByGroups).
   // FinishPlacement does the rest on the loop thread: the horizon re-check, and for a booked
-  // plan the owner index (`index_owner`), the workspace load (`add_load`) and the start heap.
+  // plan the workspace load (`add_load`) and the start heap.
   struct Taken {
     bool booked = false;          // a plan was booked
     bool beyond_horizon = false;  // no plan: it fits only past the planning horizon
@@ -643,19 +643,19 @@ class Scheduler {
   Taken PlaceAndTake(RequestRecord& r, std::int32_t rank, core::Time now,
                      BackfillPolicy::Walk& walk, std::int32_t load_rank, bool indexed);
   Taken TakePlacement(RequestRecord& r, Placement p, bool indexed);
-  void FinishPlacement(RequestRecord& r, Taken taken, bool index_owner, bool add_load);
+  void FinishPlacement(RequestRecord& r, Taken taken, bool add_load);
   static void AddPlanLoad(WorkspaceLoad& load, const RequestRecord& r);
   // Takes the plans of `plans` (requests by workspace, sorted here) out of their workspaces'
   // loads. Only looks the loads up (never adds one), so a group's thread may call it for its
   // binding workspaces.
   void RemovePlanLoads(std::map<core::WorkspaceId, std::vector<core::RequestId>>& plans);
+  // The ids queued at positions >= `from`, in queue order (planner_groups.cc: a long tail is
+  // read by two threads).
+  std::vector<core::RequestId> QueueFrom(std::size_t from) const;
   // ReplanAll's placements of `tail` (ranked by `ranks`) one group of requests that cannot
   // affect each other at a time, on up to plan_threads threads (planner_groups.cc), their plans
   // first unbooked unless `unbooked` says that they hold none: true when done, false when it
   // did nothing (then the caller unbooks and places them in queue order).
-  // The ids queued at positions >= `from`, in queue order (planner_groups.cc: a long tail is
-  // read by two threads).
-  std::vector<core::RequestId> QueueFrom(std::size_t from) const;
   bool ReplanByGroups(std::span<const core::RequestId> tail, RankRun ranks, core::Time now,
                       bool unbooked);
   inventory::Booking PlanBooking(const core::RequestSpec& spec, core::RequestId id,
